@@ -1,0 +1,145 @@
+"""Atomic, verifiable safetensors checkpoints (never pickle).
+
+A checkpoint is one ``.safetensors`` file: the model's (and optionally the optimiser's) tensors,
+plus string metadata holding the configuration it belongs to and a JSON record of everything that
+is not a tensor. Writes go to a temporary file in the same folder, are fsynced, and are renamed
+into place, so a reader sees either the old or the new file, never a partial one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pickle
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint is missing, corrupt, or belongs to another configuration."""
+
+
+def fingerprint(config: Mapping[str, Any]) -> str:
+    """A stable hash of a JSON-serialisable configuration (keys sorted)."""
+    blob = json.dumps(config, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def atomic_write(path: str | os.PathLike, write: Any) -> None:
+    """Call ``write(tmp_path)`` and move the result onto ``path`` atomically."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        write(tmp)
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def save_tensors(path: str | os.PathLike, tensors: Mapping[str, torch.Tensor],
+                 config: Mapping[str, Any], record: Mapping[str, Any] | None = None) -> None:
+    """Write ``tensors`` with the configuration's fingerprint and a JSON ``record``."""
+    meta = {"config": json.dumps(config, sort_keys=True, default=str),
+            "fingerprint": fingerprint(config),
+            "record": json.dumps(record or {}, default=str)}
+    flat = {k: v.detach().contiguous().cpu() for k, v in tensors.items()}
+    atomic_write(path, lambda tmp: save_file(flat, tmp, metadata=meta))
+
+
+def load_tensors(path: str | os.PathLike, config: Mapping[str, Any] | None = None
+                 ) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """Read a checkpoint; if ``config`` is given it must match the one it was saved with."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"no checkpoint at {path}")
+    try:
+        tensors = load_file(path)
+        with safe_open(path, framework="pt") as f:
+            meta = f.metadata() or {}
+        record = json.loads(meta["record"])
+    except (SafetensorError, OSError, KeyError, ValueError) as err:
+        raise CheckpointError(f"corrupt checkpoint {path}: {err}") from err
+    if config is not None and meta.get("fingerprint") != fingerprint(config):
+        saved = json.loads(meta.get("config", "{}"))
+        diff = sorted(k for k in set(saved) | set(config) if saved.get(k) != config.get(k))
+        raise CheckpointError(f"checkpoint {path} belongs to another configuration "
+                              f"(differs in: {', '.join(map(str, diff)) or 'format'})")
+    return tensors, record
+
+
+def save_training_state(path: str | os.PathLike, *, model: nn.Module,
+                        optimizer: torch.optim.Optimizer | None, config: Mapping[str, Any],
+                        record: Mapping[str, Any]) -> None:
+    """Model weights, optimiser state (flattened into tensors) and a JSON record, atomically."""
+    tensors = {f"model.{k}": v for k, v in model.state_dict().items()}
+    record = dict(record)
+    if optimizer is not None:
+        state = optimizer.state_dict()
+        for idx, slots in state["state"].items():
+            for name, value in slots.items():
+                tensors[f"optim.{idx}.{name}"] = torch.as_tensor(value)
+        record["optim_param_groups"] = state["param_groups"]
+    save_tensors(path, tensors, config, record)
+
+
+def load_training_state(path: str | os.PathLike, *, model: nn.Module,
+                        optimizer: torch.optim.Optimizer | None,
+                        config: Mapping[str, Any]) -> dict[str, Any]:
+    """Restore what :func:`save_training_state` wrote; returns the record."""
+    tensors, record = load_tensors(path, config)
+    model.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
+    groups = record.pop("optim_param_groups", None)
+    if optimizer is not None:
+        slots: dict[int, dict[str, torch.Tensor]] = {}
+        for key, value in tensors.items():
+            if key.startswith("optim."):
+                _, idx, name = key.split(".", 2)
+                slots.setdefault(int(idx), {})[name] = value
+        optimizer.load_state_dict({"state": slots, "param_groups": groups})
+    return record
+
+
+def read_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
+    """Tensors of a weights file: safetensors, or a torch file read with ``weights_only=True``."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"weights file not found: {path}")
+    try:
+        if path.suffix == ".safetensors":
+            return load_file(path)
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except (SafetensorError, RuntimeError, OSError, pickle.UnpicklingError) as err:
+        raise CheckpointError(f"unreadable weights file {path}: {err}") from err
+    for key in ("model", "state_dict"):
+        if isinstance(state, dict) and isinstance(state.get(key), dict):
+            state = state[key]
+    return state
+
+
+def load_state_checked(model: nn.Module, state: Mapping[str, torch.Tensor], *,
+                       source: str = "state dict") -> None:
+    """``model.load_state_dict(state)``, with one clear error naming every key that does not fit."""
+    own = model.state_dict()
+    shape_bad = [f"{k}: file {tuple(v.shape)} vs model {tuple(own[k].shape)}"
+                 for k, v in state.items() if k in own and own[k].shape != v.shape]
+    missing = sorted(set(own) - set(state))
+    unexpected = sorted(set(state) - set(own))
+    if shape_bad or missing or unexpected:
+        raise CheckpointError(
+            f"{source} does not match the architecture: {len(missing)} missing keys "
+            f"{missing[:4]}, {len(unexpected)} unexpected keys {unexpected[:4]}, "
+            f"{len(shape_bad)} shape mismatches {shape_bad[:4]}")
+    model.load_state_dict(state)

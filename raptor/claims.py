@@ -1,0 +1,109 @@
+"""Claims checks: each chapter ends by testing the paper's claims on its own numbers.
+
+The 25 claims and their stable IDs come from the project's ``CLAIMS.md``. A check records the
+paper's number, this run's number and a verdict computed from the data by the chapter
+(``holds`` / ``does not hold`` / ``not testable at this profile``). Chapters write their checks as
+JSON next to the book; the claims page gathers them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import pandas as pd
+
+CLAIMS: dict[str, str] = {
+    "C1": "Layer–layer similarity matrices show contiguous block structure across models",
+    "C2": "Max-cut boundaries align with the visible blocks",
+    "C3": "Max-cut partitions beat random partitions by > 1σ of Raptor accuracy",
+    "C4": "Intra-block layer swaps keep accuracy; inter-block swaps collapse it",
+    "C5": "Stochastic depth raises layer–layer similarity",
+    "C6": "Stochastic depth raises Raptor reconstruction R²",
+    "C7": "Stochastic depth raises teacher and student accuracy (up to ~0.6)",
+    "C8": "Layer–layer similarity is positively associated with Raptor R²",
+    "C9": "An untrained ViT is reconstructed better than a trained one",
+    "C10": "Removing the skip branch of an untrained ViT only slightly lowers R²",
+    "C11": "R² stays high until the teacher overfits, then cls R² and accuracy drop",
+    "C12": "Raptor k=2 recovers ~96% of DINOv2-B IN-1k accuracy, k=3 ~98%",
+    "C13": "Accuracy rises from k=2 to k=3 and saturates at k=4",
+    "C14": "TF alone collapses; AR with annealed TF recovers; each later step adds",
+    "C15": "Raptor keeps high cosine similarity to the teacher through depth",
+    "C16": "Token directions converge: γ_l is S-shaped and saturates near 1",
+    "C17": "Feature norms grow with depth",
+    "C18": "Depth trajectories enter class-dependent angular basins",
+    "C19": "Perturbed trajectories bend back (self-correction)",
+    "C20": "Patch sensitivity decays with injection depth; cls sensitivity rises when injected late",
+    "C21": "Angular speed: registers < patches < cls late; statistics jump at phase boundaries",
+    "C22": "Stable and effective rank of updates fall with depth (≈ 6 at the end for DINOv2-B)",
+    "C23": "Patch-token coherence rises sharply late",
+    "C24": "DMD eigenvalues lie inside the unit circle near +1; cls closest to +1",
+    "C25": "A BRH model has a shorter description at the same runtime (Levin complexity)",
+}
+
+HOLDS, FAILS, UNTESTABLE = "holds", "does not hold", "not testable at this profile"
+
+
+@dataclass(frozen=True)
+class Check:
+    """One claim tested in one chapter at one profile."""
+
+    id: str
+    claim: str
+    paper: str
+    ours: str
+    verdict: str
+    detail: str = ""
+    chapter: str = ""
+    profile: str = ""
+
+
+def check(claim_id: str, *, paper: str, ours: str, holds: bool | None, detail: str = "") -> Check:
+    """A check of ``claim_id``: ``holds=None`` means the claim is not testable at this profile."""
+    if claim_id not in CLAIMS:
+        raise ValueError(f"unknown claim id {claim_id!r}; valid: C1..C{len(CLAIMS)}")
+    if holds is not None and not isinstance(holds, bool):
+        holds = bool(holds)
+    verdict = UNTESTABLE if holds is None else HOLDS if holds else FAILS
+    return Check(claim_id, CLAIMS[claim_id], paper, ours, verdict, detail)
+
+
+def table(checks: Iterable[Check]) -> pd.DataFrame:
+    """The checks as a table (the last cell of a chapter)."""
+    rows = [asdict(c) for c in checks]
+    cols = ["id", "claim", "paper", "ours", "verdict", "detail"]
+    return pd.DataFrame(rows, columns=cols + ["chapter", "profile"])[cols].set_index("id")
+
+
+def report(checks: Iterable[Check], *, chapter: str, profile: str,
+           claims_dir: str | Path = "claims") -> pd.DataFrame:
+    """Write the chapter's checks to ``claims_dir/<chapter>.json`` and return them as a table.
+
+    Also lifts pandas' column-width limit so the table shows each check in full.
+    """
+    pd.set_option("display.max_colwidth", None)
+    checks = [Check(**{**asdict(c), "chapter": chapter, "profile": profile}) for c in checks]
+    path = Path(claims_dir) / f"{chapter}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps([asdict(c) for c in checks], indent=1, ensure_ascii=False) + "\n")
+    return table(checks)
+
+
+def gather(claims_dir: str | Path = "claims") -> pd.DataFrame:
+    """All 25 claims with every check recorded for them; untested ones are marked so."""
+    found: dict[str, list[dict]] = {cid: [] for cid in CLAIMS}
+    for path in sorted(Path(claims_dir).glob("*.json")):
+        for c in json.loads(path.read_text()):
+            found[c["id"]].append(c)
+    rows = []
+    for cid, statement in CLAIMS.items():
+        for c in found[cid] or [None]:
+            rows.append({"id": cid, "claim": statement,
+                         "chapter": c["chapter"] if c else "—",
+                         "profile": c["profile"] if c else "—",
+                         "paper": c["paper"] if c else "",
+                         "ours": c["ours"] if c else "",
+                         "verdict": c["verdict"] if c else "not yet tested"})
+    return pd.DataFrame(rows).set_index("id")

@@ -1,0 +1,322 @@
+"""Train/val datasets and loaders by name, with the paper's transforms.
+
+Three datasets: ``"fashion-mnist"`` (offline, small experiments), ``"cifar100"`` (the paper's
+small-scale experiments, §4) and ``"imagenet"`` (DINOv2 distillation and probes, §5). Each is
+looked up in ``root`` if given, else in ``$RAPTOR_DATA/<name>`` and ``$RAPTOR_DATA`` (and, for
+Fashion-MNIST, Debian's ``/usr/share/datasets/fashion-mnist``); the first folder holding the full
+expected layout wins. A missing dataset raises one :class:`DatasetNotFoundError` listing every
+folder tried and how to get the data; a corrupt file raises ``ValueError`` naming it. There is
+no fallback to another dataset.
+
+Fashion-MNIST and CIFAR-100 are held in memory as uint8 tensors and converted a whole batch at a
+time (DataLoader's ``__getitems__``): no PIL per image, which dominates small-batch CPU training.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import pickle
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torch.utils.data import DataLoader, Dataset, Subset
+from torchvision import datasets, transforms
+
+DATASETS: tuple[str, ...] = ("fashion-mnist", "cifar100", "imagenet")
+DEBIAN_FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
+_FASHION_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                  "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+_CIFAR_FILES = ("train", "test", "meta")
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    """Static facts about a dataset; ``image_size`` is the default ``img_size`` (for ImageNet,
+    the 224 px crop of §5, since its images vary in size)."""
+
+    name: str
+    num_classes: int
+    in_chans: int
+    image_size: int
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+
+
+_INFO = {
+    "fashion-mnist": DatasetInfo("fashion-mnist", 10, 1, 28, (0.2860,), (0.3530,)),
+    "cifar100": DatasetInfo("cifar100", 100, 3, 32, (0.5071, 0.4865, 0.4409),
+                            (0.2673, 0.2564, 0.2762)),
+    "imagenet": DatasetInfo("imagenet", 1000, 3, 224, (0.485, 0.456, 0.406),
+                            (0.229, 0.224, 0.225)),
+}
+
+_EXPECTED = {
+    "fashion-mnist": "the files " + ", ".join(f + "[.gz]" for f in _FASHION_FILES)
+                     + " directly in the folder or in <folder>/FashionMNIST/raw/",
+    "cifar100": "<folder>/cifar-100-python/{train,test,meta} (torchvision's CIFAR100 format)",
+    "imagenet": "<folder>/train/<wnid>/*.JPEG and <folder>/val/<wnid>/*.JPEG (ImageFolder; "
+                "val sorted into one folder per class)",
+}
+
+_HOW_TO_GET = {
+    "fashion-mnist": "`apt install dataset-fashion-mnist`, or pass download=True (downloads "
+                     "through torchvision into root or $RAPTOR_DATA/fashion-mnist)",
+    "cifar100": "pass download=True (downloads through torchvision into root or "
+                "$RAPTOR_DATA/cifar100)",
+    "imagenet": "download ILSVRC-2012 from image-net.org (no automatic download: licence) and "
+                "arrange it as shown",
+}
+
+
+class DatasetNotFoundError(FileNotFoundError):
+    """No searched folder holds the dataset in its expected layout."""
+
+
+def dataset_info(name: str) -> DatasetInfo:
+    """Facts about dataset ``name`` (one of :data:`DATASETS`)."""
+    if name not in _INFO:
+        raise ValueError(f"name must be one of {', '.join(DATASETS)}; got {name!r}")
+    return _INFO[name]
+
+
+def data_root_candidates(name: str, root: str | os.PathLike[str] | None = None) -> list[Path]:
+    """The folders searched for ``name``, in order: ``root`` alone if given, else
+    ``$RAPTOR_DATA/<name>``, ``$RAPTOR_DATA`` and (Fashion-MNIST) Debian's folder."""
+    dataset_info(name)
+    if root is not None:
+        return [Path(root).expanduser()]
+    env = os.environ.get("RAPTOR_DATA")
+    found = [Path(env).expanduser() / name, Path(env).expanduser()] if env else []
+    return found + ([DEBIAN_FASHION_MNIST] if name == "fashion-mnist" else [])
+
+
+def _layout(name: str, folder: Path) -> tuple[Path | None, str]:
+    """(folder to load from, "") if ``folder`` holds ``name``, else (None, what is wrong)."""
+    if not folder.is_dir():
+        return None, "does not exist"
+    if name == "fashion-mnist":
+        for sub in (folder, folder / "FashionMNIST" / "raw"):
+            if all((sub / f).is_file() or (sub / f"{f}.gz").is_file() for f in _FASHION_FILES):
+                return sub, ""
+        missing = [f for f in _FASHION_FILES
+                   if not ((folder / f).is_file() or (folder / f"{f}.gz").is_file())]
+    elif name == "cifar100":
+        missing = [f"cifar-100-python/{f}" for f in _CIFAR_FILES
+                   if not (folder / "cifar-100-python" / f).is_file()]
+    else:
+        missing = [f"{s}/<wnid>/" for s in ("train", "val")
+                   if not any(p.is_dir() for p in (folder / s).glob("*"))]
+    return (None, "missing " + ", ".join(missing)) if missing else (folder, "")
+
+
+def _download(name: str, root: str | os.PathLike[str] | None) -> Path:
+    """Download ``name`` through torchvision into ``root`` or ``$RAPTOR_DATA/<name>``."""
+    env = os.environ.get("RAPTOR_DATA")
+    if root is None and not env:
+        raise ValueError("download=True needs root= or $RAPTOR_DATA to say where to store data")
+    target = Path(root).expanduser() if root is not None else Path(env).expanduser() / name
+    if name == "fashion-mnist":
+        datasets.FashionMNIST(str(target), download=True)
+    else:
+        datasets.CIFAR100(str(target), download=True)
+    return target
+
+
+def _find(name: str, root: str | os.PathLike[str] | None, download: bool) -> Path:
+    """The folder to load ``name`` from, downloading it first if allowed and needed."""
+    tried = []
+    for folder in data_root_candidates(name, root):
+        found, problem = _layout(name, folder)
+        if found is not None:
+            return found
+        tried.append(f"  - {folder}: {problem}")
+    if download and name != "imagenet":
+        target = _download(name, root)
+        found, problem = _layout(name, target)
+        if found is not None:
+            return found
+        tried.append(f"  - {target} (after download): {problem}")
+    if root is None and not os.environ.get("RAPTOR_DATA"):
+        tried.append("  - ($RAPTOR_DATA is not set)")
+    raise DatasetNotFoundError(
+        f"dataset {name!r} not found. Looked in:\n" + "\n".join(tried)
+        + f"\nExpected layout: {_EXPECTED[name]}.\nTo get it: {_HOW_TO_GET[name]}.")
+
+
+def read_idx(path: Path) -> np.ndarray:
+    """An unsigned-byte idx array (the MNIST file format), gzip-compressed or not."""
+    try:
+        with (gzip.open if path.suffix == ".gz" else open)(path, "rb") as f:
+            raw = f.read()
+    except (OSError, EOFError) as err:
+        raise ValueError(f"{path}: unreadable ({err})") from err
+    ndim = raw[3] if len(raw) >= 4 else 0
+    if raw[:3] != b"\0\0\x08" or not 1 <= ndim <= 3 or len(raw) < 4 + 4 * ndim:
+        raise ValueError(f"{path}: not an unsigned-byte idx file (bad magic number or header)")
+    shape = tuple(int(d) for d in np.frombuffer(raw, ">u4", count=ndim, offset=4))
+    size = 4 + 4 * ndim + int(np.prod(shape))
+    if len(raw) != size:
+        raise ValueError(f"{path}: {len(raw)} bytes, expected {size} for shape {shape}")
+    return np.frombuffer(raw, np.uint8, offset=4 + 4 * ndim).reshape(shape)
+
+
+class InMemoryImages(Dataset[tuple[Tensor, int]]):
+    """uint8 images (N, C, H, W) held in memory; samples come out as float (C, S, S): scaled to
+    [0, 1], resized to ``img_size`` (antialiased, clamped to [0, 1]), then normalised."""
+
+    def __init__(self, images: Tensor, targets: Tensor, info: DatasetInfo, img_size: int,
+                 interpolation: str) -> None:
+        if images.dtype != torch.uint8 or images.ndim != 4 or len(images) != len(targets):
+            raise ValueError(f"images must be uint8 (N, C, H, W) with one target each; got "
+                             f"{images.dtype} {tuple(images.shape)}, {len(targets)} targets")
+        self.images, self.targets = images, targets.long()
+        self.img_size, self.interpolation = img_size, interpolation
+        self._mean = torch.tensor(info.mean).view(1, -1, 1, 1)
+        self._std = torch.tensor(info.std).view(1, -1, 1, 1)
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def _convert(self, batch: Tensor) -> Tensor:
+        x = batch.float().div_(255)
+        if x.shape[-2:] != (self.img_size, self.img_size):
+            x = F.interpolate(x, size=(self.img_size, self.img_size), mode=self.interpolation,
+                              antialias=True, align_corners=False).clamp_(0, 1)
+        return x.sub_(self._mean).div_(self._std)
+
+    def __getitem__(self, index: int) -> tuple[Tensor, int]:
+        return self._convert(self.images[index][None])[0], int(self.targets[index])
+
+    def __getitems__(self, indices: list[int]) -> list[tuple[Tensor, int]]:
+        idx = torch.as_tensor(indices, dtype=torch.long)
+        return list(zip(self._convert(self.images[idx]).unbind(0), self.targets[idx].tolist()))
+
+
+def _load_fashion(folder: Path, train: bool, img_size: int) -> InMemoryImages:
+    split = "train" if train else "t10k"
+    arrays = []
+    for kind in ("images-idx3-ubyte", "labels-idx1-ubyte"):
+        path = folder / f"{split}-{kind}"
+        arrays.append(read_idx(path if path.is_file() else path.with_name(path.name + ".gz")))
+    images, labels = arrays
+    if images.ndim != 3 or labels.ndim != 1 or len(images) != len(labels) or labels.max() > 9:
+        raise ValueError(f"{folder}: {split} images {images.shape} and labels {labels.shape} "
+                         "do not form a Fashion-MNIST split (N×28×28 images, N labels in 0..9)")
+    return InMemoryImages(torch.from_numpy(images.copy())[:, None], torch.from_numpy(labels.copy()),
+                          _INFO["fashion-mnist"], img_size, "bilinear")
+
+
+class _CIFAR100Files(datasets.CIFAR100):
+    """torchvision's CIFAR-100 reader checking that the files exist, not their md5 (the shapes
+    are checked instead). It unpickles them: trusted-format data, as torchvision itself does."""
+
+    train_list = [["train", None]]
+    test_list = [["test", None]]
+    meta = {"filename": "meta", "key": "fine_label_names", "md5": None}
+
+
+def _load_cifar(folder: Path, train: bool, img_size: int) -> InMemoryImages:
+    try:
+        ds = _CIFAR100Files(str(folder), train=train)
+    except (ValueError, KeyError, EOFError, OSError, pickle.UnpicklingError) as err:
+        raise ValueError(f"{folder / 'cifar-100-python'}: not CIFAR-100 ({err})") from err
+    targets = torch.tensor(ds.targets)
+    if len(ds.classes) != 100 or targets.min() < 0 or targets.max() > 99:
+        raise ValueError(f"{folder / 'cifar-100-python'}: not CIFAR-100 (expected 100 classes)")
+    images = torch.from_numpy(ds.data).permute(0, 3, 1, 2).contiguous()
+    return InMemoryImages(images, targets, _INFO["cifar100"], img_size, "bicubic")
+
+
+def imagenet_transform(img_size: int = 224) -> transforms.Compose:
+    """§5 (and FACTS §3): Resize 256 bicubic + CenterCrop 224 + normalise, for train (no
+    augmentation in distillation) and val; both sizes scale with ``img_size``."""
+    info = _INFO["imagenet"]
+    return transforms.Compose([
+        transforms.Resize(round(img_size * 256 / 224),
+                          interpolation=transforms.InterpolationMode.BICUBIC),
+        transforms.CenterCrop(img_size), transforms.ToTensor(),
+        transforms.Normalize(info.mean, info.std)])
+
+
+def _load_imagenet(folder: Path, train: bool, img_size: int) -> datasets.ImageFolder:
+    split = folder / ("train" if train else "val")
+    try:
+        return datasets.ImageFolder(str(split), transform=imagenet_transform(img_size))
+    except FileNotFoundError as err:
+        raise ValueError(f"{split}: {err}. Expected {_EXPECTED['imagenet']}") from err
+
+
+def class_balanced_indices(targets: np.ndarray | list[int], limit: int, seed: int) -> np.ndarray:
+    """``limit`` sorted indices drawn round-robin over classes in a seeded random order: class
+    counts differ by at most one, except for classes that run out of images."""
+    t = np.asarray(targets, dtype=np.int64)
+    perm = np.random.default_rng(seed).permutation(len(t))
+    lab = t[perm]
+    order = np.argsort(lab, kind="stable")
+    counts = np.bincount(lab)
+    rank = np.empty(len(t), dtype=np.int64)  # position of each draw within its own class
+    rank[order] = np.arange(len(t)) - (np.cumsum(counts) - counts)[lab[order]]
+    return np.sort(perm[np.lexsort((np.arange(len(t)), rank))[:limit]])
+
+
+def _check_int(value: object, param: str, low: int, optional: bool = True) -> None:
+    if value is None and optional:
+        return
+    if isinstance(value, int) and not isinstance(value, bool) and value >= low:
+        return
+    raise ValueError(f"{param} must be an int >= {low}{' or None' if optional else ''}; "
+                     f"got {value!r}")
+
+
+def get_datasets(name: str, *, root: str | os.PathLike[str] | None = None,
+                 img_size: int | None = None, download: bool = False,
+                 train_limit: int | None = None, val_limit: int | None = None,
+                 seed: int = 0) -> tuple[Dataset, Dataset]:
+    """(train, val) datasets of ``name`` yielding (float image (C, S, S), int label).
+
+    ``img_size`` defaults to ``dataset_info(name).image_size``; the paper's CIFAR-100 and
+    ImageNet profiles use 224. A limit keeps a seeded class-balanced subset
+    (:func:`class_balanced_indices`) as a ``Subset``. CIFAR-100 is resized bicubic [ours: the
+    paper does not state its transform]; Fashion-MNIST bilinear.
+    """
+    info = dataset_info(name)
+    for value, param in ((img_size, "img_size"), (train_limit, "train_limit"),
+                         (val_limit, "val_limit")):
+        _check_int(value, param, 1)
+    _check_int(seed, "seed", 0, optional=False)
+    folder = _find(name, root, download)
+    load = {"fashion-mnist": _load_fashion, "cifar100": _load_cifar,
+            "imagenet": _load_imagenet}[name]
+    splits = [load(folder, train, img_size or info.image_size) for train in (True, False)]
+    if name == "imagenet" and splits[0].classes != splits[1].classes:
+        raise ValueError(f"{folder}: train and val class folders differ; labels would not match")
+    out: list[Dataset] = []
+    for ds, limit, split in zip(splits, (train_limit, val_limit), ("train", "val")):
+        if limit is not None:
+            if limit > len(ds):
+                raise ValueError(f"{split}_limit={limit} exceeds the {len(ds)} images of "
+                                 f"{name} {split}")
+            ds = Subset(ds, class_balanced_indices(ds.targets, limit, seed).tolist())
+        out.append(ds)
+    return out[0], out[1]
+
+
+def get_loaders(name: str, *, batch_size: int, root: str | os.PathLike[str] | None = None,
+                img_size: int | None = None, download: bool = False,
+                train_limit: int | None = None, val_limit: int | None = None, seed: int = 0,
+                num_workers: int = 0, shuffle_train: bool = True) -> tuple[DataLoader, DataLoader]:
+    """(train, val) loaders over :func:`get_datasets`; the train order is seeded by ``seed``
+    (a ``torch.Generator``), val is in dataset order. Batches: (float (B, C, S, S), int64 (B,))."""
+    _check_int(batch_size, "batch_size", 1, optional=False)
+    _check_int(num_workers, "num_workers", 0, optional=False)
+    train, val = get_datasets(name, root=root, img_size=img_size, download=download,
+                              train_limit=train_limit, val_limit=val_limit, seed=seed)
+    generator = torch.Generator().manual_seed(seed)
+    return (DataLoader(train, batch_size=batch_size, shuffle=shuffle_train, generator=generator,
+                       num_workers=num_workers),
+            DataLoader(val, batch_size=batch_size, shuffle=False, num_workers=num_workers))

@@ -1,0 +1,115 @@
+"""Distillation losses of the two-stage Raptor recipe (paper §3, Eq. 2–3; FACTS.md §3).
+
+All losses are per-layer MSEs against the teacher's trajectory ``a`` (``(N, L+1, T, D)``):
+
+- teacher forcing (TF): a block maps the true ``a_l`` to a prediction of ``a_{l+1}``, averaged
+  over the layers of its segment;
+- autoregressive (AR) over a segment ``(s, e]``: ``x_0 = a_s``, ``x_{i+1} = B(x_i, z = s+i+1)``,
+  ``(1/n) Σ_i MSE(x_{i+1}, a_{s+i+1})``;
+- stage 1 mixes them per block, ``λ·TF + (1 − λ)·AR`` with ``λ`` from :func:`tf_lambda`;
+  stage 2 chains all blocks from layer 0 to ``L``, AR only.
+
+Token-group weighting (Eq. 3, from the authors' code): ``Σ_g w_g · MSE_g``, each ``MSE_g`` a mean
+over its group's tokens. [ours] When a group is absent (a model without registers) its weight is
+dropped and the others are renormalised to their original sum, e.g. stage 2's ``(0.45, 0.10,
+0.45)`` becomes ``(0.5, 0.5)`` over cls and patches. ``weights=None`` is the plain MSE over all
+tokens, which the authors use for every stage-1 block except the one ending at the last layer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+from raptor.model import Raptor, RaptorBlock
+from raptor.trajectories import GROUP_NAMES, TokenGroups
+
+Weights = tuple[float, float, float]
+
+
+def present_weights(groups: TokenGroups, weights: Sequence[float]) -> list[tuple[slice, float]]:
+    """``(slice, weight)`` of the present groups, renormalised to the sum of all ``weights``."""
+    if len(weights) != len(GROUP_NAMES) or any(w < 0 for w in weights):
+        raise ValueError(f"weights must be 3 non-negative numbers (cls, registers, patches), "
+                         f"got {tuple(weights)}")
+    present = [(s, float(weights[GROUP_NAMES.index(name)])) for name, s in groups.items()]
+    kept = sum(w for _, w in present)
+    if kept <= 0:
+        raise ValueError(f"weights {tuple(weights)} give no weight to the present token groups "
+                         f"{[name for name, _ in groups.items()]}")
+    return [(s, w * sum(weights) / kept) for s, w in present]
+
+
+def token_mse(pred: torch.Tensor, target: torch.Tensor, groups: TokenGroups,
+              weights: Sequence[float] | None = None) -> torch.Tensor:
+    """Group-weighted MSE of ``(..., T, D)`` tensors; ``weights=None``: mean over all tokens."""
+    err = (pred.float() - target.float()).square()
+    if weights is None:
+        return err.mean()
+    return sum(w * err[..., s, :].mean() for s, w in present_weights(groups, weights))
+
+
+def tf_lambda(step: int, total: int, anneal_frac: float) -> float:
+    """Teacher-forcing weight ``λ = max(0, 1 − step / (anneal_frac · total))`` (FACTS.md §3)."""
+    if total < 1 or not 0 < anneal_frac <= 1:
+        raise ValueError(f"need total >= 1 and 0 < anneal_frac <= 1, got total={total}, "
+                         f"anneal_frac={anneal_frac}")
+    return max(0.0, 1.0 - step / (anneal_frac * total))
+
+
+def teacher_forced_loss(block: RaptorBlock, traj: torch.Tensor, start: int, stop: int,
+                        groups: TokenGroups, weights: Sequence[float] | None) -> torch.Tensor:
+    """TF loss of ``block`` on layers ``start+1..stop``: all one-step predictions in one batch."""
+    n, batch = stop - start, traj.shape[0]
+    inputs = traj[:, start:stop].flatten(0, 1)
+    z = torch.arange(start + 1, stop + 1, device=traj.device).repeat(batch)
+    pred = block(inputs, z)
+    return token_mse(pred.view(batch, n, *pred.shape[1:]), traj[:, start + 1:stop + 1], groups,
+                     weights)
+
+
+def autoregressive_loss(raptor: Raptor, traj: torch.Tensor, start: int, stop: int,
+                        groups: TokenGroups, weights: Sequence[float] | None) -> torch.Tensor:
+    """AR loss from the true tokens at ``start`` through ``stop``, mean over those layers."""
+    pred = raptor.forward_from(traj[:, start], start, stop)[:, 1:]
+    return token_mse(pred, traj[:, start + 1:stop + 1], groups, weights)
+
+
+class Objective(nn.Module):
+    """The loss of one training step, as a module so DDP can wrap it.
+
+    ``forward(traj, stage, lam)`` returns ``(loss, parts)``: in stage 1, ``loss`` is the sum of
+    the ``k`` blocks' independent losses (their parameters are disjoint, so each block gets the
+    gradient of its own loss) and ``parts`` holds them; in stage 2 ``parts`` is ``loss`` alone.
+    """
+
+    def __init__(self, raptor: Raptor, groups: TokenGroups,
+                 stage1_weights: Sequence[Weights | None], stage2_weights: Weights | None) -> None:
+        super().__init__()
+        if len(stage1_weights) != len(raptor.blocks):
+            raise ValueError(f"need one stage-1 weighting per block ({len(raptor.blocks)}), "
+                             f"got {len(stage1_weights)}")
+        self.raptor = raptor
+        self.groups = groups
+        self.stage1_weights = list(stage1_weights)
+        self.stage2_weights = stage2_weights
+
+    def forward(self, traj: torch.Tensor, stage: int, lam: float
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        if stage == 2:
+            loss = autoregressive_loss(self.raptor, traj, 0, self.raptor.depth, self.groups,
+                                       self.stage2_weights)
+            return loss, loss.detach()[None]
+        parts = []
+        for block, (start, stop), w in zip(self.raptor.blocks, self.raptor.partition,
+                                          self.stage1_weights):
+            loss = traj.new_zeros(())
+            if lam > 0:
+                loss = loss + lam * teacher_forced_loss(block, traj, start, stop, self.groups, w)
+            if lam < 1:
+                loss = loss + (1 - lam) * autoregressive_loss(self.raptor, traj, start, stop,
+                                                              self.groups, w)
+            parts.append(loss)
+        return torch.stack(parts).sum(), torch.stack(parts).detach()

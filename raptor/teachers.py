@@ -1,0 +1,292 @@
+"""Teachers: timm ViTs built by one factory, trained as classifiers, or loaded pretrained.
+
+The paper's small-scale experiments (§2, FACTS.md §4) train ViTs from scratch with *uniform*
+stochastic depth: every layer is dropped independently with the same probability ``p``. timm's
+``drop_path_rate`` instead rises linearly with depth and drops the attention and MLP branches
+independently, so the factory swaps in :class:`TeacherBlock`, which drops the whole residual update
+of a block (Huang et al. 2016) with probability ``p`` at every depth. ``residual=False`` gives the
+no-skip control of §2 (blocks without their skip connections).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import timm
+import torch
+import torch.nn.functional as F
+from timm.models.vision_transformer import Block, VisionTransformer, checkpoint_filter_fn
+from torch import nn
+from tqdm import tqdm
+
+from raptor.cache import get_or_build, load_entry
+from raptor.checkpoint import (CheckpointError, load_state_checked, load_tensors,
+                               load_training_state, read_state_dict, save_tensors,
+                               save_training_state)
+from raptor.schedule import batches_from, set_lr, warmup_cosine
+
+DINOV2_B = "vit_base_patch14_reg4_dinov2.lvd142m"
+
+
+class TeacherBlock(Block):
+    """A timm :class:`~timm.models.vision_transformer.Block` with whole-layer stochastic depth.
+
+    In training, each sample skips the block's update with probability ``layer_drop`` and the
+    kept updates are scaled by ``1 / (1 - layer_drop)`` (so evaluation needs no rescaling).
+    ``residual=False`` removes both skip connections.
+    """
+
+    def __init__(self, *args: Any, layer_drop: float = 0.0, residual: bool = True,
+                 **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.layer_drop = layer_drop
+        self.residual = residual
+
+    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None,
+                is_causal: bool = False) -> torch.Tensor:
+        if not self.residual:
+            x = self.ls1(self.attn(self.norm1(x), attn_mask=attn_mask, is_causal=is_causal))
+            return self.ls2(self.mlp(self.norm2(x)))
+        if not (self.training and self.layer_drop > 0):
+            return super().forward(x, attn_mask=attn_mask, is_causal=is_causal)
+        a = self.ls1(self.attn(self.norm1(x), attn_mask=attn_mask, is_causal=is_causal))
+        update = a + self.ls2(self.mlp(self.norm2(x + a)))
+        keep = 1.0 - self.layer_drop
+        mask = torch.rand(x.shape[0], 1, 1, device=x.device, dtype=x.dtype) < keep
+        return x + update * mask / keep
+
+
+@dataclass(frozen=True)
+class TeacherConfig:
+    """Architecture of a ViT teacher (timm ``VisionTransformer`` arguments, paper names)."""
+
+    depth: int = 8
+    embed_dim: int = 64
+    num_heads: int = 4
+    patch_size: int = 4
+    img_size: int = 28
+    in_chans: int = 1
+    num_classes: int = 10
+    reg_tokens: int = 0
+    mlp_ratio: float = 4.0
+    layerscale: float | None = None
+    p: float = 0.0
+    residual: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("depth", "embed_dim", "num_heads", "patch_size", "img_size", "in_chans",
+                     "num_classes"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
+        if self.embed_dim % self.num_heads:
+            raise ValueError(f"embed_dim={self.embed_dim} must be divisible by "
+                             f"num_heads={self.num_heads}")
+        if self.img_size % self.patch_size:
+            raise ValueError(f"img_size={self.img_size} must be divisible by "
+                             f"patch_size={self.patch_size}")
+        if not 0.0 <= self.p < 1.0:
+            raise ValueError(f"stochastic-depth rate p must be in [0, 1), got {self.p}")
+        if self.reg_tokens < 0:
+            raise ValueError(f"reg_tokens must be >= 0, got {self.reg_tokens}")
+        if self.layerscale is not None and self.layerscale <= 0:
+            raise ValueError(f"layerscale must be None or > 0, got {self.layerscale}")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Classifier training: AdamW + warmup/cosine on a named dataset (see :mod:`raptor.data`)."""
+
+    dataset: str = "fashion-mnist"
+    steps: int = 600
+    batch_size: int = 128
+    lr: float = 1e-3
+    weight_decay: float = 0.05
+    warmup_steps: int = 50
+    min_lr: float = 1e-5
+    grad_clip: float = 1.0
+    seed: int = 0
+    train_limit: int | None = None
+    eval_every: int = 200
+    val_limit: int | None = 2000
+    snapshot_steps: tuple[int, ...] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "batch_size", "eval_every"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
+        if self.lr <= 0 or self.weight_decay < 0:
+            raise ValueError(f"need lr > 0 and weight_decay >= 0, got {self.lr}, "
+                             f"{self.weight_decay}")
+        if any(not 0 < s <= self.steps for s in self.snapshot_steps):
+            raise ValueError(f"snapshot_steps must lie in [1, steps={self.steps}], "
+                             f"got {self.snapshot_steps}")
+
+
+def build_teacher(cfg: TeacherConfig, seed: int = 0) -> VisionTransformer:
+    """A timm ViT with :class:`TeacherBlock` blocks, initialised deterministically from ``seed``."""
+    torch.manual_seed(seed)
+    block_fn = partial(TeacherBlock, layer_drop=cfg.p, residual=cfg.residual)
+    return VisionTransformer(
+        img_size=cfg.img_size, patch_size=cfg.patch_size, in_chans=cfg.in_chans,
+        num_classes=cfg.num_classes, embed_dim=cfg.embed_dim, depth=cfg.depth,
+        num_heads=cfg.num_heads, mlp_ratio=cfg.mlp_ratio, reg_tokens=cfg.reg_tokens,
+        init_values=cfg.layerscale, qkv_bias=True, block_fn=block_fn)
+
+
+def load_pretrained(name: str, weights: str | Path | None = None, *, allow_download: bool = False,
+                    **kwargs: Any) -> VisionTransformer:
+    """A pretrained timm ViT, e.g. ``vit_base_patch14_reg4_dinov2.lvd142m``.
+
+    Weights come from a local ``weights`` file (safetensors, or a ``weights_only`` torch file;
+    position embeddings are resampled to ``img_size`` by timm's checkpoint filter), or from the
+    hub when ``allow_download`` is set and a network exists. ``kwargs`` go to
+    ``timm.create_model`` (e.g. ``img_size=224``, ``num_classes=0``).
+    """
+    if not timm.is_model(name.split(".")[0]):
+        close = timm.list_models(f"{name.split('_')[0]}_*")[:8]
+        raise ValueError(f"unknown timm model {name!r}; similar names: {close}")
+    if weights is None and not allow_download:
+        raise ValueError(f"no weights given for {name!r}: pass weights=<local file> or "
+                         f"allow_download=True where a network exists")
+    model = timm.create_model(name, pretrained=weights is None, **kwargs)
+    if weights is not None:
+        state = checkpoint_filter_fn(read_state_dict(weights), model)
+        load_state_checked(model, state, source=str(weights))
+    return model.eval()
+
+
+def train_classifier(model: nn.Module, train_set: torch.utils.data.Dataset,
+                     val_set: torch.utils.data.Dataset, cfg: TrainConfig, *,
+                     config: dict[str, Any], work_path: Path | None = None,
+                     checkpoint_every: int = 200, progress: bool = True
+                     ) -> tuple[dict[str, Any], dict[int, dict[str, torch.Tensor]]]:
+    """Train ``model`` as a classifier (cross-entropy on its head); resumable from ``work_path``.
+
+    Deterministic on CPU: the batch order depends on ``(seed, epoch)`` and the dropout / layer-drop
+    noise of step ``s`` on ``(seed, s)``. Returns a record (loss curve, validation accuracy along
+    training, wall time) and the weight snapshots at ``cfg.snapshot_steps``.
+    """
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    record: dict[str, Any] = {"loss": [], "val": [], "seconds": 0.0}
+    snapshots: dict[int, dict[str, torch.Tensor]] = {}
+    start = 0
+    if work_path is not None and work_path.exists():
+        try:
+            record = load_training_state(work_path, model=model, optimizer=optimizer,
+                                         config=config)
+            start = record.pop("step")
+            snapshots = _restore_snapshots(work_path, config, record.pop("snapshots"))
+        except CheckpointError:
+            start = 0
+    t0 = time.perf_counter() - record["seconds"]
+    bar = tqdm(total=cfg.steps, initial=start, desc="teacher", disable=not progress)
+    batches = batches_from(train_set, batch_size=cfg.batch_size, seed=cfg.seed, start_step=start)
+    for step, (images, labels) in batches:
+        if step >= cfg.steps:
+            break
+        model.train()
+        torch.manual_seed(cfg.seed * 1_000_003 + step)
+        set_lr(optimizer, warmup_cosine(step, cfg.steps, cfg.warmup_steps, cfg.lr, cfg.min_lr))
+        loss = F.cross_entropy(model(images), labels)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        optimizer.step()
+        record["loss"].append(round(loss.item(), 5))
+        bar.update(1)
+        bar.set_postfix(loss=f"{loss.item():.3f}")
+        done = step + 1
+        if done in cfg.snapshot_steps:
+            snapshots[done] = {k: v.clone() for k, v in model.state_dict().items()}
+        if done % cfg.eval_every == 0 or done == cfg.steps:
+            record["val"].append({"step": done, **evaluate(model, val_set)})
+        if work_path is not None and (done % checkpoint_every == 0) and done < cfg.steps:
+            record["seconds"] = time.perf_counter() - t0
+            _save_work(work_path, model, optimizer, config, record, done, snapshots)
+    bar.close()
+    record["seconds"] = round(time.perf_counter() - t0, 2)
+    return record, snapshots
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, dataset: torch.utils.data.Dataset, batch_size: int = 500
+             ) -> dict[str, float]:
+    """Top-1 accuracy and mean cross-entropy of ``model`` on ``dataset``."""
+    model.eval()
+    correct, loss, n = 0, 0.0, 0
+    for images, labels in torch.utils.data.DataLoader(dataset, batch_size=batch_size):
+        logits = model(images)
+        loss += F.cross_entropy(logits, labels, reduction="sum").item()
+        correct += (logits.argmax(-1) == labels).sum().item()
+        n += len(labels)
+    return {"acc": round(correct / n, 5), "loss": round(loss / n, 5)}
+
+
+def teacher_key(cfg: TeacherConfig, train: TrainConfig | None, seed: int) -> dict[str, Any]:
+    """The cache key of a teacher: its architecture, training recipe and seed."""
+    return {"arch": dataclasses.asdict(cfg),
+            "train": dataclasses.asdict(train) if train is not None else None,
+            "seed": seed, "format": 1}
+
+
+def get_teacher(cfg: TeacherConfig, train: TrainConfig | None = None, *, seed: int = 0,
+                data_root: str | Path | None = None, progress: bool = True
+                ) -> tuple[VisionTransformer, dict[str, Any]]:
+    """The teacher with this configuration: loaded from the cache, or trained and stored.
+
+    ``train=None`` gives the untrained (randomly initialised) network of the paper's controls.
+    Returns the model in eval mode and its record (training curves, accuracy, snapshots' steps).
+    """
+    from raptor.data import get_datasets
+
+    model = build_teacher(cfg, seed)
+    if train is None:
+        return model.eval(), {"untrained": True}
+    key = teacher_key(cfg, train, seed)
+
+    def build(work: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+        train_set, val_set = get_datasets(train.dataset, root=data_root, img_size=cfg.img_size,
+                                          train_limit=train.train_limit,
+                                          val_limit=train.val_limit, seed=train.seed)
+        record, snaps = train_classifier(model, train_set, val_set, train, config=key,
+                                         work_path=work, progress=progress)
+        tensors = dict(model.state_dict())
+        for step, state in snaps.items():
+            tensors.update({f"snapshot.{step}.{k}": v for k, v in state.items()})
+        return tensors, record
+
+    tensors, record = get_or_build("teacher", key, build)
+    model.load_state_dict({k: v for k, v in tensors.items() if not k.startswith("snapshot.")})
+    return model.eval(), record
+
+
+def teacher_snapshot(cfg: TeacherConfig, train: TrainConfig, step: int, *, seed: int = 0,
+                     data_root: str | Path | None = None) -> VisionTransformer:
+    """The teacher's weights at ``step`` (one of ``train.snapshot_steps``), e.g. for Fig. 13."""
+    if step not in train.snapshot_steps:
+        raise ValueError(f"step {step} is not a snapshot; available: {train.snapshot_steps}")
+    get_teacher(cfg, train, seed=seed, data_root=data_root, progress=False)
+    tensors, _ = load_entry("teacher", teacher_key(cfg, train, seed))
+    prefix = f"snapshot.{step}."
+    model = build_teacher(cfg, seed)
+    model.load_state_dict({k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)})
+    return model.eval()
+
+
+def _save_work(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer,
+               config: dict[str, Any], record: dict[str, Any], step: int,
+               snapshots: dict[int, dict[str, torch.Tensor]]) -> None:
+    for s, state in snapshots.items():
+        save_tensors(path.with_suffix(f".snap{s}.safetensors"), state, config)
+    save_training_state(path, model=model, optimizer=optimizer, config=config,
+                        record={**record, "step": step, "snapshots": sorted(snapshots)})
+
+
+def _restore_snapshots(path: Path, config: dict[str, Any], steps: list[int]
+                       ) -> dict[int, dict[str, torch.Tensor]]:
+    return {s: load_tensors(path.with_suffix(f".snap{s}.safetensors"), config)[0] for s in steps}

@@ -1,0 +1,445 @@
+"""The two-stage Raptor training engine (paper §3, Table 2; FACTS.md §3).
+
+Stage 1 trains each block on its own segment of the teacher's trajectory with teacher forcing
+annealed into autoregression; stage 2 chains the blocks and trains them end to end from layer 0
+to ``L``, autoregressively (losses in :mod:`raptor.losses`). Both stages use AdamW with warmup +
+cosine, gradient clipping, and fresh optimiser state (the authors ran them as separate jobs).
+
+[ours] Engineering choices:
+
+- The teacher runs online: each step computes its trajectory for the batch under ``no_grad``
+  (FACTS.md §3: cheaper than storing 13 TB); ``cache_teacher=True`` precomputes it once for a
+  small training set and keeps it in memory.
+- The ``k`` stage-1 blocks train in one loop on the same batches; gradients are clipped per
+  block, so each block trains exactly as it would alone.
+- Deterministic on CPU: initialisation from ``seed``, batch order from ``(seed, stage, epoch)``.
+  Resumable from atomic safetensors checkpoints; a non-finite loss or gradient stops training
+  with an error naming the stage and step, leaving the last good checkpoint in place.
+- Under ``torchrun`` (``torch.distributed`` initialised) the step's loss module is wrapped in DDP
+  and each rank takes its contiguous slice of the same global batch, so ``N`` processes compute
+  the update of one process on the whole batch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import time
+from collections.abc import Iterator
+from contextlib import nullcontext
+from dataclasses import dataclass
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader, Dataset
+from tqdm import tqdm
+
+from raptor.cache import digest, get_or_build
+from raptor.checkpoint import CheckpointError, load_training_state, save_training_state
+from raptor.losses import Objective, Weights, present_weights, tf_lambda
+from raptor.model import (INITS, MLP_VARIANTS, Raptor, check_repeats, count_parameters,
+                          flops_per_image)
+from raptor.schedule import batches_from, set_lr, warmup_cosine
+from raptor.teachers import TeacherConfig, TrainConfig, get_teacher, teacher_key
+from raptor.trajectories import TokenGroups, trajectory
+
+CACHE_LIMIT_BYTES = 8 * 2**30
+
+
+@dataclass(frozen=True)
+class DistillConfig:
+    """Everything that defines a distilled student (a notebook fills it from papermill).
+
+    ``repeats`` gives ``n_j`` per block (a partition's segment lengths). ``stage1_weights`` apply
+    to the stage-1 block that ends at the last layer, other stage-1 blocks use the plain MSE (as
+    in the authors' runs); ``stage2_weights`` apply in stage 2; ``weighted=False`` uses the plain
+    MSE everywhere (Table 2 before "+ cls weighting"). ``teacher_forcing`` / ``autoregressive``
+    select stage 1's losses: both anneal TF into AR over ``anneal_frac`` of stage 1, one alone is
+    used throughout (Table 2's "TF only"). ``stage2=False`` skips stage 2 (``stage2_steps`` is
+    then set to 0). ``init="random"`` follows the authors' randomly initialised blocks.
+    ``dataset`` and ``train_limit`` choose the training images in :func:`get_student`
+    (:func:`distill` is given its dataset). ``cache_teacher`` keeps the teacher's trajectories
+    of the whole training set in memory. ``bf16`` (autocast, teacher included) and ``compile``
+    (each block) are CUDA-only.
+    """
+
+    repeats: tuple[int, ...]
+    stage1_steps: int = 1000
+    stage2_steps: int = 1000
+    batch_size: int = 128
+    lr: float = 3e-4
+    weight_decay: float = 1e-4
+    warmup_steps: int = 100
+    min_lr: float = 1e-6
+    grad_clip: float = 1.0
+    anneal_frac: float = 0.25
+    stage1_weights: Weights = (0.34, 0.33, 0.33)
+    stage2_weights: Weights = (0.45, 0.10, 0.45)
+    weighted: bool = True
+    depth_scaling: bool = True
+    teacher_forcing: bool = True
+    autoregressive: bool = True
+    stage2: bool = True
+    mlp: str = "teacher"
+    init: str = "random"
+    seed: int = 0
+    dataset: str = "fashion-mnist"
+    train_limit: int | None = None
+    cache_teacher: bool = False
+    device: str = "cpu"
+    bf16: bool = False
+    compile: bool = False
+
+    def __post_init__(self) -> None:
+        from raptor.data import DATASETS
+
+        set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731
+        set_("repeats", check_repeats(self.repeats))
+        for name in ("stage1_steps", "stage2_steps", "warmup_steps", "seed"):
+            _check_int(name, getattr(self, name), 0)
+        _check_int("batch_size", self.batch_size, 1)
+        if self.train_limit is not None:
+            _check_int("train_limit", self.train_limit, 1)
+        for name, low, high, open_low in (("lr", 0, math.inf, True), ("min_lr", 0, self.lr, False),
+                                          ("weight_decay", 0, math.inf, False),
+                                          ("grad_clip", 0, math.inf, True),
+                                          ("anneal_frac", 0, 1, True)):
+            value = getattr(self, name)
+            if (not isinstance(value, (int, float)) or isinstance(value, bool)
+                    or not low <= value <= high or (open_low and value == low)):
+                raise ValueError(f"{name} must be a number in {'(' if open_low else '['}{low}, "
+                                 f"{high}], got {value!r}")
+        for name in ("stage1_weights", "stage2_weights"):
+            value = getattr(self, name)
+            if (not isinstance(value, (list, tuple)) or len(value) != 3
+                    or any(not isinstance(w, (int, float)) or not 0 <= w < math.inf
+                           for w in value) or sum(value) <= 0):
+                raise ValueError(f"{name} must be 3 non-negative numbers (cls, registers, "
+                                 f"patches) with a positive sum, got {value!r}")
+            set_(name, tuple(float(w) for w in value))
+        for name in ("weighted", "depth_scaling", "teacher_forcing", "autoregressive", "stage2",
+                     "cache_teacher", "bf16", "compile"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        if self.mlp not in MLP_VARIANTS:
+            raise ValueError(f"mlp must be one of {MLP_VARIANTS}, got {self.mlp!r}")
+        if self.init not in INITS:
+            raise ValueError(f"init must be one of {INITS}, got {self.init!r}")
+        if self.init == "teacher" and self.mlp != "teacher":
+            raise ValueError(f"init='teacher' needs mlp='teacher', got mlp={self.mlp!r}")
+        if self.dataset not in DATASETS:
+            raise ValueError(f"dataset must be one of {DATASETS}, got {self.dataset!r}")
+        if not isinstance(self.device, str) or self.device.split(":")[0] not in ("cpu", "cuda"):
+            raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:<index>', got {self.device!r}")
+        if (self.bf16 or self.compile) and not self.device.startswith("cuda"):
+            raise ValueError(f"bf16 and compile are CUDA-only, got bf16={self.bf16}, "
+                             f"compile={self.compile} on device={self.device!r}")
+        if not self.stage2:
+            set_("stage2_steps", 0)
+        if self.stage1_steps + self.stage2_steps == 0:
+            raise ValueError("nothing to train: stage1_steps and stage2_steps (with stage2) are 0")
+        if self.stage1_steps and not (self.teacher_forcing or self.autoregressive):
+            raise ValueError("stage 1 needs teacher_forcing or autoregressive (or both)")
+
+    def stage1_lambda(self, step: int) -> float:
+        """The TF weight ``λ`` at stage-1 ``step`` (1 for TF alone, 0 for AR alone)."""
+        if not self.autoregressive:
+            return 1.0
+        if not self.teacher_forcing:
+            return 0.0
+        return tf_lambda(step, self.stage1_steps, self.anneal_frac)
+
+
+def _check_int(name: str, value: object, low: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+
+
+def build_student(teacher: nn.Module, cfg: DistillConfig) -> Raptor:
+    """The untrained Raptor of ``cfg`` on ``teacher``, initialised from ``cfg.seed``."""
+    torch.manual_seed(cfg.seed)
+    return Raptor(teacher, cfg.repeats, depth_scaling=cfg.depth_scaling, mlp=cfg.mlp,
+                  init=cfg.init)
+
+
+@dataclass
+class _Run:
+    """What every step of a distillation needs."""
+
+    cfg: DistillConfig
+    raptor: Raptor
+    teacher: nn.Module
+    step_loss: nn.Module
+    train_set: Dataset
+    cache: torch.Tensor | None
+    device: torch.device
+    config: dict[str, Any]
+    record: dict[str, Any]
+    work_path: Path | None
+    checkpoint_every: int
+    progress: bool
+    rank: int = 0
+    world: int = 1
+    t0: float = 0.0
+
+
+def distill(teacher: nn.Module, train_set: Dataset, cfg: DistillConfig, *,
+            work_path: str | Path | None = None, checkpoint_every: int = 200,
+            progress: bool = True) -> tuple[Raptor, dict[str, Any]]:
+    """Distil ``teacher`` (a timm ViT) into the Raptor of ``cfg`` on ``train_set`` (image, label).
+
+    Resumes from ``work_path`` if it holds a checkpoint of the same configuration and teacher,
+    and writes one there every ``checkpoint_every`` steps and at the end of stage 1. The teacher
+    is frozen and moved to ``cfg.device``. Returns the Raptor (eval mode) and a JSON-able record:
+    per stage the loss, ``λ`` and learning rate of every step (stage 1 also each block's loss),
+    the wall time, parameter and FLOP counts.
+    """
+    if not isinstance(cfg, DistillConfig):
+        raise TypeError(f"cfg must be a DistillConfig, got {type(cfg).__name__}")
+    _check_int("checkpoint_every", checkpoint_every, 1)
+    rank, world = (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
+    depth = len(getattr(teacher, "blocks", ()))
+    if sum(cfg.repeats) != depth:
+        raise ValueError(f"sum(repeats)={sum(cfg.repeats)} must equal the teacher's depth {depth}")
+    if cfg.batch_size % world or cfg.batch_size > len(train_set):
+        raise ValueError(f"batch_size={cfg.batch_size} must be divisible by the world size "
+                         f"{world} and at most the {len(train_set)} training images")
+    groups = TokenGroups.from_model(teacher)
+    if cfg.weighted:
+        for weights in (cfg.stage1_weights, cfg.stage2_weights):
+            present_weights(groups, weights)
+    if cfg.cache_teacher:
+        size = len(train_set) * (depth + 1) * groups.num_tokens * teacher.embed_dim * 4
+        if size > CACHE_LIMIT_BYTES:
+            raise ValueError(f"cache_teacher would hold {size / 2**30:.1f} GiB of trajectories "
+                             f"(limit {CACHE_LIMIT_BYTES / 2**30:.0f} GiB); "
+                             f"use cache_teacher=False")
+    device = _device(cfg)
+    config = {"distill": dataclasses.asdict(cfg), "teacher": digest(teacher.state_dict()),
+              "format": 1}
+    teacher = teacher.eval().requires_grad_(False).to(device)
+    raptor = build_student(teacher, cfg).to(device)
+    if cfg.compile:
+        for block in raptor.blocks:
+            block.compile()
+    stage1_weights = [cfg.stage1_weights if cfg.weighted and stop == depth else None
+                      for _, stop in raptor.partition]
+    objective = Objective(raptor, groups, stage1_weights,
+                          cfg.stage2_weights if cfg.weighted else None)
+    step_loss = objective if world == 1 else DistributedDataParallel(
+        objective, device_ids=[device.index] if device.type == "cuda" else None)
+    record: dict[str, Any] = {
+        "stage1": {"loss": [], "lambda": [], "lr": [], "block_loss": []},
+        "stage2": {"loss": [], "lambda": [], "lr": []}, "seconds": 0.0,
+        "parameters": count_parameters(raptor), "flops_per_image": flops_per_image(raptor),
+        "teacher_flops_per_image": flops_per_image(teacher), "world_size": world}
+    run = _Run(cfg, raptor, teacher, step_loss, train_set, None, device, config, record,
+               Path(work_path) if work_path is not None else None, checkpoint_every, progress,
+               rank, world)
+    stage, start, optimizer = _resume(run)
+    if cfg.cache_teacher:
+        run.cache = _teacher_cache(run)
+    run.t0 = time.perf_counter() - run.record["seconds"]
+    for this, steps in ((1, cfg.stage1_steps), (2, cfg.stage2_steps)):
+        if this < stage or steps == 0:
+            continue
+        if this > stage or optimizer is None:
+            optimizer, start = _optimizer(run), 0
+            if this == 2 and cfg.stage1_steps:
+                _checkpoint(run, optimizer, 2, 0)
+        _train_stage(run, this, steps, start, optimizer)
+    run.record["seconds"] = round(time.perf_counter() - run.t0, 2)
+    return raptor.eval(), run.record
+
+
+def _device(cfg: DistillConfig) -> torch.device:
+    if cfg.device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise ValueError(f"device={cfg.device!r} but CUDA is not available")
+        if cfg.device == "cuda" and dist.is_initialized():
+            return torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+    return torch.device(cfg.device)
+
+
+def _optimizer(run: _Run) -> torch.optim.Optimizer:
+    return torch.optim.AdamW(run.raptor.raptor_parameters(), lr=run.cfg.lr,
+                             weight_decay=run.cfg.weight_decay)
+
+
+def _resume(run: _Run) -> tuple[int, int, torch.optim.Optimizer | None]:
+    """``(stage, step, optimizer)`` to continue from, from ``run.work_path`` if it holds one."""
+    if run.work_path is None or not run.work_path.exists():
+        return 1, 0, None
+    optimizer = _optimizer(run)
+    try:
+        saved = load_training_state(run.work_path, model=run.raptor.blocks, optimizer=optimizer,
+                                    config=run.config)
+    except CheckpointError:
+        return 1, 0, None
+    stage, step = saved.pop("stage"), saved.pop("step")
+    saved.pop("optim_param_groups", None)
+    run.record = saved
+    return stage, step, optimizer
+
+
+def _checkpoint(run: _Run, optimizer: torch.optim.Optimizer, stage: int, step: int) -> None:
+    if run.work_path is None:
+        return
+    if run.rank == 0:
+        run.record["seconds"] = time.perf_counter() - run.t0
+        save_training_state(run.work_path, model=run.raptor.blocks, optimizer=optimizer,
+                            config=run.config, record={**run.record, "stage": stage, "step": step})
+    if run.world > 1:
+        dist.barrier()
+
+
+def _autocast(run: _Run) -> Any:
+    return torch.autocast("cuda", dtype=torch.bfloat16) if run.cfg.bf16 else nullcontext()
+
+
+@torch.no_grad()
+def _teacher_cache(run: _Run) -> torch.Tensor:
+    """The teacher trajectories of the whole training set, in dataset order, on the device."""
+    chunks = []
+    loader = DataLoader(run.train_set, batch_size=256, shuffle=False)
+    for images, _ in tqdm(loader, desc="teacher cache", disable=not run.progress or run.rank != 0):
+        with _autocast(run):
+            chunks.append(trajectory(run.teacher, images.to(run.device)).float())
+    return torch.cat(chunks)
+
+
+class _Indices(Dataset):
+    """``0..n-1``: drawn in :func:`batches_from`'s order to index the teacher cache."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, index: int) -> int:
+        return index
+
+
+def _batches(run: _Run, stage: int, start: int, steps: int
+             ) -> Iterator[tuple[int, torch.Tensor]]:
+    """``(step, teacher trajectory of this rank's slice)`` for steps ``start..steps-1``."""
+    source = _Indices(len(run.train_set)) if run.cache is not None else run.train_set
+    local = run.cfg.batch_size // run.world
+    part = slice(run.rank * local, (run.rank + 1) * local)
+    order = batches_from(source, batch_size=run.cfg.batch_size, seed=run.cfg.seed * 10 + stage,
+                         start_step=start)
+    for step, batch in islice(order, steps - start):
+        if run.cache is not None:
+            yield step, run.cache[batch[part].to(run.device)]
+            continue
+        with torch.no_grad(), _autocast(run):  # left before the yield: the step needs grads
+            traj = trajectory(run.teacher, batch[0][part].to(run.device)).float()
+        yield step, traj
+
+
+def _train_stage(run: _Run, stage: int, steps: int, start: int,
+                 optimizer: torch.optim.Optimizer) -> None:
+    cfg, curves = run.cfg, run.record[f"stage{stage}"]
+    clip_groups = [list(b.parameters()) for b in run.raptor.blocks] if stage == 1 else \
+        [run.raptor.raptor_parameters()]
+    bar = tqdm(total=steps, initial=start, desc=f"stage {stage}",
+               disable=not run.progress or run.rank != 0)
+    run.raptor.train()
+    for step, traj in _batches(run, stage, start, steps):
+        lam = cfg.stage1_lambda(step) if stage == 1 else 0.0
+        lr = warmup_cosine(step, steps, cfg.warmup_steps, cfg.lr, cfg.min_lr)
+        set_lr(optimizer, lr)
+        with _autocast(run):
+            loss, parts = run.step_loss(traj, stage, lam)
+        parts = _average(run, parts.float())
+        if not torch.isfinite(parts).all():
+            raise FloatingPointError(_nan_message(run, stage, step, "loss"))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        norms = torch.stack([nn.utils.clip_grad_norm_(g, cfg.grad_clip) for g in clip_groups])
+        if not torch.isfinite(norms).all():
+            raise FloatingPointError(_nan_message(run, stage, step, "gradient"))
+        optimizer.step()
+        total = _sig(parts.sum().item())
+        curves["loss"].append(total)
+        curves["lambda"].append(_sig(lam))
+        curves["lr"].append(_sig(lr))
+        if stage == 1:
+            curves["block_loss"].append([_sig(v) for v in parts.tolist()])
+        bar.update(1)
+        bar.set_postfix(loss=f"{total:.4g}", lam=f"{lam:.2f}")
+        done = step + 1
+        if done % run.checkpoint_every == 0 and done < steps:
+            _checkpoint(run, optimizer, stage, done)
+    bar.close()
+
+
+def _sig(value: float) -> float:
+    """``value`` to 6 significant digits, for a compact JSON record."""
+    return float(f"{value:.6g}")
+
+
+def _average(run: _Run, values: torch.Tensor) -> torch.Tensor:
+    """Mean over ranks (the loss of the whole global batch)."""
+    if run.world > 1:
+        values = values.clone()
+        dist.all_reduce(values)
+        values /= run.world
+    return values
+
+
+def _nan_message(run: _Run, stage: int, step: int, what: str) -> str:
+    kept = (f"the last good checkpoint is kept at {run.work_path}" if run.work_path is not None
+            else "no checkpoint (work_path=None)")
+    return f"non-finite {what} in stage {stage} at step {step}; {kept}"
+
+
+def student_key(teacher_cfg: TeacherConfig, teacher_train: TrainConfig | None, teacher_seed: int,
+                cfg: DistillConfig) -> dict[str, Any]:
+    """The cache key of a student: its teacher's key and its distillation configuration."""
+    return {"teacher": teacher_key(teacher_cfg, teacher_train, teacher_seed),
+            "distill": dataclasses.asdict(cfg), "format": 1}
+
+
+def get_student(teacher_cfg: TeacherConfig, teacher_train: TrainConfig | None, teacher_seed: int,
+                cfg: DistillConfig, data_root: str | Path | None = None, *,
+                progress: bool = True) -> tuple[Raptor, dict[str, Any]]:
+    """The student of ``cfg`` for that teacher: from the cache, or distilled and stored.
+
+    Chapters asking for the same teacher and configuration share one student. An interrupted
+    build resumes from its work file. Returns the Raptor (eval mode, on the CPU) and its record.
+    """
+    teacher, _ = get_teacher(teacher_cfg, teacher_train, seed=teacher_seed, data_root=data_root,
+                             progress=progress)
+    key = student_key(teacher_cfg, teacher_train, teacher_seed, cfg)
+    return student_of(teacher, key, cfg, img_size=teacher_cfg.img_size, data_root=data_root,
+                      progress=progress)
+
+
+def student_of(teacher: nn.Module, key: dict[str, Any], cfg: DistillConfig, *, img_size: int,
+               data_root: str | Path | None = None, progress: bool = True
+               ) -> tuple[Raptor, dict[str, Any]]:
+    """The student of ``cfg`` for a given ``teacher`` model, cached under ``key``.
+
+    For teachers that are not a cached configuration of their own, e.g. a training snapshot:
+    ``key`` must identify the teacher and ``cfg`` (see :func:`student_key`).
+    """
+    from raptor.data import get_datasets
+
+    def build(work: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+        train_set, _ = get_datasets(cfg.dataset, root=data_root, img_size=img_size,
+                                    train_limit=cfg.train_limit, seed=cfg.seed)
+        raptor, record = distill(teacher, train_set, cfg, work_path=work, progress=progress)
+        return dict(raptor.blocks.state_dict()), record
+
+    tensors, record = get_or_build("student", key, build)
+    raptor = build_student(teacher.cpu(), cfg)
+    raptor.blocks.load_state_dict(tensors)
+    return raptor.eval(), record

@@ -1,0 +1,168 @@
+"""Tests for raptor.cache: build once, detect corrupt or foreign entries, clean up work files."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch.utils.data import TensorDataset
+
+from raptor.cache import cache_root, digest, entry_path, get_or_build, load_entry
+
+CONFIG = {"model": "toy", "width": 4, "seed": 0}
+
+
+@pytest.fixture(autouse=True)
+def _cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    root = tmp_path / "cache"
+    monkeypatch.setenv("RAPTOR_CACHE", str(root))
+    return root
+
+
+class Builder:
+    """Counts its calls; writes a work file like a resumable training run would."""
+
+    def __init__(self, value: float = 1.0) -> None:
+        self.calls = 0
+        self.value = value
+
+    def __call__(self, work: Path) -> tuple[dict[str, torch.Tensor], dict]:
+        self.calls += 1
+        work.parent.mkdir(parents=True, exist_ok=True)
+        work.write_bytes(b"partial state")
+        return ({"w": torch.full((64,), self.value), "i": torch.arange(6).reshape(2, 3)},
+                {"acc": 0.75})
+
+
+def test_cache_root_follows_env(tmp_path: Path) -> None:
+    assert cache_root() == tmp_path / "cache"
+    assert entry_path("teacher", CONFIG).parent == tmp_path / "cache" / "teacher"
+
+
+def test_builds_once_then_loads() -> None:
+    build = Builder()
+    tensors, record = get_or_build("toy", CONFIG, build)
+    assert build.calls == 1 and record["acc"] == 0.75
+    assert record["digest"] == digest(tensors)
+    again, record2 = get_or_build("toy", CONFIG, build)
+    assert build.calls == 1
+    assert record2 == record
+    assert all(torch.equal(again[k], tensors[k]) for k in tensors)
+    assert load_entry("toy", CONFIG) is not None
+
+
+def test_work_file_is_removed_after_build() -> None:
+    build = Builder()
+    get_or_build("toy", CONFIG, build)
+    folder = entry_path("toy", CONFIG).parent
+    assert [p.name for p in folder.iterdir()] == [entry_path("toy", CONFIG).name]
+
+
+def data_offset(path: Path) -> int:
+    """Start of the tensor bytes in a safetensors file: 8-byte header length + JSON header."""
+    (n,) = struct.unpack("<Q", path.read_bytes()[:8])
+    return 8 + n
+
+
+@pytest.mark.parametrize("damage", ["flip-data", "truncate", "zero-header"])
+def test_corrupt_entry_is_rebuilt(damage: str) -> None:
+    build = Builder()
+    tensors, _ = get_or_build("toy", CONFIG, build)
+    path = entry_path("toy", CONFIG)
+    blob = bytearray(path.read_bytes())
+    if damage == "flip-data":
+        i = data_offset(path) + 37  # inside the tensor bytes; safetensors cannot notice
+        blob[i] ^= 0xFF
+    elif damage == "truncate":
+        blob = blob[: len(blob) // 2]
+    else:
+        blob[:8] = bytes(8)
+    path.write_bytes(bytes(blob))
+    assert load_entry("toy", CONFIG) is None
+    rebuilt, _ = get_or_build("toy", CONFIG, build)
+    assert build.calls == 2
+    assert all(torch.equal(rebuilt[k], tensors[k]) for k in tensors)
+    assert load_entry("toy", CONFIG) is not None
+
+
+def test_entry_of_another_config_is_not_loaded() -> None:
+    get_or_build("toy", CONFIG, Builder(1.0))
+    other = {**CONFIG, "seed": 1}
+    # a foreign entry placed where `other` would be stored (a stale or mis-copied file)
+    entry_path("toy", other).write_bytes(entry_path("toy", CONFIG).read_bytes())
+    assert load_entry("toy", other) is None
+    build = Builder(2.0)
+    tensors, _ = get_or_build("toy", other, build)
+    assert build.calls == 1 and torch.all(tensors["w"] == 2.0)
+
+
+def test_entry_whose_digest_lies_is_rebuilt() -> None:
+    from raptor.checkpoint import load_tensors, save_tensors
+
+    get_or_build("toy", CONFIG, Builder())
+    path = entry_path("toy", CONFIG)
+    tensors, record = load_tensors(path, CONFIG)
+    tensors["w"] = tensors["w"] + 1  # a well-formed file whose tensors no longer match the record
+    save_tensors(path, tensors, CONFIG, record)
+    assert load_entry("toy", CONFIG) is None
+
+
+@pytest.mark.parametrize("kind", ["", "a/b", "two words", "../up", "9lives"])
+def test_kind_must_be_an_identifier(kind: str) -> None:
+    with pytest.raises(ValueError, match="kind must be an identifier"):
+        entry_path(kind, CONFIG)
+    with pytest.raises(ValueError, match="kind"):
+        get_or_build(kind, CONFIG, Builder())
+
+
+def test_digest_sees_names_dtypes_and_shapes() -> None:
+    x = torch.arange(6, dtype=torch.int32)
+    base = digest({"x": x})
+    assert digest({"x": x.clone()}) == base
+    assert digest({"y": x}) != base
+    assert digest({"x": x.reshape(2, 3)}) != base
+    assert digest({"x": x.view(torch.float32)}) != base  # same bytes, other dtype
+    assert digest({"x": x, "e": torch.zeros(0)}) != base
+    assert digest({"a": x, "b": x + 1}) == digest({"b": x + 1, "a": x})
+    assert digest({"x": torch.arange(12, dtype=torch.int32)[::2]}) == digest(
+        {"x": torch.arange(0, 12, 2, dtype=torch.int32)})  # views are hashed by value
+
+
+def test_digest_of_scalar_tensors() -> None:
+    assert digest({"s": torch.tensor(1.0)}) != digest({"s": torch.tensor(2.0)})
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.integers(0, 255), min_size=1, max_size=40), st.data())
+def test_digest_changes_with_any_byte(raw: list[int], data: st.DataObject) -> None:
+    t = torch.tensor(raw, dtype=torch.uint8)
+    i = data.draw(st.integers(0, len(raw) - 1))
+    flip = data.draw(st.integers(1, 255))
+    changed = t.clone()
+    changed[i] ^= flip
+    assert digest({"t": t}) != digest({"t": changed})
+
+
+def test_teacher_build_leaves_only_the_entry(tmp_path: Path) -> None:
+    from raptor.teachers import TeacherConfig, TrainConfig, build_teacher, train_classifier
+
+    cfg = TeacherConfig(depth=2, embed_dim=16, num_heads=2, patch_size=4, img_size=8, in_chans=1,
+                        num_classes=2)
+    train = TrainConfig(steps=4, batch_size=8, warmup_steps=1, eval_every=4, snapshot_steps=(1,))
+    g = torch.Generator().manual_seed(0)
+    data = TensorDataset(torch.randn(16, 1, 8, 8, generator=g), torch.randint(0, 2, (16,),
+                                                                             generator=g))
+
+    def build(work: Path) -> tuple[dict[str, torch.Tensor], dict]:
+        model = build_teacher(cfg)
+        record, _ = train_classifier(model, data, data, train, config=CONFIG, work_path=work,
+                                     checkpoint_every=2, progress=False)
+        return dict(model.state_dict()), record
+
+    get_or_build("teacher", CONFIG, build)
+    folder = entry_path("teacher", CONFIG).parent
+    assert [p.name for p in folder.iterdir()] == [entry_path("teacher", CONFIG).name]

@@ -1,0 +1,361 @@
+"""Tests for raptor.teachers: configs, the stochastic-depth block, training, cache and loading."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import save_file
+from timm.models.vision_transformer import Block
+from torch.utils.data import Dataset, TensorDataset
+
+import raptor.data
+from raptor import teachers
+from raptor.cache import entry_path
+from raptor.checkpoint import CheckpointError
+from raptor.teachers import (TeacherBlock, TeacherConfig, TrainConfig, build_teacher, evaluate,
+                             get_teacher, load_pretrained, teacher_key, teacher_snapshot,
+                             train_classifier)
+
+TINY = dict(depth=3, embed_dim=32, num_heads=2, patch_size=4, img_size=16, in_chans=1,
+            num_classes=3)
+CFG = TeacherConfig(**TINY)
+TRAIN = TrainConfig(steps=7, batch_size=16, warmup_steps=2, eval_every=3, snapshot_steps=(1, 5))
+
+
+def toy_data(n: int = 48, seed: int = 0) -> TensorDataset:
+    g = torch.Generator().manual_seed(seed)
+    return TensorDataset(torch.randn(n, 1, 16, 16, generator=g), torch.randint(0, 3, (n,),
+                                                                              generator=g))
+
+
+def same_weights(a: torch.nn.Module, b: torch.nn.Module) -> bool:
+    sa, sb = a.state_dict(), b.state_dict()
+    return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
+# --- configurations ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["depth", "embed_dim", "num_heads", "patch_size", "img_size",
+                                  "in_chans", "num_classes"])
+@pytest.mark.parametrize("bad", [0, -2, 2.0])
+def test_teacher_config_positive_ints(name: str, bad: object) -> None:
+    with pytest.raises(ValueError, match=name):
+        TeacherConfig(**{**TINY, name: bad})
+
+
+@pytest.mark.parametrize("changes, names", [
+    ({"embed_dim": 30, "num_heads": 4}, ("embed_dim=30", "num_heads=4")),
+    ({"img_size": 18}, ("img_size=18", "patch_size=4")),
+    ({"p": 1.0}, ("p",)), ({"p": -0.1}, ("p",)),
+    ({"reg_tokens": -1}, ("reg_tokens",)),
+    ({"layerscale": 0.0}, ("layerscale",)),
+])
+def test_teacher_config_errors_name_the_parameter(changes: dict, names: tuple[str, ...]) -> None:
+    with pytest.raises(ValueError) as info:
+        TeacherConfig(**{**TINY, **changes})
+    for name in names:
+        assert name in str(info.value)
+
+
+@pytest.mark.parametrize("changes, name", [
+    ({"steps": 0}, "steps"), ({"batch_size": -1}, "batch_size"), ({"eval_every": 0}, "eval_every"),
+    ({"steps": 1.5}, "steps"), ({"lr": 0.0}, "lr"), ({"weight_decay": -1.0}, "weight_decay"),
+    ({"snapshot_steps": (0,)}, "snapshot_steps"), ({"snapshot_steps": (8,)}, "snapshot_steps"),
+])
+def test_train_config_errors(changes: dict, name: str) -> None:
+    with pytest.raises(ValueError, match=name):
+        TrainConfig(**{"steps": 7, **changes})
+
+
+# --- TeacherBlock ---------------------------------------------------------------------------------
+
+def block_pair(**kwargs) -> tuple[TeacherBlock, Block]:
+    torch.manual_seed(0)
+    ours = TeacherBlock(dim=32, num_heads=2, qkv_bias=True, init_values=0.5, **kwargs)
+    ref = Block(dim=32, num_heads=2, qkv_bias=True, init_values=0.5)
+    ref.load_state_dict(ours.state_dict())
+    return ours, ref
+
+
+def tokens(n: int = 8, seed: int = 1) -> torch.Tensor:
+    return torch.randn(n, 5, 32, generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_block_without_layer_drop_is_timm_block(training: bool) -> None:
+    ours, ref = block_pair()
+    ours.train(training)
+    ref.train(training)
+    x = tokens()
+    # x + (a + m) versus timm's (x + a) + m: equal up to float rounding
+    torch.testing.assert_close(ours(x), ref(x), rtol=1e-6, atol=1e-6)
+
+
+def test_layer_drop_is_inactive_in_eval() -> None:
+    ours, ref = block_pair(layer_drop=0.7)
+    ours.eval()
+    ref.eval()
+    x = tokens()
+    torch.testing.assert_close(ours(x), ref(x), rtol=1e-6, atol=1e-6)
+
+
+def test_layer_drop_in_training_drops_whole_samples() -> None:
+    ours, _ = block_pair(layer_drop=0.5)
+    ours.train()
+    x = tokens(400)
+    torch.manual_seed(3)
+    out = ours(x)
+    torch.manual_seed(3)
+    kept = torch.rand(400) < 0.5  # the block draws exactly this mask first
+    unchanged = (out == x).flatten(1).all(1)
+    assert torch.equal(unchanged, ~kept)
+    assert 150 < int(kept.sum()) < 250
+    with torch.no_grad():
+        a = ours.ls1(ours.attn(ours.norm1(x)))
+        update = a + ours.ls2(ours.mlp(ours.norm2(x + a)))
+    torch.testing.assert_close(out[kept], (x + update / 0.5)[kept], rtol=1e-5, atol=1e-6)
+
+
+def test_block_without_residual() -> None:
+    ours, ref = block_pair(residual=False)
+    ours.eval()
+    x = tokens()
+    with torch.no_grad():
+        expected = ref.ls2(ref.mlp(ref.norm2(ref.ls1(ref.attn(ref.norm1(x))))))
+        torch.testing.assert_close(ours(x), expected, rtol=0, atol=0)
+
+
+def test_build_teacher_uses_teacher_blocks_and_is_seeded() -> None:
+    cfg = TeacherConfig(**{**TINY, "p": 0.3, "residual": False, "reg_tokens": 2})
+    model = build_teacher(cfg, seed=4)
+    assert len(model.blocks) == 3
+    assert all(isinstance(b, TeacherBlock) and b.layer_drop == 0.3 and not b.residual
+               for b in model.blocks)
+    assert model.reg_token.shape == (1, 2, 32)
+    assert same_weights(model, build_teacher(cfg, seed=4))
+    assert not same_weights(model, build_teacher(cfg, seed=5))
+
+
+# --- training -------------------------------------------------------------------------------------
+
+class Killed(Exception):
+    pass
+
+
+class DiesAfter(Dataset):
+    """Raises :class:`Killed` after ``limit`` item reads: a training run killed mid-way."""
+
+    def __init__(self, inner: Dataset, limit: int) -> None:
+        self.inner, self.limit, self.reads = inner, limit, 0
+
+    def __len__(self) -> int:
+        return len(self.inner)
+
+    def __getitem__(self, i: int):
+        self.reads += 1
+        if self.reads > self.limit:
+            raise Killed
+        return self.inner[i]
+
+
+P_CFG = TeacherConfig(**{**TINY, "p": 0.2})  # layer drop exercises the per-step RNG seeding
+
+
+@pytest.fixture(scope="module")
+def uninterrupted() -> tuple[torch.nn.Module, dict, dict]:
+    model = build_teacher(P_CFG)
+    record, snaps = train_classifier(model, toy_data(), toy_data(24, 1), TRAIN,
+                                     config={"run": 1}, progress=False)
+    return model, record, snaps
+
+
+def test_training_is_deterministic(uninterrupted) -> None:
+    model_a, record_a, snaps_a = uninterrupted
+    model_b = build_teacher(P_CFG)
+    record_b, snaps_b = train_classifier(model_b, toy_data(), toy_data(24, 1), TRAIN,
+                                         config={"run": 1}, progress=False)
+    assert same_weights(model_a, model_b)
+    assert record_a["loss"] == record_b["loss"] and len(record_a["loss"]) == 7
+    assert [v["step"] for v in record_a["val"]] == [3, 6, 7]
+    assert record_a["val"] == record_b["val"]
+    assert sorted(snaps_a) == [1, 5]
+    assert not same_weights(model_a, build_teacher(P_CFG))  # it did train
+
+
+def test_snapshots_hold_the_weights_at_their_step(uninterrupted) -> None:
+    _, _, snaps = uninterrupted
+    # the lr schedule depends on `steps` except during warmup: one step of a 1-step run is the
+    # first step of the 7-step run
+    one = build_teacher(P_CFG)
+    train_classifier(one, toy_data(), toy_data(24, 1), dataclasses.replace(TRAIN, snapshot_steps=(),
+                                                                           steps=1, warmup_steps=2),
+                     config={}, progress=False)
+    assert all(torch.equal(snaps[1][k], v) for k, v in one.state_dict().items())
+    assert not all(torch.equal(snaps[5][k], v) for k, v in one.state_dict().items())
+
+
+def run_killed_then_resumed(tmp_path: Path) -> tuple[torch.nn.Module, dict, dict, list[str]]:
+    work = tmp_path / "run.work.safetensors"
+    with pytest.raises(Killed):  # 3 steps of 16 images per epoch; dies while fetching step 5
+        train_classifier(build_teacher(P_CFG), DiesAfter(toy_data(), 16 * 5), toy_data(24, 1),
+                         TRAIN, config={"run": 1}, work_path=work, checkpoint_every=2,
+                         progress=False)
+    assert work.exists()
+    left = sorted(p.name for p in tmp_path.iterdir())
+    model = build_teacher(P_CFG)
+    record, snaps = train_classifier(model, toy_data(), toy_data(24, 1), TRAIN, config={"run": 1},
+                                     work_path=work, checkpoint_every=2, progress=False)
+    return model, record, snaps, left
+
+
+def test_killed_training_resumes_to_the_same_weights(uninterrupted, tmp_path: Path) -> None:
+    model_a, record_a, snaps_a = uninterrupted
+    model_b, record_b, snaps_b, _ = run_killed_then_resumed(tmp_path)
+    assert same_weights(model_a, model_b)
+    assert record_b["loss"] == record_a["loss"]
+    assert record_b["val"] == record_a["val"]
+    assert sorted(snaps_b) == [1, 5]
+    assert all(torch.equal(snaps_a[s][k], snaps_b[s][k]) for s in snaps_a for k in snaps_a[s])
+
+
+def test_resumed_record_has_the_same_keys(uninterrupted, tmp_path: Path) -> None:
+    _, record_a, _ = uninterrupted
+    _, record_b, _, _ = run_killed_then_resumed(tmp_path)
+    assert record_b.keys() == record_a.keys()
+
+
+def test_foreign_work_file_is_ignored(uninterrupted, tmp_path: Path) -> None:
+    work = tmp_path / "run.work.safetensors"
+    with pytest.raises(Killed):
+        train_classifier(build_teacher(P_CFG), DiesAfter(toy_data(), 16 * 5), toy_data(24, 1),
+                         TRAIN, config={"run": 2}, work_path=work, checkpoint_every=2,
+                         progress=False)
+    model = build_teacher(P_CFG)
+    train_classifier(model, toy_data(), toy_data(24, 1), TRAIN, config={"run": 1},
+                     work_path=work, checkpoint_every=2, progress=False)
+    assert same_weights(model, uninterrupted[0])
+
+
+def test_evaluate_against_hand_count() -> None:
+    model = build_teacher(CFG).eval()
+    data = toy_data(30)
+    x, y = data.tensors
+    with torch.no_grad():
+        logits = model(x)
+    result = evaluate(model, data, batch_size=7)
+    assert result["acc"] == pytest.approx((logits.argmax(1) == y).float().mean().item(), abs=1e-5)
+    assert result["loss"] == pytest.approx(
+        torch.nn.functional.cross_entropy(logits, y).item(), abs=1e-5)
+
+
+# --- cache ----------------------------------------------------------------------------------------
+
+@pytest.fixture
+def tiny_datasets(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[dict]:
+    """get_datasets returns toy data; RAPTOR_CACHE is a fresh folder. Records every call."""
+    calls: list[dict] = []
+
+    def fake(name: str, **kwargs) -> tuple[TensorDataset, TensorDataset]:
+        calls.append({"name": name, **kwargs})
+        return toy_data(), toy_data(24, 1)
+
+    monkeypatch.setattr(raptor.data, "get_datasets", fake)
+    monkeypatch.setenv("RAPTOR_CACHE", str(tmp_path / "cache"))
+    return calls
+
+
+def test_get_teacher_trains_once_then_loads(tiny_datasets, monkeypatch, uninterrupted) -> None:
+    model, record = get_teacher(P_CFG, TRAIN, seed=0, progress=False)
+    assert not model.training
+    assert same_weights(model, uninterrupted[0])  # the same recipe as train_classifier directly
+    assert record["loss"] == uninterrupted[1]["loss"]
+    assert tiny_datasets[0]["name"] == TRAIN.dataset and tiny_datasets[0]["img_size"] == 16
+    entry = entry_path("teacher", teacher_key(P_CFG, TRAIN, 0))
+    assert entry.is_file()
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("the cached teacher was trained again")
+
+    monkeypatch.setattr(teachers, "train_classifier", no_training)
+    again, record_again = get_teacher(P_CFG, TRAIN, seed=0, progress=False)
+    assert same_weights(model, again)
+    assert record_again["loss"] == record["loss"]
+    snap = teacher_snapshot(P_CFG, TRAIN, 5)
+    assert all(torch.equal(snap.state_dict()[k], v) for k, v in uninterrupted[2][5].items())
+    with pytest.raises(ValueError, match="snapshot"):
+        teacher_snapshot(P_CFG, TRAIN, 3)
+    with pytest.raises(AssertionError, match="trained again"):  # another seed is another teacher
+        get_teacher(P_CFG, TRAIN, seed=1, progress=False)
+
+
+def test_untrained_teacher_is_the_seeded_init(tiny_datasets) -> None:
+    model, record = get_teacher(CFG, None, seed=3)
+    assert record == {"untrained": True}
+    assert same_weights(model, build_teacher(CFG, seed=3))
+    assert tiny_datasets == []
+
+
+# --- pretrained -----------------------------------------------------------------------------------
+
+TIMM_NAME = "vit_tiny_patch16_224"
+
+
+def test_load_pretrained_unknown_name() -> None:
+    with pytest.raises(ValueError, match="unknown timm model 'vit_nonexistent_xyz'"):
+        load_pretrained("vit_nonexistent_xyz", weights="w.safetensors")
+
+
+def test_load_pretrained_needs_weights_or_download() -> None:
+    with pytest.raises(ValueError, match="no weights given"):
+        load_pretrained(TIMM_NAME)
+
+
+def test_load_pretrained_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(CheckpointError, match="not found"):
+        load_pretrained(TIMM_NAME, tmp_path / "absent.safetensors", img_size=32)
+
+
+@pytest.fixture(scope="module")
+def tiny_timm_weights(tmp_path_factory) -> tuple[dict[str, torch.Tensor], Path]:
+    import timm
+
+    torch.manual_seed(7)
+    state = timm.create_model(TIMM_NAME, pretrained=False, img_size=32).state_dict()
+    path = tmp_path_factory.mktemp("weights") / "tiny.safetensors"
+    save_file({k: v.contiguous() for k, v in state.items()}, path)
+    return state, path
+
+
+def test_load_pretrained_from_safetensors(tiny_timm_weights) -> None:
+    state, path = tiny_timm_weights
+    model = load_pretrained(TIMM_NAME, path, img_size=32)
+    assert not model.training
+    loaded = model.state_dict()
+    assert loaded.keys() == state.keys()
+    assert all(torch.equal(loaded[k], state[k]) for k in state)
+
+
+def test_load_pretrained_from_torch_file_resamples_positions(tiny_timm_weights,
+                                                             tmp_path: Path) -> None:
+    state, _ = tiny_timm_weights
+    path = tmp_path / "tiny.pth"
+    torch.save({"model": state, "epoch": 3}, path)
+    model = load_pretrained(TIMM_NAME, path, img_size=48)
+    loaded = model.state_dict()
+    assert loaded["pos_embed"].shape == (1, 1 + 9, 192)
+    torch.testing.assert_close(loaded["pos_embed"][:, 0], state["pos_embed"][:, 0])  # cls kept
+    assert all(torch.equal(loaded[k], state[k]) for k in state if k != "pos_embed")
+
+
+def test_load_pretrained_other_architecture(tmp_path: Path) -> None:
+    path = tmp_path / "teacher.safetensors"
+    save_file({k: v.contiguous() for k, v in build_teacher(CFG).state_dict().items()}, path)
+    with pytest.raises(CheckpointError) as info:
+        load_pretrained(TIMM_NAME, path, img_size=16)
+    message = str(info.value)
+    assert "108 missing keys" in message and "blocks.10." in message  # 9 absent blocks x 12
+    assert "shape mismatches" in message and "file (32,) vs model (192,)" in message
+    assert str(path) in message

@@ -1,0 +1,286 @@
+"""Tests of raptor.losses and raptor.train: losses, schedule, config, resume, NaN guard, DDP."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.multiprocessing as mp
+from torch.utils.data import Dataset, TensorDataset
+
+import raptor.data
+import raptor.train
+from raptor.checkpoint import load_tensors
+from raptor.losses import (Objective, autoregressive_loss, present_weights, teacher_forced_loss,
+                           tf_lambda, token_mse)
+from raptor.model import Raptor
+from raptor.teachers import TeacherConfig, build_teacher
+from raptor.train import DistillConfig, distill, get_student
+from raptor.trajectories import TokenGroups, trajectory
+
+TINY = TeacherConfig(depth=4, embed_dim=32, num_heads=4, patch_size=4, img_size=16, in_chans=1,
+                     num_classes=10, reg_tokens=1)
+FAST = dict(repeats=(3, 1), stage1_steps=4, stage2_steps=3, batch_size=4, warmup_steps=1,
+            lr=1e-3)
+
+
+def teacher(cfg: TeacherConfig = TINY) -> torch.nn.Module:
+    return build_teacher(cfg, seed=0).eval()
+
+
+def dataset(n: int = 12) -> TensorDataset:
+    g = torch.Generator().manual_seed(0)
+    return TensorDataset(torch.randn(n, 1, 16, 16, generator=g), torch.randint(0, 10, (n,),
+                                                                             generator=g))
+
+
+class Faulty(Dataset):
+    """``dataset()`` that fails (``error``) or turns NaN (``error=None``) after ``after`` reads."""
+
+    def __init__(self, after: int, error: type[Exception] | None) -> None:
+        self.base, self.after, self.error, self.reads = dataset(), after, error, 0
+
+    def __len__(self) -> int:
+        return len(self.base)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        self.reads += 1
+        image, label = self.base[i]
+        if self.reads > self.after:
+            if self.error is not None:
+                raise self.error("interrupted")
+            image = torch.full_like(image, float("nan"))
+        return image, label
+
+
+class Interrupted(Exception):
+    pass
+
+
+def weights(raptor: Raptor) -> dict[str, torch.Tensor]:
+    return {k: v.clone() for k, v in raptor.blocks.state_dict().items()}
+
+
+# ---------------------------------------------------------------- losses and schedule
+
+
+def test_tf_lambda_closed_form() -> None:
+    total, frac = 40, 0.25
+    values = [tf_lambda(s, total, frac) for s in range(total)]
+    assert values[0] == 1.0 and values[5] == pytest.approx(0.5) and values[10] == 0.0
+    assert all(v == 0.0 for v in values[10:])
+    assert np.allclose(np.diff(values[:11]), -0.1)
+    with pytest.raises(ValueError, match="anneal_frac"):
+        tf_lambda(0, 10, 0.0)
+    cfg = DistillConfig(**FAST)
+    assert [cfg.stage1_lambda(s) for s in range(4)] == [1.0, 0.0, 0.0, 0.0]
+    assert DistillConfig(**{**FAST, "autoregressive": False}).stage1_lambda(3) == 1.0
+    assert DistillConfig(**{**FAST, "teacher_forcing": False}).stage1_lambda(0) == 0.0
+
+
+def test_token_mse_weights_and_renormalisation() -> None:
+    g = TokenGroups.from_counts(1, 2, 5)
+    pred, target = torch.randn(3, 8, 4), torch.randn(3, 8, 4)
+    err = ((pred - target) ** 2).numpy()
+    manual = 0.34 * err[:, 0].mean() + 0.33 * err[:, 1:3].mean() + 0.33 * err[:, 3:].mean()
+    assert token_mse(pred, target, g, (0.34, 0.33, 0.33)).item() == pytest.approx(manual)
+    assert token_mse(pred, target, g).item() == pytest.approx(err.mean())
+    no_reg = TokenGroups.from_counts(1, 0, 7)
+    pairs = present_weights(no_reg, (0.45, 0.10, 0.45))
+    assert [w for _, w in pairs] == pytest.approx([0.5, 0.5])
+    with pytest.raises(ValueError, match="no weight"):
+        present_weights(no_reg, (0.0, 1.0, 0.0))
+    with pytest.raises(ValueError, match="3 non-negative"):
+        present_weights(g, (1.0, -1.0, 1.0))
+
+
+def test_stage_losses_against_a_manual_loop() -> None:
+    t = teacher()
+    g = TokenGroups.from_model(t)
+    traj = trajectory(t, dataset(3).tensors[0]).detach()
+    torch.manual_seed(0)
+    r = Raptor(t, (3, 1), init="random")
+    w = (0.34, 0.33, 0.33)
+    tf = sum(token_mse(r.blocks[0](traj[:, l], l + 1), traj[:, l + 1], g, w) for l in range(3)) / 3
+    torch.testing.assert_close(teacher_forced_loss(r.blocks[0], traj, 0, 3, g, w), tf)
+    x, ar = traj[:, 0], 0.0
+    for layer in range(1, 4):
+        x = r.blocks[0](x, layer)
+        ar = ar + token_mse(x, traj[:, layer], g, w) / 3
+    torch.testing.assert_close(autoregressive_loss(r, traj, 0, 3, g, w), ar)
+    objective = Objective(r, g, [w, None], w)
+    loss, parts = objective(traj, 1, 0.25)
+    last = 0.25 * teacher_forced_loss(r.blocks[1], traj, 3, 4, g, None) + 0.75 * \
+        autoregressive_loss(r, traj, 3, 4, g, None)
+    torch.testing.assert_close(parts, torch.stack([0.25 * tf + 0.75 * ar, last]).detach())
+    torch.testing.assert_close(loss, parts.sum())
+
+
+def test_exact_teacher_copy_has_zero_loss() -> None:
+    t = teacher()
+    traj = trajectory(t, dataset(3).tensors[0])
+    r = Raptor(t, (1, 1, 1, 1), depth_scaling=False, init="teacher")
+    loss, _ = Objective(r, TokenGroups.from_model(t), [None] * 4, None)(traj, 2, 0.0)
+    assert loss.item() < 1e-10
+
+
+# ---------------------------------------------------------------- configuration
+
+
+@pytest.mark.parametrize("field,value", [
+    ("repeats", ()), ("repeats", (2, 0)), ("stage1_steps", -1), ("stage2_steps", 1.5),
+    ("batch_size", 0), ("lr", 0.0), ("min_lr", 1.0), ("weight_decay", -1.0), ("grad_clip", 0),
+    ("anneal_frac", 0.0), ("anneal_frac", 1.5), ("warmup_steps", -2), ("seed", -1),
+    ("stage1_weights", (1.0, 1.0)), ("stage2_weights", (0.0, 0.0, 0.0)),
+    ("weighted", 1), ("depth_scaling", "yes"), ("mlp", "geglu"), ("init", "zeros"),
+    ("dataset", "mnist"), ("train_limit", 0), ("device", "tpu"), ("bf16", True),
+    ("compile", True), ("cache_teacher", None)])
+def test_config_rejects_bad_fields(field: str, value: object) -> None:
+    with pytest.raises(ValueError, match=field):
+        DistillConfig(**{**FAST, field: value})
+
+
+def test_config_cross_field_rules() -> None:
+    with pytest.raises(ValueError, match="needs mlp='teacher'"):
+        DistillConfig(**FAST, init="teacher", mlp="swiglu")
+    with pytest.raises(ValueError, match="teacher_forcing or autoregressive"):
+        DistillConfig(**FAST, teacher_forcing=False, autoregressive=False)
+    with pytest.raises(ValueError, match="nothing to train"):
+        DistillConfig(**{**FAST, "stage1_steps": 0}, stage2=False)
+    cfg = DistillConfig(**{**FAST, "repeats": [3, 1], "stage1_weights": [1, 0, 1]}, stage2=False)
+    assert cfg.repeats == (3, 1) and cfg.stage2_steps == 0 and cfg.stage1_weights == (1., 0., 1.)
+
+
+def test_distill_rejects_bad_inputs_before_work() -> None:
+    t = teacher()
+    with pytest.raises(ValueError, match="teacher's depth"):
+        distill(t, dataset(), DistillConfig(**{**FAST, "repeats": (2, 1)}), progress=False)
+    with pytest.raises(ValueError, match="batch_size=16"):
+        distill(t, dataset(), DistillConfig(**{**FAST, "batch_size": 16}), progress=False)
+    no_reg = teacher(dataclasses.replace(TINY, reg_tokens=0))
+    with pytest.raises(ValueError, match="no weight"):
+        distill(no_reg, dataset(), DistillConfig(**FAST, stage2_weights=(0, 1, 0)),
+                progress=False)
+    with pytest.raises(ValueError, match="checkpoint_every"):
+        distill(t, dataset(), DistillConfig(**FAST), checkpoint_every=0, progress=False)
+    with pytest.raises(TypeError, match="DistillConfig"):
+        distill(t, dataset(), dict(FAST), progress=False)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- training runs
+
+
+def test_distill_record_and_cache_equivalence() -> None:
+    cfg = DistillConfig(**FAST)
+    online, rec = distill(teacher(), dataset(), cfg, progress=False)
+    cached, rec_c = distill(teacher(), dataset(), dataclasses.replace(cfg, cache_teacher=True),
+                            progress=False)
+    assert rec["stage1"]["lambda"] == [1.0, 0.0, 0.0, 0.0]
+    assert len(rec["stage1"]["loss"]) == 4 and len(rec["stage2"]["loss"]) == 3
+    assert len(rec["stage1"]["block_loss"][0]) == 2
+    assert rec["flops_per_image"] > rec["teacher_flops_per_image"]
+    for k, v in weights(online).items():
+        torch.testing.assert_close(weights(cached)[k], v, rtol=1e-5, atol=1e-6)
+    assert not online.training and not online.teacher_stem.training
+
+
+def test_training_reduces_the_loss_and_updates_every_weight() -> None:
+    cfg = DistillConfig(**{**FAST, "stage1_steps": 1, "stage2_steps": 25, "lr": 3e-3},
+                        init="random")
+    t = teacher()
+    initial = weights(raptor.train.build_student(teacher(), cfg))
+    trained, rec = distill(t, dataset(4), cfg, progress=False)
+    assert rec["stage2"]["loss"][-1] < 0.5 * rec["stage2"]["loss"][0]
+    changed = {k: not torch.equal(v, initial[k]) for k, v in weights(trained).items()}
+    assert all(changed.values()), [k for k, c in changed.items() if not c]
+
+
+def test_tf_only_ablation_skips_stage2() -> None:
+    cfg = DistillConfig(**FAST, autoregressive=False, stage2=False)
+    _, rec = distill(teacher(), dataset(), cfg, progress=False)
+    assert rec["stage1"]["lambda"] == [1.0] * 4 and rec["stage2"]["loss"] == []
+
+
+@pytest.mark.parametrize("after,left", [(3 * 4, 2 + 3), (4 * 4 + 2 * 4, 1)])
+def test_resume_after_interruption_matches_uninterrupted(tmp_path: Path, after: int,
+                                                         left: int) -> None:
+    """Interrupted in stage 1 at step 3 (checkpoint at 2), or in stage 2 at step 2 (checkpoint
+    at 2): the resumed run does only the ``left`` missing steps and ends bit-identical."""
+    cfg = DistillConfig(**FAST)
+    reference, rec_ref = distill(teacher(), dataset(), cfg, progress=False)
+    work = tmp_path / "work.safetensors"
+    with pytest.raises(Interrupted):
+        distill(teacher(), Faulty(after, Interrupted), cfg, work_path=work, checkpoint_every=2,
+                progress=False)
+    assert work.exists()
+    counting = Faulty(10**9, Interrupted)
+    resumed, rec = distill(teacher(), counting, cfg, work_path=work, checkpoint_every=2,
+                           progress=False)
+    assert counting.reads == left * cfg.batch_size
+    for k, v in weights(reference).items():
+        assert torch.equal(weights(resumed)[k], v), k
+    assert rec["stage1"]["loss"] == rec_ref["stage1"]["loss"]
+    assert rec["stage2"]["loss"] == rec_ref["stage2"]["loss"]
+
+
+def test_nan_guard_names_stage_and_step_and_keeps_checkpoint(tmp_path: Path) -> None:
+    work = tmp_path / "work.safetensors"
+    cfg = DistillConfig(**FAST)
+    with pytest.raises(FloatingPointError, match="stage 1 at step 2"):
+        distill(teacher(), Faulty(2 * 4, None), cfg, work_path=work, checkpoint_every=1,
+                progress=False)
+    tensors, record = load_tensors(work)
+    assert record["stage"] == 1 and record["step"] == 2
+    assert all(torch.isfinite(v).all() for v in tensors.values())
+
+
+def test_get_student_builds_once_then_loads(tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAPTOR_CACHE", str(tmp_path))
+    monkeypatch.setattr(raptor.data, "get_datasets", lambda *a, **k: (dataset(), dataset(4)))
+    cfg = DistillConfig(**{**FAST, "stage1_steps": 2, "stage2_steps": 1})
+    first, rec = get_student(TINY, None, 0, cfg)
+    monkeypatch.setattr(raptor.train, "distill", lambda *a, **k: pytest.fail("rebuilt"))
+    second, rec2 = get_student(TINY, None, 0, cfg)
+    for k, v in weights(first).items():
+        assert torch.equal(weights(second)[k], v)
+    assert rec2["stage1"]["loss"] == rec["stage1"]["loss"]
+    assert list((tmp_path / "student").glob("*.work.safetensors")) == []
+
+
+# ---------------------------------------------------------------- DDP (gloo, 2 processes)
+
+
+def _ddp_worker(rank: int, world: int, init_file: str, out: str) -> None:
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank,
+                            world_size=world)
+    try:
+        t = teacher()
+        seen = []
+        t.patch_embed.register_forward_hook(lambda m, args, out: seen.append(len(args[0])))
+        raptor_, _ = distill(t, dataset(), DistillConfig(**FAST), progress=False)
+        if rank == 0:
+            torch.save({**weights(raptor_), "seen": torch.tensor(seen)}, out)
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_ddp_two_processes_match_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Gloo, 2 spawned processes, each on its half of every global batch, average to the
+    update of one process on the whole batch."""
+    single, _ = distill(teacher(), dataset(), DistillConfig(**FAST), progress=False)
+    out = str(tmp_path / "ddp.pt")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    mp.spawn(_ddp_worker, args=(2, str(tmp_path / "rdzv"), out), nprocs=2, join=True)
+    ddp = torch.load(out, weights_only=True)
+    steps = FAST["stage1_steps"] + FAST["stage2_steps"]
+    assert ddp.pop("seen").tolist() == [FAST["batch_size"] // 2] * steps  # each rank: its half
+    for k, v in weights(single).items():
+        torch.testing.assert_close(ddp[k], v, rtol=1e-5, atol=1e-5)

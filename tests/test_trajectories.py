@@ -1,0 +1,186 @@
+"""Tests for raptor.trajectories against timm's own forward pass (hooks) and a hand-built embedding."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from timm.models.vision_transformer import VisionTransformer
+from torch import nn
+
+from raptor.teachers import TeacherConfig, build_teacher
+from raptor.trajectories import (TokenGroups, collect_trajectories, embed, head_logits,
+                                 iter_trajectories, num_layers, run_layers, trajectory)
+
+CFG = TeacherConfig(depth=3, embed_dim=32, num_heads=2, patch_size=4, img_size=16, in_chans=1,
+                    num_classes=3)
+N_PATCH = (16 // 4) ** 2
+
+
+def plain_vit(**kwargs) -> VisionTransformer:
+    """A stock timm ViT (timm's own Block), independent of raptor.teachers."""
+    torch.manual_seed(1)
+    args = dict(img_size=16, patch_size=4, in_chans=1, num_classes=3, embed_dim=32, depth=3,
+                num_heads=2, qkv_bias=True)
+    return VisionTransformer(**{**args, **kwargs}).eval()
+
+
+def images(n: int = 5, seed: int = 0) -> torch.Tensor:
+    return torch.randn(n, 1, 16, 16, generator=torch.Generator().manual_seed(seed))
+
+
+def hooked_blocks(model: VisionTransformer, x: torch.Tensor) -> tuple[list[torch.Tensor],
+                                                                     torch.Tensor]:
+    """Outputs of every block recorded by forward hooks during timm's ``forward_features``."""
+    outs: list[torch.Tensor] = []
+    hooks = [b.register_forward_hook(lambda m, i, o: outs.append(o.detach().clone()))
+             for b in model.blocks]
+    try:
+        with torch.no_grad():
+            feats = model.forward_features(x)
+    finally:
+        for h in hooks:
+            h.remove()
+    return outs, feats
+
+
+def manual_embedding(model: VisionTransformer, x: torch.Tensor) -> torch.Tensor:
+    """Patch conv + prefix tokens + position embedding, written out by hand."""
+    w = model.patch_embed.proj
+    p = F.conv2d(x, w.weight, w.bias, stride=w.stride).flatten(2).transpose(1, 2)
+    prefix = [t.expand(len(x), -1, -1) for t in (model.cls_token, model.reg_token)
+              if t is not None]
+    return torch.cat(prefix + [p], dim=1) + model.pos_embed
+
+
+@pytest.mark.parametrize("make", [lambda: build_teacher(CFG).eval(), plain_vit,
+                                  lambda: plain_vit(class_token=False, reg_tokens=2,
+                                                    global_pool="avg"),
+                                  lambda: plain_vit(reg_tokens=3)],
+                         ids=["teacher", "timm", "regs-no-cls", "cls-regs"])
+def test_trajectory_matches_timm_forward(make) -> None:
+    model = make()
+    x = images()
+    with torch.no_grad():
+        traj = trajectory(model, x)
+        logits = head_logits(model, traj[:, -1])
+        expected_logits = model(x)
+    T = model.num_prefix_tokens + N_PATCH
+    assert traj.shape == (5, 3 + 1, T, 32)
+    torch.testing.assert_close(traj[:, 0], manual_embedding(model, x), rtol=1e-5, atol=1e-6)
+    outs, feats = hooked_blocks(model, x)
+    for layer, out in enumerate(outs, start=1):
+        torch.testing.assert_close(traj[:, layer], out, rtol=0, atol=0)
+    torch.testing.assert_close(model.norm(traj[:, -1]), feats, rtol=0, atol=0)
+    torch.testing.assert_close(logits, expected_logits, rtol=0, atol=0)
+
+
+def test_token_groups_from_model() -> None:
+    assert TokenGroups.from_model(plain_vit()) == TokenGroups(slice(0, 1), slice(1, 1),
+                                                              slice(1, 17))
+    g = TokenGroups.from_model(plain_vit(class_token=False, reg_tokens=2, global_pool="avg"))
+    assert g == TokenGroups(slice(0, 0), slice(0, 2), slice(2, 18))
+    assert [name for name, _ in g.items()] == ["registers", "patches"]
+    assert g.num_tokens == 18
+    g = TokenGroups.from_model(plain_vit(reg_tokens=3))
+    assert list(g.items()) == [("cls", slice(0, 1)), ("registers", slice(1, 4)),
+                               ("patches", slice(4, 20))]
+    teacher = build_teacher(TeacherConfig(**{**CFG.__dict__, "reg_tokens": 4}))
+    assert TokenGroups.from_model(teacher).registers == slice(1, 5)
+
+
+def test_token_groups_from_counts_errors() -> None:
+    for counts in [(2, 0, 4), (-1, 0, 4), (1, -1, 4), (1, 0, -1)]:
+        with pytest.raises(ValueError, match="token counts"):
+            TokenGroups.from_counts(*counts)
+
+
+@pytest.mark.parametrize("start", [0, 1, 2, 3])
+def test_run_layers_from_middle_is_tail_of_full(start: int) -> None:
+    model = build_teacher(CFG).eval()
+    with torch.no_grad():
+        full = trajectory(model, images())
+        tail = run_layers(model, full[:, start], start)
+        part = run_layers(model, full[:, 0], 0, start)
+    assert tail.shape[1] == 3 - start + 1
+    torch.testing.assert_close(tail, full[:, start:], rtol=0, atol=0)
+    torch.testing.assert_close(part, full[:, :start + 1], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("start, stop", [(2, 1), (-1, 2), (0, 4), (4, None)])
+def test_run_layers_bad_range(start: int, stop: int | None) -> None:
+    model = build_teacher(CFG)
+    with pytest.raises(ValueError, match="start"):
+        run_layers(model, torch.zeros(1, 17, 32), start, stop)
+
+
+def test_run_layers_bad_ndim() -> None:
+    with pytest.raises(ValueError, match="tokens must be"):
+        run_layers(build_teacher(CFG), torch.zeros(17, 32))
+
+
+def test_iter_and_collect_trajectories() -> None:
+    model = build_teacher(TeacherConfig(**{**CFG.__dict__, "p": 0.5}))
+    model.train()  # iter_trajectories must switch to eval: layer drop would make runs differ
+    x = images(12)
+    labels = torch.arange(12)
+    batches = [(x[i:i + 4], labels[i:i + 4]) for i in range(0, 12, 4)]
+    sizes = [len(t) for t, _ in iter_trajectories(model, batches, max_images=6, progress=False)]
+    assert sizes == [4, 2]
+    traj, lab = collect_trajectories(model, batches, max_images=6, progress=False,
+                                     dtype=torch.float64)
+    assert not model.training
+    assert traj.dtype == torch.float64 and traj.shape == (6, 4, 17, 32)
+    assert torch.equal(lab, labels[:6])
+    with torch.no_grad():
+        expected = trajectory(model, x[:6]).double()
+    torch.testing.assert_close(traj, expected, rtol=1e-6, atol=1e-6)
+    full, lab = collect_trajectories(model, batches, progress=False)
+    assert full.shape[0] == 12 and torch.equal(lab, labels)
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, labels), batch_size=5)
+    from_loader, _ = collect_trajectories(model, loader, progress=False)
+    torch.testing.assert_close(from_loader, full, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("bad", [0, -3])
+def test_iter_trajectories_bad_max_images(bad: int) -> None:
+    batches = [(images(2), torch.zeros(2))]
+    with pytest.raises(ValueError, match="max_images"):
+        next(iter_trajectories(build_teacher(CFG), batches, max_images=bad, progress=False))
+
+
+class Recurrent(nn.Module):
+    """A stand-in for a Raptor: embed/forward_from/depth, and a teacher_stem for the head."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.depth = 4
+        self.teacher_stem = plain_vit()
+        self.step = nn.Linear(32, 32)
+
+    def embed(self, x: torch.Tensor) -> torch.Tensor:
+        return embed(self.teacher_stem, x)
+
+    def forward_from(self, tokens: torch.Tensor, start: int, stop: int) -> torch.Tensor:
+        states = [tokens]
+        for _ in range(start, stop):
+            states.append(self.step(states[-1]))
+        return torch.stack(states, dim=1)
+
+
+def test_raptor_style_models_are_dispatched() -> None:
+    model = Recurrent().eval()
+    x = images(3)
+    with torch.no_grad():
+        traj = trajectory(model, x)
+        tokens = model.teacher_stem.forward_features(x)  # norm(blocks(embedding))
+    assert num_layers(model) == 4 and traj.shape == (3, 5, 17, 32)
+    with torch.no_grad():
+        expected = embed(model.teacher_stem, x)
+        for _ in range(4):
+            expected = model.step(expected)
+        torch.testing.assert_close(traj[:, -1], expected, rtol=0, atol=0)
+        stem = model.teacher_stem
+        torch.testing.assert_close(head_logits(model, tokens),
+                                   stem.forward_head(stem.norm(tokens)), rtol=0, atol=0)
+    assert TokenGroups.from_model(model) == TokenGroups.from_model(model.teacher_stem)
