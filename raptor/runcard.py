@@ -30,3 +30,17 @@ def run_card(*, profile: str, parameters: Mapping[str, Any], data: str, models: 
                    f"torch {torch.__version__}, {torch.get_num_threads()} threads",
     }
     return pd.DataFrame({"run card": rows})
+
+
+def profile_settings(chapter: str, profile: str = "paper") -> pd.DataFrame:
+    """What ``profile`` changes in ``chapter`` (vs the notebook's ``cpu`` defaults), and the
+    command that runs it."""
+    from raptor.profiles import PROFILES
+    from raptor.runner import resolve_parameters
+
+    params = resolve_parameters(chapter, profile)
+    rows = {name: repr(value) for name, value in params.items() if name != "profile"}
+    rows["command"] = f"python -m raptor run --profile {profile} --chapter {chapter}"
+    if not PROFILES[profile].get(chapter):
+        rows["note"] = f"the {profile} profile uses the notebook's defaults"
+    return pd.DataFrame({f"{profile} profile": rows})
