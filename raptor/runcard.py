@@ -11,6 +11,9 @@ from typing import Any
 import pandas as pd
 import torch
 
+from raptor.profiles import PROFILES
+from raptor.runner import resolve_parameters
+
 
 def run_card(*, profile: str, parameters: Mapping[str, Any], data: str, models: Sequence[str],
              seeds: Sequence[int], started: float) -> pd.DataFrame:
@@ -35,9 +38,6 @@ def run_card(*, profile: str, parameters: Mapping[str, Any], data: str, models: 
 def profile_settings(chapter: str, profile: str = "paper") -> pd.DataFrame:
     """What ``profile`` changes in ``chapter`` (vs the notebook's ``cpu`` defaults), and the
     command that runs it."""
-    from raptor.profiles import PROFILES
-    from raptor.runner import resolve_parameters
-
     params = resolve_parameters(chapter, profile)
     rows = {name: repr(value) for name, value in params.items() if name != "profile"}
     rows["command"] = f"python -m raptor run --profile {profile} --chapter {chapter}"
