@@ -22,6 +22,7 @@ import time
 import torch
 
 from raptor import dynamics as dy
+from raptor import low_rank
 from raptor.trajectories import TokenGroups
 
 GROUPS = TokenGroups.from_counts(1, 4, 256)
@@ -46,8 +47,9 @@ def run_whole(n: int, size: int, dim: int) -> dict[str, object]:
     x = torch.cat([batch(i, size, dim) for i in range(n // size)])
     return {"norms": dy.feature_norms(x, GROUPS),
             "convergence": dy.directional_convergence(x, GROUPS),
-            "speed": dy.angular_speed(x, GROUPS), "coherence": dy.coherence(x, GROUPS),
-            "ranks": dy.update_ranks(x, GROUPS), "dmd": dy.dmd_by_group(x, GROUPS)}
+            "speed": dy.angular_speed(x, GROUPS), "coherence": low_rank.coherence(x, GROUPS),
+            "ranks": low_rank.update_ranks(x, GROUPS),
+            "dmd": low_rank.dmd_by_group(x, GROUPS)}
 
 
 def child(mode: str, n: int, size: int, dim: int, repeats: int) -> None:

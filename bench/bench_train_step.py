@@ -2,7 +2,7 @@
 
 Appendix E's runtime parity says applying a block ``n_j`` times costs as much as ``n_j`` distinct
 blocks. This benchmark checks it for training: a stage-2 step of a Raptor (k = 2: ``7|5``,
-k = 3: ``7|3|2``, FACTS.md §2) against a step of an untied copy of the teacher's 12 blocks
+k = 3: ``7|3|2``, Table 1) against a step of an untied copy of the teacher's 12 blocks
 trained with the same autoregressive loss on the same batch (forward, loss, backward, gradient
 clipping, AdamW; the teacher trajectory is precomputed so only the trained model is timed).
 Both are timed alternately in the same process (warm-up, repeats, median). Memory: the
@@ -29,14 +29,15 @@ from torch import nn
 
 from raptor.losses import Objective, token_mse
 from raptor.model import Raptor
+from raptor.paper import DINOV2_B_PARTITIONS, RECIPE
 from raptor.teachers import TeacherConfig, build_teacher
 from raptor.trajectories import TokenGroups, trajectory
 
 TEACHER = TeacherConfig(depth=12, embed_dim=64, num_heads=4, patch_size=7, img_size=28,
                         in_chans=1, num_classes=10)
 BATCH = 128
-REPEATS = {2: (7, 5), 3: (7, 3, 2)}
-WEIGHTS = (0.45, 0.10, 0.45)
+REPEATS = {k: tuple(b - a for a, b in DINOV2_B_PARTITIONS[k]) for k in (2, 3)}  # (7, 5), (7, 3, 2)
+WEIGHTS = RECIPE.stage2_weights
 
 
 Loss = Callable[[torch.Tensor], torch.Tensor]
@@ -68,7 +69,7 @@ def setup(k: int | None, depth_scaling: bool = True
         def loss_fn(t: torch.Tensor) -> torch.Tensor:
             return objective(t, 2, 0.0)[0]
     params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=3e-4, weight_decay=1e-4)
+    optimizer = torch.optim.AdamW(params, lr=RECIPE.lr, weight_decay=RECIPE.weight_decay)
 
     def step(t: torch.Tensor) -> None:
         loss = loss_fn(t)
@@ -86,10 +87,10 @@ def engine_step(k: int, stage: int) -> tuple[Callable[[], None], torch.Tensor]:
     teacher = build_teacher(TEACHER).eval()
     raptor = Raptor(teacher, REPEATS[k], init="random").train()
     groups = TokenGroups.from_model(teacher)
-    objective = Objective(raptor, groups, [None] * (k - 1) + [(0.34, 0.33, 0.33)], WEIGHTS)
+    objective = Objective(raptor, groups, [None] * (k - 1) + [RECIPE.stage1_weights], WEIGHTS)
     params = raptor.raptor_parameters()
     blocks = [list(b.parameters()) for b in raptor.blocks] if stage == 1 else [params]
-    optimizer = torch.optim.AdamW(params, lr=3e-4, weight_decay=1e-4)
+    optimizer = torch.optim.AdamW(params, lr=RECIPE.lr, weight_decay=RECIPE.weight_decay)
     images = torch.randn(BATCH, 1, 28, 28)
 
     def step() -> None:

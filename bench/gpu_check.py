@@ -1,15 +1,15 @@
 """GPU check: can the paper's DINOv2 distillation run here, and how long would it take?
 
-Builds DINOv2 ViT-B/14 with 4 registers at 224 px (FACTS.md §5; random weights unless
+Builds DINOv2 ViT-B/14 with 4 registers at 224 px (paper §3; random weights unless
 ``--weights`` is given: throughput does not depend on the values) and the Raptor of the paper's
-k = 3 partition ``1–7 | 8–10 | 11–12`` (repeats 7, 3, 2; FACTS.md §2). It times the training
+k = 3 partition ``1–7 | 8–10 | 11–12`` (repeats 7, 3, 2; Table 1). It times the training
 step of :func:`raptor.train.distill` — teacher trajectory online under ``no_grad``, the stage's
 loss (:class:`raptor.losses.Objective`), backward, per-block (stage 1) or global (stage 2)
 gradient clipping at 1.0, AdamW — on synthetic images, in bf16 autocast, in two modes:
 ``eager`` and ``compile``, ``torch.compile`` on each block as ``DistillConfig(bf16=True,
 compile=True)`` does (the Raptor passes the depth index as a tensor, so one graph serves every
 layer). Three
-steps matter (FACTS.md §3): stage 1 while ``λ > 0`` (the first 25%: TF *and* AR losses), stage 1
+steps matter (§3, Fig. 6): stage 1 while ``λ > 0`` (the first 25%: TF *and* AR losses), stage 1
 afterwards (AR only), and stage 2 (the chained blocks, AR). It prints images/s, ms/step, an
 estimate of the matmul throughput, the peak GPU memory (``torch.cuda.max_memory_allocated``)
 and the time of the paper's schedule (312,500 steps per stage at batch 64), also for N GPUs
@@ -20,9 +20,8 @@ Without CUDA (or with ``--cpu``) it runs the same code on a reduced model so it 
 anywhere: depth 12, width 192, 3 heads, 112 px (69 tokens), batch 8, float32, eager by default; its
 extrapolation is for that reduced model on that CPU, not for the paper's run.
 
-The step is written here, not imported: :mod:`raptor.train` has no public single-step function.
-It mirrors ``raptor.train._train_stage`` (including its per-step host synchronisation on the
-loss); keep the two in step.
+Each step is one call of :func:`raptor.loop.train`, the loop :func:`raptor.train.distill` runs
+(with its per-step host synchronisation of the non-finite guard), on the teacher's trajectory.
 
     .venv/bin/python bench/gpu_check.py [--quick] [--weights FILE] [--batch-size 64]
                                         [--modes eager,compile] [--cpu] [--gpus 1,4,8]
@@ -42,16 +41,17 @@ import torch._dynamo
 from torch import nn
 from torch._dynamo.utils import counters
 
+from raptor.loop import adamw, train
 from raptor.losses import Objective
 from raptor.model import Raptor, flops_per_image
-from raptor.phases import DINOV2_B_PARTITIONS
+from raptor.paper import DINOV2_B_PARTITIONS, RECIPE
 from raptor.teachers import DINOV2_B, load_pretrained
 from raptor.train import DistillConfig, build_student
 from raptor.trajectories import TokenGroups, trajectory
 
-PAPER_STEPS = 312_500
-PAPER_BATCH = 64
-ANNEAL_FRAC = 0.25  # FACTS.md §3: λ > 0 (TF and AR both computed) over the first 25% of stage 1
+PAPER_STEPS = RECIPE.stage1_steps  # per stage
+PAPER_BATCH = RECIPE.batch_size
+ANNEAL_FRAC = RECIPE.anneal_frac  # λ > 0 (TF and AR both computed) over this part of stage 1
 REPEATS = tuple(b - a for a, b in DINOV2_B_PARTITIONS[3])  # (7, 3, 2)
 CPU_MODEL = {"img_size": 112, "embed_dim": 192, "num_heads": 3}
 MODES = ("eager", "compile")
@@ -95,24 +95,21 @@ def make_step(teacher: nn.Module, raptor: Raptor, stage: int, lam: float, bf16: 
                            for _, stop in raptor.partition], cfg.stage2_weights)
     params = raptor.raptor_parameters()
     clip_groups = [list(b.parameters()) for b in raptor.blocks] if stage == 1 else [params]
-    optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    optimizer = adamw(params, cfg)
     device_type = next(teacher.parameters()).device.type
 
     def autocast() -> torch.autocast:
         return torch.autocast(device_type, dtype=torch.bfloat16, enabled=bf16)
 
+    def loss(_: int, traj: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        with autocast():
+            value, parts = objective(traj, stage, lam)
+        return value, parts.float()
+
     def step(images: torch.Tensor) -> None:
         with torch.no_grad(), autocast():
             traj = trajectory(teacher, images).float()
-        with autocast():
-            loss, parts = objective(traj, stage, lam)
-        if not torch.isfinite(parts.float()).all():  # the engine's host sync, every step
-            raise FloatingPointError(f"non-finite loss in stage {stage}")
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        for group in clip_groups:
-            nn.utils.clip_grad_norm_(group, cfg.grad_clip)
-        optimizer.step()
+        train(f"stage {stage}", [(0, traj)], loss, optimizer, clip_groups, cfg, 1)
 
     raptor.train()
     return step

@@ -1,12 +1,15 @@
-"""Command line: ``python -m raptor run [--profile P] [--chapter C ...] [-p NAME VALUE ...]``."""
+"""Command line: ``python -m raptor run [--profile P] [--chapter C ...] [-p NAME VALUE ...]``,
+``python -m raptor build`` and ``python -m raptor artifacts export|verify``."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
-from raptor.profiles import CHAPTERS, PROFILES
-from raptor.runner import RunnerError, build_book, parse_value, run
+from raptor.artifacts import MANIFEST, ArtifactError, export, verify
+from raptor.book.chapters import MODULES, PROFILES
+from raptor.book.runner import RunnerError, build_book, parse_value, run
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -16,21 +19,42 @@ def main(argv: list[str] | None = None) -> int:
     p_run = sub.add_parser("run", help="execute chapters with papermill, then build the book")
     p_run.add_argument("--profile", default="cpu", help=f"one of {', '.join(PROFILES)}")
     p_run.add_argument("--chapter", action="append", dest="chapters",
-                       help=f"repeatable; default all: {', '.join(CHAPTERS)}")
+                       help=f"repeatable; default all: {', '.join(MODULES)}")
     p_run.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                        help="override a papermill parameter (Python literal or string)")
+    p_run.add_argument("--update-book", action="store_true",
+                       help="write a non-cpu run into book/ instead of runs/<profile>/")
     p_run.add_argument("--no-build", action="store_true", help="do not build the book")
     sub.add_parser("build", help="jupyter-book build book/ (no execution)")
+    p_art = sub.add_parser("artifacts", help="fill or check the artifact tier (artifacts/)")
+    p_art.add_argument("action", choices=["export", "verify"])
+    p_art.add_argument("--log", type=Path, help="export: the $RAPTOR_CACHE_LOG of a book run")
+    p_art.add_argument("--root", type=Path, default=Path("artifacts"))
     args = parser.parse_args(argv)
     try:
         if args.command == "build":
             build_book()
+        elif args.command == "artifacts":
+            return _artifacts(args)
         else:
             overrides = {name: parse_value(value) for name, value in args.p}
-            run(args.profile, args.chapters, overrides, build=not args.no_build)
-    except RunnerError as err:
+            run(args.profile, args.chapters, overrides, build=not args.no_build,
+                update_book=args.update_book)
+    except (RunnerError, ArtifactError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    return 0
+
+
+def _artifacts(args: argparse.Namespace) -> int:
+    if args.action == "verify":
+        print(f"{verify(args.root)} artifacts match {args.root / MANIFEST}")
+        return 0
+    if args.log is None or not args.log.is_file():
+        raise ArtifactError("export needs --log FILE: the $RAPTOR_CACHE_LOG written by a book run")
+    manifest = export(args.log.read_text().split(), args.root)
+    print(f"exported {len(manifest['entries'])} artifacts, "
+          f"{manifest['total_bytes'] / 2**20:.1f} MiB, to {args.root}")
     return 0
 
 

@@ -2,17 +2,24 @@
 
 A chapter asks for "the teacher with this configuration" and gets it loaded if another chapter
 already trained it, or trained (and stored) otherwise. Entries are single safetensors files
-written atomically; each carries its configuration and a digest of its tensors, so a corrupt or
-foreign entry is detected and rebuilt, never loaded. A build may keep a resumable work file
-(``work_path``) next to the entry; an interrupted build picks it up.
+written atomically; each carries its configuration, a digest of its tensors and where, when and
+by which code version it was built, so a corrupt or foreign entry is detected and rebuilt, never
+loaded. A build may keep a resumable work file (``work_path``) next to the entry; an interrupted
+build picks it up.
 
-The cache lives in ``$RAPTOR_CACHE`` (default ``~/.cache/raptor``).
+The cache lives in ``$RAPTOR_CACHE`` (default ``~/.cache/raptor``). Below it sits the read-only
+*artifact tier* (``artifacts/`` in the repository, or ``$RAPTOR_ARTIFACTS``; empty disables it):
+the trained models behind the committed book, each verified against the sha256 in the tier's
+``manifest.json`` before it is loaded (see :mod:`raptor.artifacts`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import platform
+import subprocess
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -30,11 +37,29 @@ def cache_root() -> Path:
     return Path(os.environ.get("RAPTOR_CACHE", Path.home() / ".cache" / "raptor"))
 
 
-def entry_path(kind: str, config: Mapping[str, Any]) -> Path:
-    """Where the artifact of ``kind`` with ``config`` is stored."""
+def entry_name(kind: str, config: Mapping[str, Any]) -> str:
+    """``<kind>/<fingerprint>.safetensors``: an entry's path below the cache or the tier."""
     if not kind.isidentifier():
         raise ValueError(f"kind must be an identifier, got {kind!r}")
-    return cache_root() / kind / f"{fingerprint(config)}.safetensors"
+    return f"{kind}/{fingerprint(config)}.safetensors"
+
+
+def entry_path(kind: str, config: Mapping[str, Any]) -> Path:
+    """Where the artifact of ``kind`` with ``config`` is stored."""
+    return cache_root() / entry_name(kind, config)
+
+
+def code_version() -> str:
+    """The git commit of the package's checkout (``+dirty`` with local changes), if any."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        rev = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, text=True,
+                             capture_output=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "raptor"], cwd=root,
+                               text=True, capture_output=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return f"{rev}+dirty" if dirty else rev
 
 
 def digest(tensors: Mapping[str, torch.Tensor]) -> str:
@@ -48,10 +73,16 @@ def digest(tensors: Mapping[str, torch.Tensor]) -> str:
 
 
 def load_entry(kind: str, config: Mapping[str, Any]) -> tuple[Tensors, dict[str, Any]] | None:
-    """The stored artifact, or ``None`` if absent, corrupt or from another configuration."""
+    """The stored artifact, or ``None`` if absent, corrupt or from another configuration.
+
+    The cache is looked at first, then the artifact tier (whose entries must match their sha256).
+    """
+    from raptor.artifacts import tier_entry
+
     path = entry_path(kind, config)
+    _log_use(kind, config)
     if not path.exists():
-        return None
+        return tier_entry(kind, config)
     try:
         tensors, record = load_tensors(path, config)
     except CheckpointError:
@@ -74,9 +105,20 @@ def get_or_build(kind: str, config: Mapping[str, Any], build: Builder
         return found
     path = entry_path(kind, config)
     work = path.with_suffix(".work.safetensors")
+    start = time.perf_counter()
     tensors, record = build(work)
-    record = {**record, "digest": digest(tensors)}
+    built = {"code_version": code_version(), "wall_s": round(time.perf_counter() - start, 1),
+             "machine": f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}"}
+    record = {**record, "built": built, "digest": digest(tensors)}
     save_tensors(path, tensors, config, record)
     for leftover in path.parent.glob(f"{path.stem}.work*.safetensors"):
         leftover.unlink(missing_ok=True)
     return tensors, record
+
+
+def _log_use(kind: str, config: Mapping[str, Any]) -> None:
+    """Append the entry's name to ``$RAPTOR_CACHE_LOG`` (how the book's artifacts are listed)."""
+    log = os.environ.get("RAPTOR_CACHE_LOG")
+    if log:
+        with open(log, "a") as f:
+            f.write(entry_name(kind, config) + "\n")

@@ -17,8 +17,11 @@ from __future__ import annotations
 import gzip
 import os
 import pickle
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -26,6 +29,8 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, Subset
 from torchvision import datasets, transforms
+
+from raptor.paper import IMG_SIZE, RESIZE
 
 DATASETS: tuple[str, ...] = ("fashion-mnist", "cifar100", "imagenet")
 DEBIAN_FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
@@ -51,7 +56,7 @@ _INFO = {
     "fashion-mnist": DatasetInfo("fashion-mnist", 10, 1, 28, (0.2860,), (0.3530,)),
     "cifar100": DatasetInfo("cifar100", 100, 3, 32, (0.5071, 0.4865, 0.4409),
                             (0.2673, 0.2564, 0.2762)),
-    "imagenet": DatasetInfo("imagenet", 1000, 3, 224, (0.485, 0.456, 0.406),
+    "imagenet": DatasetInfo("imagenet", 1000, 3, IMG_SIZE, (0.485, 0.456, 0.406),
                             (0.229, 0.224, 0.225)),
 }
 
@@ -232,12 +237,12 @@ def _load_cifar(folder: Path, train: bool, img_size: int) -> InMemoryImages:
     return InMemoryImages(images, targets, _INFO["cifar100"], img_size, "bicubic")
 
 
-def imagenet_transform(img_size: int = 224) -> transforms.Compose:
-    """§5 (and FACTS §3): Resize 256 bicubic + CenterCrop 224 + normalise, for train (no
+def imagenet_transform(img_size: int = IMG_SIZE) -> transforms.Compose:
+    """§5 (and the authors' code): Resize 256 bicubic + CenterCrop 224 + normalise, for train (no
     augmentation in distillation) and val; both sizes scale with ``img_size``."""
     info = _INFO["imagenet"]
     return transforms.Compose([
-        transforms.Resize(round(img_size * 256 / 224),
+        transforms.Resize(round(img_size * RESIZE / IMG_SIZE),
                           interpolation=transforms.InterpolationMode.BICUBIC),
         transforms.CenterCrop(img_size), transforms.ToTensor(),
         transforms.Normalize(info.mean, info.std)])
@@ -262,6 +267,49 @@ def class_balanced_indices(targets: np.ndarray | list[int], limit: int, seed: in
     rank = np.empty(len(t), dtype=np.int64)  # position of each draw within its own class
     rank[order] = np.arange(len(t)) - (np.cumsum(counts) - counts)[lab[order]]
     return np.sort(perm[np.lexsort((np.arange(len(t)), rank))[:limit]])
+
+
+def subset(dataset: Dataset, limit: int | None, seed: int, *, name: str = "limit",
+           targets: Sequence[int] | None = None) -> Dataset:
+    """A seeded subset of ``limit`` items in dataset order (``None``: ``dataset`` itself),
+    class-balanced (:func:`class_balanced_indices`) when ``targets`` are given, else uniform.
+    ``name`` names the limit in the error."""
+    if limit is None:
+        return dataset
+    if limit > len(dataset):
+        raise ValueError(f"{name}={limit} exceeds the {len(dataset)} images")
+    if targets is not None:
+        return Subset(dataset, class_balanced_indices(targets, limit, seed).tolist())
+    order = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(seed))
+    return Subset(dataset, sorted(order[:limit].tolist()))
+
+
+class ThreadedImages(Dataset):
+    """``dataset`` whose batches (DataLoader's ``__getitems__``) are read by ``threads`` threads.
+
+    [ours] :func:`raptor.loop.batches_from` loads in the main process; decoding a batch of
+    ImageNet JPEGs there one by one would cap the distillation's throughput (PIL releases the GIL
+    while decoding). Samples come out in the order asked for, identical to ``dataset``'s.
+    """
+
+    def __init__(self, dataset: Dataset, threads: int) -> None:
+        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+            raise ValueError(f"threads must be an integer >= 1, got {threads!r}")
+        self.dataset, self.threads = dataset, threads
+        self._pool: ThreadPoolExecutor | None = None
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, index: int) -> Any:
+        return self.dataset[index]
+
+    def __getitems__(self, indices: list[int]) -> list[Any]:
+        if self.threads == 1:
+            return [self.dataset[i] for i in indices]
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="decode")
+        return list(self._pool.map(self.dataset.__getitem__, indices))
 
 
 def _check_int(value: object, param: str, low: int, optional: bool = True) -> None:
@@ -295,15 +343,9 @@ def get_datasets(name: str, *, root: str | os.PathLike[str] | None = None,
     splits = [load(folder, train, img_size or info.image_size) for train in (True, False)]
     if name == "imagenet" and splits[0].classes != splits[1].classes:
         raise ValueError(f"{folder}: train and val class folders differ; labels would not match")
-    out: list[Dataset] = []
-    for ds, limit, split in zip(splits, (train_limit, val_limit), ("train", "val")):
-        if limit is not None:
-            if limit > len(ds):
-                raise ValueError(f"{split}_limit={limit} exceeds the {len(ds)} images of "
-                                 f"{name} {split}")
-            ds = Subset(ds, class_balanced_indices(ds.targets, limit, seed).tolist())
-        out.append(ds)
-    return out[0], out[1]
+    train, val = (subset(ds, limit, seed, name=f"{split}_limit", targets=ds.targets)
+                  for ds, limit, split in zip(splits, (train_limit, val_limit), ("train", "val")))
+    return train, val
 
 
 def get_loaders(name: str, *, batch_size: int, root: str | os.PathLike[str] | None = None,

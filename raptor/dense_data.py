@@ -15,7 +15,7 @@ full layout wins. A missing dataset or a folder with the wrong layout raises
 
 Labels are remapped as everyone does ("reduce_zero_label", mmsegmentation's ADE20k setting):
 0 → 255 (ignored by the loss and by mIoU), ``c`` → ``c − 1``, so classes are 0..149.
-Transform (FACTS §5: the probe works at 518×518, a 37×37 grid of 14-px patches): resize the
+Transform (App. A.4, Table 4: the probe works at 518×518, a 37×37 grid of 14-px patches): resize the
 shorter side to ``img_size`` (bilinear for the image, nearest for the labels), then centre-crop
 ``img_size × img_size``. No augmentation.
 
@@ -31,8 +31,8 @@ Each non-empty line of a split file reads ``rgb_path depth_path [focal]``, paths
 the split's image folder (a leading ``/``, as in BTS's train list, is ignored; ``focal`` is not
 used). Depth PNGs are 16-bit, in millimetres: depth = value / 1000 metres, 0 = no measurement.
 Images are returned at full size (480×640) and unpadded: the depth probe
-(:func:`raptor.probes.train_depth_probe`) centre-pads them to a multiple of its backbone's patch
-size (pad value 0, padded pixels invalid), since only it knows the patch size.
+(:func:`raptor.dense_probes.train_depth_probe`) centre-pads them to a multiple of its backbone's
+patch size (pad value 0, padded pixels invalid), since only it knows the patch size.
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ from torchvision.transforms import InterpolationMode
 from torchvision.transforms import functional as TF
 
 from raptor.data import DatasetNotFoundError, dataset_info
+from raptor.paper import ADE20K_SIZE
 
 ADE20K_NUM_CLASSES = 150
 IGNORE_INDEX = 255
@@ -105,7 +106,7 @@ class ADE20k(Dataset[tuple[Tensor, Tensor]]):
     """
 
     def __init__(self, root: str | os.PathLike[str] | None = None, split: str = "validation",
-                 img_size: int = 518) -> None:
+                 img_size: int = ADE20K_SIZE) -> None:
         _check_choice(split, "split", ADE20K_SPLITS)
         if isinstance(img_size, bool) or not isinstance(img_size, int) or img_size < 1:
             raise ValueError(f"img_size must be an int >= 1; got {img_size!r}")

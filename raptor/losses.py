@@ -1,4 +1,4 @@
-"""Distillation losses of the two-stage Raptor recipe (paper §3, Eq. 2–3; FACTS.md §3).
+"""Distillation losses of the two-stage Raptor recipe (paper §3, Eq. 2–3; the authors' code).
 
 All losses are per-layer MSEs against the teacher's trajectory ``a`` (``(N, L+1, T, D)``):
 
@@ -52,7 +52,7 @@ def token_mse(pred: torch.Tensor, target: torch.Tensor, groups: TokenGroups,
 
 
 def tf_lambda(step: int, total: int, anneal_frac: float) -> float:
-    """Teacher-forcing weight ``λ = max(0, 1 − step / (anneal_frac · total))`` (FACTS.md §3)."""
+    """Teacher-forcing weight ``λ = max(0, 1 − step / (anneal_frac · total))`` (§3)."""
     if total < 1 or not 0 < anneal_frac <= 1:
         raise ValueError(f"need total >= 1 and 0 < anneal_frac <= 1, got total={total}, "
                          f"anneal_frac={anneal_frac}")

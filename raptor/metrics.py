@@ -1,7 +1,7 @@
-"""How well a student reproduces its teacher: R², cosine similarity, accuracy, linear probes.
+"""How well a student reproduces its teacher: R², cosine similarity, accuracy.
 
-- Per-vector R² (Appendix A.2, FACTS.md §4): each student token vector (``D`` values) is regressed
-  on the teacher's by OLS with a bias (one scale and one shift per vector). For 1-D OLS with a
+- Per-vector R² (Appendix A.2): each student token vector (``D`` values) is regressed on the
+  teacher's by OLS with a bias (one scale and one shift per vector). For 1-D OLS with a
   bias, R² equals the squared Pearson correlation of the two vectors, so it is symmetric and lies
   in [0, 1]. Averaged over images and tokens, per layer and token group (Fig. 4B).
 - Global R² as in the authors' ImageNet code: ``1 − mean((pred − teacher)²) / var(pred)`` over
@@ -9,10 +9,7 @@
   variance of the *prediction*, not of the teacher; implemented as stated. [ours] The streaming
   form computes it exactly over the whole dataset (the authors average per-batch values).
 - Cosine similarity to the teacher through depth (Fig. 14), per layer and group.
-- Accuracy through the teacher's frozen head, and through a fresh linear probe on
-  ``[cls ‖ mean(patches)]`` after the final norm (FACTS.md §5's probe features). [ours] The probe
-  is a multinomial logistic regression on standardised features fitted full-batch by L-BFGS in
-  float64 with an L2 penalty: deterministic and fast on small feature sets.
+- Accuracy through the teacher's frozen head (linear probes: :mod:`raptor.probes`).
 
 Everything that runs over a dataset streams per batch (per-layer sums), holding no trajectories.
 """
@@ -51,15 +48,9 @@ def cosine_vectors(student: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor
     return F.cosine_similarity(student, teacher, dim=-1, eps=1e-12)
 
 
-def global_r2(pred: torch.Tensor, target: torch.Tensor) -> float:
-    """``1 − mean((pred − target)²) / var(pred)`` over all values (the authors' ImageNet R²)."""
-    acc = GlobalR2()
-    acc.update(pred, target)
-    return acc.compute()
-
-
 class GlobalR2:
-    """Streaming :func:`global_r2` over batches (exact float64 sums)."""
+    """``1 − mean((pred − target)²) / var(pred)`` over all values of a stream of batches (the
+    authors' ImageNet R²; exact float64 sums)."""
 
     def __init__(self) -> None:
         self.sq_err = self.total = self.total_sq = 0.0
@@ -111,30 +102,10 @@ class LayerwiseMeans:
         return {name: (self.sums[name] / self.counts[name]).numpy() for name in self.sums}
 
 
-def layerwise_r2(student_traj: torch.Tensor, teacher_traj: torch.Tensor, groups: TokenGroups
-                 ) -> dict[str, np.ndarray]:
-    """Mean per-vector R² (Appendix A.2) per layer, per token group: ``{group: (L+1,)}``."""
-    acc = LayerwiseMeans(groups, r2_vectors)
-    acc.update(student_traj, teacher_traj)
-    return acc.compute()
-
-
-def layerwise_cosine(student_traj: torch.Tensor, teacher_traj: torch.Tensor,
-                     groups: TokenGroups) -> dict[str, np.ndarray]:
-    """Mean cosine similarity to the teacher per layer, per token group (Fig. 14)."""
-    acc = LayerwiseMeans(groups, cosine_vectors)
-    acc.update(student_traj, teacher_traj)
-    return acc.compute()
-
-
 def _check_pair(a: torch.Tensor, b: torch.Tensor) -> None:
     if a.shape != b.shape:
         raise ValueError(f"student and teacher shapes differ: {tuple(a.shape)} vs "
                          f"{tuple(b.shape)}")
-
-
-def _final_tokens(model: nn.Module, images: torch.Tensor) -> torch.Tensor:
-    return run_layers(model, embed(model, images))[:, -1]
 
 
 @torch.no_grad()
@@ -189,73 +160,9 @@ def head_accuracy(model: nn.Module, batches: Iterable, *, device: str | torch.de
     model.eval().to(device)
     correct = total = 0
     for images, labels in batches:
-        logits = head_logits(model, _final_tokens(model, images.to(device)))
+        logits = head_logits(model, run_layers(model, embed(model, images.to(device)))[:, -1])
         correct += (logits.argmax(-1).cpu() == labels).sum().item()
         total += len(labels)
     if total == 0:
         raise ValueError("batches yielded no images")
     return correct / total
-
-
-@torch.no_grad()
-def probe_features(model: nn.Module, batches: Iterable, *, device: str | torch.device = "cpu"
-                   ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``[cls ‖ mean(patches)]`` of the last layer after the final norm, ``(N, 2D)``, and labels.
-
-    A model without a cls token gives ``mean(patches)`` alone, ``(N, D)``.
-    """
-    model.eval().to(device)
-    groups = TokenGroups.from_model(model)
-    norm = getattr(model, "teacher_stem", model).norm
-    feats, ys = [], []
-    for images, labels in batches:
-        tokens = norm(_final_tokens(model, images.to(device)))
-        parts = [tokens[:, groups.cls].flatten(1)] if groups.cls.stop > groups.cls.start else []
-        parts.append(tokens[:, groups.patches].mean(1))
-        feats.append(torch.cat(parts, dim=1).cpu())
-        ys.append(labels.cpu())
-    return torch.cat(feats), torch.cat(ys)
-
-
-def linear_probe(train_x: torch.Tensor, train_y: torch.Tensor, val_x: torch.Tensor,
-                 val_y: torch.Tensor, *, l2: float = 1e-3, max_iter: int = 300
-                 ) -> dict[str, float]:
-    """Fit a softmax linear classifier on ``train_x`` and score it on both sets.
-
-    Minimises ``mean CE + (l2/2)·‖W‖²`` (bias not penalised) on features standardised with the
-    training mean and std, full batch, by L-BFGS with strong-Wolfe line search in float64.
-    Returns ``train_acc``, ``val_acc`` and the final training ``objective``.
-    """
-    if train_x.ndim != 2 or val_x.ndim != 2 or train_x.shape[1] != val_x.shape[1]:
-        raise ValueError(f"features must be (N, F) with the same F, got {tuple(train_x.shape)} "
-                         f"and {tuple(val_x.shape)}")
-    if len(train_x) != len(train_y) or len(val_x) != len(val_y) or len(train_x) == 0:
-        raise ValueError(f"need one label per feature row and a non-empty training set, got "
-                         f"{len(train_x)}/{len(train_y)} and {len(val_x)}/{len(val_y)}")
-    if l2 < 0 or max_iter < 1:
-        raise ValueError(f"need l2 >= 0 and max_iter >= 1, got l2={l2}, max_iter={max_iter}")
-    x = train_x.double()
-    mean, std = x.mean(0), x.std(0, unbiased=False).clamp_min(1e-12)
-    x = (x - mean) / std
-    xv = (val_x.double() - mean) / std
-    y, yv = train_y.long(), val_y.long()
-    classes = int(max(y.max().item(), yv.max().item() if len(yv) else 0)) + 1
-    weight = torch.zeros(classes, x.shape[1], dtype=torch.float64, requires_grad=True)
-    bias = torch.zeros(classes, dtype=torch.float64, requires_grad=True)
-    optimizer = torch.optim.LBFGS([weight, bias], lr=1.0, max_iter=max_iter, history_size=20,
-                                  tolerance_grad=1e-10, tolerance_change=1e-14,
-                                  line_search_fn="strong_wolfe")
-
-    def objective() -> torch.Tensor:
-        optimizer.zero_grad()
-        loss = F.cross_entropy(x @ weight.T + bias, y) + 0.5 * l2 * weight.square().sum()
-        loss.backward()
-        return loss
-
-    optimizer.step(objective)
-    with torch.no_grad():
-        final = F.cross_entropy(x @ weight.T + bias, y) + 0.5 * l2 * weight.square().sum()
-        train_acc = ((x @ weight.T + bias).argmax(-1) == y).double().mean().item()
-        val_acc = ((xv @ weight.T + bias).argmax(-1) == yv).double().mean().item() \
-            if len(yv) else float("nan")
-    return {"train_acc": train_acc, "val_acc": val_acc, "objective": final.item()}

@@ -1,7 +1,7 @@
 """Raptor: a weight-tied, block-recurrent surrogate of a ViT (paper §3, Appendix A.3).
 
 A Raptor has ``k`` blocks; block ``j`` is applied ``n_j`` times in turn, so its depth is
-``L = Σ n_j`` (FACTS.md §1, the Block-Recurrent Hypothesis). Every block mirrors the teacher's
+``L = Σ n_j`` (§1, the Block-Recurrent Hypothesis). Every block mirrors the teacher's
 timm block exactly (pre-norm attention with fused ``scaled_dot_product_attention``, MLP,
 LayerScale, same widths) and adds the depth-scaling MLP of Appendix A.3::
 
@@ -11,19 +11,21 @@ LayerScale, same widths) and adds the depth-scaling MLP of Appendix A.3::
     X'' = X' + s_mlp  ⊙ LS2(MLP(LN2(X')))
     out = s_out ⊙ X''
 
-with ``W2, b2 ~ N(0, 1e-4²)`` so a block starts as the plain block. The teacher's stem (patch
-embedding, prefix tokens, position embedding, ``norm_pre``) and its final norm and head are
-reused, frozen (§5: "Raptor reuses DINOv2's patch embedding and final LayerNorm").
+with ``W2, b2 ~ N(0, 1e-4²)`` so a block starts as the plain block. The teacher's embedding
+(patch embedding, prefix tokens, position embedding, ``norm_pre``) and its final norm and head
+are reused, frozen (§5: "Raptor reuses DINOv2's patch embedding and final LayerNorm"). A Raptor
+is a :class:`~raptor.trajectories.TrajectoryModel`.
 
 [ours] Choices the paper leaves open:
 
 - The MLP mirrors the teacher's (``mlp="teacher"``), so iso-FLOPs holds exactly. ``"swiglu"`` is
   timm's SwiGLU with hidden width ``round(2H/3)`` (the teacher MLP's parameter and FLOP budget);
   ``"swiglu-wide"`` uses hidden width ``H`` as the authors' code does (1.5× the MLP cost).
-- ``init="teacher"`` starts block ``j`` from a copy of the teacher block at the first layer of
-  its segment; ``init="random"`` re-initialises the same architecture as timm initialises a ViT
-  (truncated normal std 0.02, zero biases, LayerNorm 1/0, LayerScale at its init value), as the
-  authors' code starts from random blocks.
+- ``init="random"`` (the default everywhere, and the book's) re-initialises the teacher-shaped
+  block as timm initialises a ViT (truncated normal std 0.02, zero biases, LayerNorm 1/0,
+  LayerScale at its init value), as the authors' code starts from random blocks;
+  ``init="teacher"`` starts block ``j`` from a copy of the teacher block at the first layer of
+  its segment.
 - A Raptor block always has both skip connections, also when copied from a no-skip teacher block
   (``TeacherBlock(residual=False)``): the surrogate's architecture does not change with the teacher.
 """
@@ -35,12 +37,13 @@ from collections.abc import Sequence
 
 import torch
 from timm.layers import LayerScale, SwiGLU
+from timm.models.vision_transformer import Attention, Block, VisionTransformer
 from torch import nn
 
-from raptor.trajectories import TokenGroups, embed, head_logits
+from raptor.paper import DEPTH_HIDDEN, DEPTH_INIT_STD
+from raptor.teachers import ViTTeacher
+from raptor.trajectories import TokenGroups, layer_stop
 
-DEPTH_HIDDEN = 16
-DEPTH_INIT_STD = 1e-4
 MLP_VARIANTS = ("teacher", "swiglu", "swiglu-wide")
 INITS = ("teacher", "random")
 
@@ -82,31 +85,26 @@ class RaptorBlock(nn.Module):
         super().__init__()
         self.norm1, self.attn, self.ls1 = norm1, attn, ls1
         self.norm2, self.mlp, self.ls2 = norm2, mlp, ls2
-        if hasattr(self.attn, "fused_attn"):
+        if isinstance(self.attn, Attention):
             self.attn.fused_attn = True  # torch's fused scaled_dot_product_attention
         if not isinstance(norm1, nn.LayerNorm):
             raise TypeError(f"norm1 must be a LayerNorm over the width, got {type(norm1).__name__}")
         self.scale = DepthScaling(int(norm1.normalized_shape[0])) if depth_scaling else None
 
     @classmethod
-    def from_timm(cls, block: nn.Module, *, depth_scaling: bool = True) -> RaptorBlock:
+    def from_timm(cls, block: Block, *, depth_scaling: bool = True) -> RaptorBlock:
         """A Raptor block holding copies of a timm ``Block``'s (or ``TeacherBlock``'s) weights."""
-        names = ("norm1", "attn", "ls1", "norm2", "mlp", "ls2")
-        missing = [n for n in names if not hasattr(block, n)]
-        if missing:
-            raise TypeError(f"block must be a timm vision_transformer Block; "
-                            f"{type(block).__name__} lacks {missing}")
-        parts = [copy.deepcopy(getattr(block, n)) for n in names]
+        if not isinstance(block, Block):
+            raise TypeError(f"block must be a timm vision_transformer Block, got "
+                            f"{type(block).__name__}")
+        parts = [copy.deepcopy(m) for m in (block.norm1, block.attn, block.ls1, block.norm2,
+                                            block.mlp, block.ls2)]
         out = cls(*parts, depth_scaling=depth_scaling)  # trainable even if the teacher is frozen
         return out.requires_grad_(True).to(next(block.parameters()).device)
 
     @property
     def dim(self) -> int:
         return int(self.norm1.normalized_shape[0])
-
-    @property
-    def depth_scaling(self) -> bool:
-        return self.scale is not None
 
     def forward(self, x: torch.Tensor, z: int | float | torch.Tensor) -> torch.Tensor:
         """Predict layer ``z`` (1..L) from the tokens ``x`` (``(B, T, D)``) of layer ``z - 1``."""
@@ -142,8 +140,8 @@ def _swiglu(block: RaptorBlock, variant: str) -> SwiGLU:
     return SwiGLU(block.dim, width, act_layer=nn.SiLU).to(device)
 
 
-def make_block(template: nn.Module, *, depth_scaling: bool = True, mlp: str = "teacher",
-               init: str = "teacher") -> RaptorBlock:
+def make_block(template: Block, *, depth_scaling: bool = True, mlp: str = "teacher",
+               init: str = "random") -> RaptorBlock:
     """A Raptor block shaped like the timm block ``template``, copied or freshly initialised."""
     if mlp not in MLP_VARIANTS:
         raise ValueError(f"mlp must be one of {MLP_VARIANTS}, got {mlp!r}")
@@ -192,9 +190,10 @@ def check_repeats(repeats: object) -> tuple[int, ...]:
 
 
 class Raptor(nn.Module):
-    """``k`` weight-tied blocks applied ``n_1, …, n_k`` times over the teacher's frozen stem.
+    """``k`` weight-tied blocks applied ``n_1, …, n_k`` times to the frozen teacher's embedding.
 
-    The teacher is held as ``teacher_stem`` (a submodule, so ``.to()`` moves it). It is frozen
+    The whole teacher is held as ``teacher`` (a submodule, so ``.to()`` moves it); its
+    embedding, final norm and head are used, its blocks only by ``init="teacher"``. It is frozen
     (``requires_grad=False`` on the caller's model: it is shared, not copied) and stays in eval
     mode whatever ``train()`` is called with. Optimise :meth:`raptor_parameters` only; save
     ``raptor.blocks.state_dict()`` to store a student without its teacher.
@@ -206,12 +205,12 @@ class Raptor(nn.Module):
         depth_scaling, mlp, init: see :func:`make_block` and the module docstring.
     """
 
-    def __init__(self, teacher: nn.Module, repeats: Sequence[int],
+    def __init__(self, teacher: VisionTransformer, repeats: Sequence[int],
                  blocks: Sequence[RaptorBlock] | None = None, *, depth_scaling: bool = True,
-                 mlp: str = "teacher", init: str = "teacher") -> None:
+                 mlp: str = "teacher", init: str = "random") -> None:
         super().__init__()
         self.repeats = check_repeats(repeats)
-        teacher_depth = len(getattr(teacher, "blocks", ()))
+        teacher_depth = ViTTeacher(teacher).depth
         if sum(self.repeats) != teacher_depth:
             raise ValueError(f"sum(repeats)={sum(self.repeats)} must equal the teacher's depth "
                              f"{teacher_depth}")
@@ -225,19 +224,11 @@ class Raptor(nn.Module):
             raise ValueError(f"blocks must be {len(self.repeats)} RaptorBlocks (one per repeat), "
                              f"got {len(blocks)} of types {kinds}")
         self.blocks = nn.ModuleList(blocks)
-        self.teacher_stem = teacher.requires_grad_(False).eval()
+        self.teacher = teacher.requires_grad_(False).eval()
         self._owner = [j for j, n in enumerate(self.repeats) for _ in range(n)]
         # Layer indices as tensors: a compiled block then sees data, not a new constant per layer.
         self.register_buffer("_z", torch.arange(self.depth + 1, dtype=torch.float32),
                              persistent=False)
-
-    @classmethod
-    def from_partition(cls, teacher: nn.Module, partition: Sequence[Sequence[int]], *,
-                       depth_scaling: bool = True, mlp: str = "teacher", init: str = "teacher"
-                       ) -> Raptor:
-        """A Raptor whose block ``j`` covers the layers of ``partition[j]`` (Appendix A.1)."""
-        repeats = repeats_from_partition(partition, len(getattr(teacher, "blocks", ())))
-        return cls(teacher, repeats, depth_scaling=depth_scaling, mlp=mlp, init=init)
 
     @property
     def depth(self) -> int:
@@ -246,7 +237,7 @@ class Raptor(nn.Module):
 
     def train(self, mode: bool = True) -> Raptor:
         super().train(mode)
-        self.teacher_stem.eval()
+        self.teacher.eval()
         return self
 
     def raptor_parameters(self) -> list[nn.Parameter]:
@@ -255,18 +246,14 @@ class Raptor(nn.Module):
 
     def embed(self, images: torch.Tensor) -> torch.Tensor:
         """Layer 0 (the teacher's embedding), ``(N, T, D)``."""
-        return embed(self.teacher_stem, images)
+        return ViTTeacher(self.teacher).embed(images)
 
     def forward_from(self, tokens: torch.Tensor, start: int = 0, stop: int | None = None
                      ) -> torch.Tensor:
         """Layers ``start..stop`` (default L) from the tokens at layer ``start``, which may lie
         inside a segment: ``(N, stop - start + 1, T, D)``, index 0 being ``tokens``."""
-        stop = self.depth if stop is None else stop
-        if not 0 <= start <= stop <= self.depth:
-            raise ValueError(f"need 0 <= start <= stop <= L={self.depth}, got start={start}, "
-                             f"stop={stop}")
         states = [tokens]
-        for layer in range(start + 1, stop + 1):
+        for layer in range(start + 1, layer_stop(self.depth, start, stop) + 1):
             states.append(self.blocks[self._owner[layer - 1]](states[-1], self._z[layer]))
         return torch.stack(states, dim=1)
 
@@ -274,9 +261,17 @@ class Raptor(nn.Module):
         """The whole trajectory ``(N, L+1, T, D)`` from the layer-0 tokens."""
         return self.forward_from(tokens0)
 
+    def final_norm(self, tokens: torch.Tensor) -> torch.Tensor:
+        """The teacher's final LayerNorm."""
+        return self.teacher.norm(tokens)
+
+    def head(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Class logits from final-normed tokens through the teacher's head."""
+        return self.teacher.forward_head(tokens)
+
     def logits(self, images: torch.Tensor) -> torch.Tensor:
         """Class logits through the teacher's frozen final norm and head."""
-        return head_logits(self, self.forward_from(self.embed(images))[:, -1])
+        return self.head(self.final_norm(self.forward_from(self.embed(images))[:, -1]))
 
 
 def count_parameters(model: nn.Module) -> dict[str, int]:
@@ -284,10 +279,10 @@ def count_parameters(model: nn.Module) -> dict[str, int]:
     scaling; a ViT's ``L`` blocks), ``stem_head`` (everything else of the teacher: embeddings,
     final norm, head; shared and frozen in a Raptor) and their ``total`` (Appendix E: the
     description length of the untied ViT vs the Raptor)."""
-    backbone = getattr(model, "teacher_stem", model)
+    teacher = model.teacher if isinstance(model, Raptor) else ViTTeacher(model).teacher
     own = sum(p.numel() for p in model.blocks.parameters())
-    teacher_blocks = sum(p.numel() for p in backbone.blocks.parameters())
-    stem_head = sum(p.numel() for p in backbone.parameters()) - teacher_blocks
+    teacher_blocks = sum(p.numel() for p in teacher.blocks.parameters())
+    stem_head = sum(p.numel() for p in teacher.parameters()) - teacher_blocks
     return {"blocks": own, "stem_head": stem_head, "total": own + stem_head}
 
 
@@ -301,7 +296,7 @@ def block_flops(block: nn.Module, tokens: int) -> int:
     elementwise products are not counted.
     """
     total = 0
-    scale = getattr(block, "scale", None)
+    scale = block.scale if isinstance(block, RaptorBlock) else None
     scale_ids = {id(m) for m in scale.modules()} if scale is not None else set()
     for module in block.modules():
         if isinstance(module, nn.Linear):
@@ -320,4 +315,4 @@ def flops_per_image(model: nn.Module) -> int:
     tokens = TokenGroups.from_model(model).num_tokens
     if isinstance(model, Raptor):
         return sum(n * block_flops(b, tokens) for b, n in zip(model.blocks, model.repeats))
-    return sum(block_flops(b, tokens) for b in model.blocks)
+    return sum(block_flops(b, tokens) for b in ViTTeacher(model).teacher.blocks)

@@ -5,11 +5,11 @@ edge weights of the layer graph are the distances ``W = 1 - S`` of the symmetris
 *partition* of depth is a tuple of half-open ``(start, stop)`` row ranges, contiguous and
 covering ``0..L`` in order; ``n_j = stop - start`` is the repeat count of Raptor block ``j``.
 
-Two solvers, both used in the project (FACTS.md section 2):
+Two solvers, both used in the project (paper App. A.1; Table 1's partitions):
 
 * :func:`maxcut` -- the paper's exact dynamic programme over contiguous partitions, O(k L^2).
 * :func:`hierarchical_maxcut` -- the recursive bisection of the authors' code, which produced
-  the published DINOv2-B partitions (:data:`DINOV2_B_PARTITIONS`); its clusters need not be
+  the published DINOv2-B partitions (:data:`raptor.paper.DINOV2_B_PARTITIONS`); its clusters need not be
   contiguous.
 """
 
@@ -22,16 +22,7 @@ from itertools import pairwise
 import numpy as np
 from numpy.typing import ArrayLike
 
-Partition = tuple[tuple[int, int], ...]
-
-#: The paper's DINOv2-B partitions of the 12 block outputs (0-based, half-open), from the
-#: authors' hierarchical procedure: k=2 ``1–7 | 8–12``, k=3 ``1–7 | 8–10 | 11–12``,
-#: k=4 ``1–4 | 5–7 | 8–10 | 11–12`` (FACTS.md section 2; the Raptors of paper Table 1).
-DINOV2_B_PARTITIONS: dict[int, Partition] = {
-    2: ((0, 7), (7, 12)),
-    3: ((0, 7), (7, 10), (10, 12)),
-    4: ((0, 4), (4, 7), (7, 10), (10, 12)),
-}
+from raptor.paper import HIERARCHICAL_MIN_SIZE, Partition
 
 _BISECTION_CHUNK = 1 << 14  # colourings evaluated per matrix product in the brute force
 
@@ -192,9 +183,9 @@ def _best_bisection(W: np.ndarray) -> tuple[float, np.ndarray]:
 
 
 def hierarchical_maxcut(
-    S: ArrayLike, eps: float, *, min_size: int = 2, max_bruteforce: int = 20
+    S: ArrayLike, eps: float, *, min_size: int = HIERARCHICAL_MIN_SIZE, max_bruteforce: int = 20
 ) -> HierarchicalResult:
-    """Recursive max-cut bisection of the authors' code (FACTS.md section 2; gave the paper's partitions).
+    """Recursive max-cut bisection of the authors' code (it gave Table 1's partitions; App. A.1).
 
     Start with all layers in one cluster. For every cluster with at least ``2 * min_size``
     members, find its exact (not contiguity-constrained) max-cut bisection of ``W = 1 - S`` by

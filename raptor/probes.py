@@ -1,30 +1,20 @@
-"""Frozen-backbone probes of §5 (Table 1): ImageNet top-1, ADE20k mIoU, NYUv2 depth RMSE.
+"""Frozen-backbone probes (§5, Table 1): features, the linear probes, and the shared probe fit.
 
-The backbone is any model for which :func:`raptor.trajectories.trajectory` works (a timm ViT or
-a Raptor). Its features are the last layer of the trajectory after the (teacher's) final norm;
-the backbone is put in eval mode, runs under ``no_grad`` and never receives gradients: only the
-probe head is trained. FACTS §5 gives the recipes ([code]: the authors' repository):
+The backbone (a timm ViT or a Raptor) stays frozen, in eval mode and under ``no_grad``; only the
+head trains. Features are the trajectory's last layer after the (teacher's) final norm; here
+``[cls ‖ mean(patches)]`` (registers excluded, as in DINOv2's linear head), fitted two ways:
 
-* **ImageNet** — ``Linear(2D → C)`` on ``[cls ‖ mean(patches)]`` (registers excluded, as in
-  DINOv2's linear head, which :func:`init_linear_head` can load); AdamW 1e-4, wd 1e-2,
-  15 epochs, batch 512, 100-step warmup, cosine to 1e-6, clip 1.0.
-* **ADE20k** — ``Linear(D → 150)`` (a 1×1 conv) on the patch grid, bilinear upsampling to the
-  label size, cross-entropy ignoring label 255, mIoU; AdamW 1e-3, wd 1e-2, 10 epochs, batch 32.
-* **NYUv2** — input centre-padded to a multiple of the patch size; cls concatenated to every
-  patch token (2D channels); ×4 bilinear upsampling; 1×1 conv to 256 depth bins with centres
-  ``linspace(0.001, 10)``; depth = softmax-weighted bin centres, upsampled to the input size;
-  loss 10·SILog(λ = 0.85) + cross-entropy over bins; RMSE on the Eigen crop; AdamW 1e-3,
-  wd 1e-3, 25 epochs, batch 128, AMP.
+* :func:`train_linear_probe`, the paper's ImageNet probe (App. A.4, Table 4): ``Linear(2D → C)``
+  trained with :data:`IMAGENET_PROBE`, optionally from DINOv2's head (:func:`init_linear_head`);
+* :func:`linear_probe`, [ours] for small CPU runs: multinomial logistic regression on
+  standardised :func:`probe_features`, full batch by L-BFGS in float64 with an L2 penalty
+  (deterministic and fast on small feature sets).
 
-[ours] where FACTS is silent: the dense probes reuse the ImageNet warmup (100 steps), final
-learning rate (1e-6) and clipping (1.0); ``amp`` means bfloat16 autocast (losses in float32).
-
-Each training function reports the validation metric after every epoch, the best over epochs
-(what the paper reports) and the last. With ``cache_features=True`` the frozen features are
-computed once and reused every epoch: exact when the loader has no random augmentation, fast on
-a CPU, but it freezes whatever augmentation the loader applied on that one pass. The paper's
-ImageNet recipe augments (:func:`probe_train_transform`: RandomResizedCrop + flip), which needs
-``cache_features=False`` (features recomputed each epoch).
+:func:`fit_probe` trains a head by epochs of :func:`raptor.loop.train` (here and in
+:mod:`raptor.dense_probes`), reporting the validation metric after each epoch, the best (what the
+paper reports) and the last. ``cache_features=True`` extracts the features once: exact without
+random augmentation, fast on a CPU; the ImageNet recipe augments (:func:`probe_train_transform`),
+which needs ``cache_features=False``.
 """
 
 from __future__ import annotations
@@ -42,35 +32,31 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader
 from torchvision import transforms
 
-from raptor.checkpoint import CheckpointError, read_state_dict, save_tensors
+from raptor import paper
+from raptor.checkpoint import CheckpointError, read_state_dict
 from raptor.data import dataset_info
-from raptor.dense_data import IGNORE_INDEX
-from raptor.schedule import set_lr, warmup_cosine
-from raptor.trajectories import TokenGroups, trajectory
+from raptor.loop import adamw, train
+from raptor.trajectories import TokenGroups, trajectory, trajectory_model
 
-EIGEN_CROP = (slice(45, 471), slice(41, 601))  # rows, columns of a 480×640 NYUv2 image
-NYU_SIZE = (480, 640)
-SILOG_LAMBDA = 0.85
-SILOG_WEIGHT = 10.0
 Features = tuple[Tensor, ...]
 
 
 @dataclass(frozen=True)
 class ProbeConfig:
-    """Optimisation of a probe head (defaults: the paper's ImageNet probe, FACTS §5).
+    """Optimisation of a probe head (defaults: the paper's ImageNet probe, App. A.4).
 
     ``batch_size`` is the training batch: with ``cache_features`` the cached features are
     re-batched to it (the loaders' own batch size then only sets the extraction batch);
     without, the train loader must yield batches of that size.
     """
 
-    lr: float = 1e-4
-    weight_decay: float = 1e-2
-    epochs: int = 15
-    batch_size: int = 512
-    warmup_steps: int = 100
-    min_lr: float = 1e-6
-    clip_grad: float | None = 1.0
+    lr: float = paper.IMAGENET_PROBE.lr
+    weight_decay: float = paper.IMAGENET_PROBE.weight_decay
+    epochs: int = paper.IMAGENET_PROBE.epochs
+    batch_size: int = paper.IMAGENET_PROBE.batch_size
+    warmup_steps: int = paper.PROBE_WARMUP_STEPS
+    min_lr: float = paper.PROBE_MIN_LR
+    grad_clip: float | None = paper.PROBE_GRAD_CLIP
     amp: bool = False
     cache_features: bool = False
     seed: int = 0
@@ -78,7 +64,7 @@ class ProbeConfig:
     def __post_init__(self) -> None:
         checks = [("lr", self.lr > 0, "> 0"), ("weight_decay", self.weight_decay >= 0, ">= 0"),
                   ("min_lr", 0 <= self.min_lr <= self.lr, "in [0, lr]"),
-                  ("clip_grad", self.clip_grad is None or self.clip_grad > 0, "> 0 or None")]
+                  ("grad_clip", self.grad_clip is None or self.grad_clip > 0, "> 0 or None")]
         for name, low in (("epochs", 1), ("batch_size", 1), ("warmup_steps", 0), ("seed", 0)):
             value = getattr(self, name)
             checks.append((name, isinstance(value, int) and not isinstance(value, bool)
@@ -90,8 +76,8 @@ class ProbeConfig:
 
 
 IMAGENET_PROBE = ProbeConfig()
-ADE20K_PROBE = ProbeConfig(lr=1e-3, weight_decay=1e-2, epochs=10, batch_size=32)
-NYUV2_PROBE = ProbeConfig(lr=1e-3, weight_decay=1e-3, epochs=25, batch_size=128, amp=True)
+ADE20K_PROBE = ProbeConfig(**dataclasses.asdict(paper.ADE20K_PROBE))
+NYUV2_PROBE = ProbeConfig(**dataclasses.asdict(paper.NYUV2_PROBE), amp=True)
 
 
 @dataclass(frozen=True)
@@ -109,27 +95,15 @@ class ProbeResult:
     head: nn.Module
 
 
-# ---------------------------------------------------------------------------------------------
-# Features
-# ---------------------------------------------------------------------------------------------
-
 def _backbone(model: nn.Module) -> nn.Module:
-    backbone = getattr(model, "teacher_stem", model)
-    if not all(hasattr(backbone, a) for a in ("patch_embed", "norm", "embed_dim")):
-        raise TypeError(f"model must be a timm VisionTransformer or a Raptor (with patch_embed, "
-                        f"norm and embed_dim); got {type(model).__name__}")
-    return backbone
+    return trajectory_model(model).teacher
 
 
-def _require_cls(model: nn.Module, probe: str) -> None:
-    if not getattr(_backbone(model), "has_class_token", False):
+def require_cls(model: nn.Module, probe: str) -> None:
+    """Raise unless the backbone has a cls token, which ``probe`` needs."""
+    if not _backbone(model).has_class_token:
         raise ValueError(f"the {probe} probe needs a cls token, but the model has none "
                          f"(has_class_token is False)")
-
-
-def _hw(x: Tensor) -> tuple[int, int]:
-    """The spatial size (last two dims) of an image batch or map."""
-    return int(x.shape[-2]), int(x.shape[-1])
 
 
 def patch_size(model: nn.Module) -> tuple[int, int]:
@@ -144,7 +118,7 @@ def _check_input_size(model: nn.Module, hw: tuple[int, int]) -> None:
     if hw[0] % p[0] or hw[1] % p[1]:
         raise ValueError(f"image size {hw} must be a multiple of the patch size {p}")
     fixed = tuple(backbone.patch_embed.img_size)
-    if not getattr(backbone, "dynamic_img_size", False) and fixed != hw:
+    if not backbone.dynamic_img_size and fixed != hw:
         raise ValueError(f"the backbone takes {fixed} images only, the probe feeds {hw}: build "
                          f"it with dynamic_img_size=True (timm.create_model(..., "
                          f"dynamic_img_size=True)) to probe at another resolution")
@@ -156,55 +130,32 @@ def final_tokens(model: nn.Module, images: Tensor) -> tuple[Tensor, TokenGroups]
     The groups are counted from the actual token count, so they hold at any input size.
     """
     backbone = _backbone(model)
-    _check_input_size(model, _hw(images))
+    _check_input_size(model, (int(images.shape[-2]), int(images.shape[-1])))
     tokens = backbone.norm(trajectory(model, images)[:, -1])
-    n_cls = 1 if getattr(backbone, "has_class_token", False) else 0
-    n_reg = int(getattr(backbone, "num_reg_tokens", 0))
+    n_cls, n_reg = int(backbone.has_class_token), backbone.num_reg_tokens
     return tokens, TokenGroups.from_counts(n_cls, n_reg, tokens.shape[1] - n_cls - n_reg)
-
-
-def _patch_grid(tokens: Tensor, groups: TokenGroups, hw: tuple[int, int],
-                p: tuple[int, int]) -> Tensor:
-    """Patch tokens as a ``(N, D, H/p, W/p)`` map."""
-    h, w = hw[0] // p[0], hw[1] // p[1]
-    patches = tokens[:, groups.patches]
-    if patches.shape[1] != h * w:
-        raise ValueError(f"{patches.shape[1]} patch tokens do not form the {h}×{w} grid of a "
-                         f"{hw} image")
-    return patches.transpose(1, 2).reshape(tokens.shape[0], -1, h, w)
 
 
 def classification_features(model: nn.Module, images: Tensor) -> Tensor:
     """``[cls ‖ mean(patches)]`` after the final norm, ``(N, 2D)`` (registers excluded)."""
-    _require_cls(model, "classification")
+    require_cls(model, "classification")
     tokens, groups = final_tokens(model, images)
     return torch.cat([tokens[:, groups.cls.start], tokens[:, groups.patches].mean(1)], dim=1)
 
 
-def center_pad(x: Tensor, size: tuple[int, int], value: float = 0.0) -> Tensor:
-    """Pad the last two dims of ``x`` to ``size``, centred (the extra pixel goes bottom/right)."""
-    dh, dw = size[0] - x.shape[-2], size[1] - x.shape[-1]
-    if dh < 0 or dw < 0:
-        raise ValueError(f"size {size} is smaller than the input {_hw(x)}")
-    return F.pad(x, (dw // 2, dw - dw // 2, dh // 2, dh - dh // 2), value=value)
-
-
-def center_crop(x: Tensor, size: tuple[int, int]) -> Tensor:
-    """The inverse of :func:`center_pad`: the centred ``size`` window of the last two dims."""
-    top, left = (x.shape[-2] - size[0]) // 2, (x.shape[-1] - size[1]) // 2
-    if top < 0 or left < 0:
-        raise ValueError(f"size {size} is larger than the input {_hw(x)}")
-    return x[..., top: top + size[0], left: left + size[1]]
-
-
-def padded_size(hw: tuple[int, int], multiple: tuple[int, int]) -> tuple[int, int]:
-    """``hw`` rounded up to multiples of ``multiple`` (480×640 → 490×644 for 14-px patches)."""
-    return (math.ceil(hw[0] / multiple[0]) * multiple[0],
-            math.ceil(hw[1] / multiple[1]) * multiple[1])
+@torch.no_grad()
+def probe_features(model: nn.Module, batches: Iterable, *, device: str | torch.device = "cpu"
+                   ) -> tuple[Tensor, Tensor]:
+    """:func:`classification_features` ``(N, 2D)`` of all ``(images, labels)`` batches, and the
+    labels, on the CPU (the inputs of :func:`linear_probe`)."""
+    model.eval().to(device)
+    feats, labels = zip(*((classification_features(model, images.to(device)).cpu(), y.cpu())
+                          for images, y in batches))
+    return torch.cat(feats), torch.cat(labels)
 
 
 def probe_train_transform(img_size: int = 224) -> transforms.Compose:
-    """The ImageNet probe's training augmentation (FACTS §5): RandomResizedCrop(0.08–1,
+    """The ImageNet probe's training augmentation (the authors' code): RandomResizedCrop(0.08–1,
     bicubic) + horizontal flip + normalise. Use with ``cache_features=False``; validate with
     :func:`raptor.data.imagenet_transform`."""
     info = dataset_info("imagenet")
@@ -214,10 +165,6 @@ def probe_train_transform(img_size: int = 224) -> transforms.Compose:
         transforms.RandomHorizontalFlip(), transforms.ToTensor(),
         transforms.Normalize(info.mean, info.std)])
 
-
-# ---------------------------------------------------------------------------------------------
-# Heads
-# ---------------------------------------------------------------------------------------------
 
 def init_linear_head(probe: nn.Linear, path: str | os.PathLike[str]) -> None:
     """Load DINOv2's released linear head (e.g. ``dinov2_vitb14_reg4_linear_head.pth``) into
@@ -234,161 +181,9 @@ def init_linear_head(probe: nn.Linear, path: str | os.PathLike[str]) -> None:
         probe.bias.copy_(state["bias"])
 
 
-class SegmentationHead(nn.Module):
-    """ADE20k probe: a 1×1 conv ``D → C`` on the patch grid, bilinearly upsampled."""
-
-    def __init__(self, dim: int, num_classes: int) -> None:
-        super().__init__()
-        self.conv = nn.Conv2d(dim, num_classes, kernel_size=1)
-
-    def forward(self, grid: Tensor, size: tuple[int, int]) -> Tensor:
-        """Logits ``(N, C, *size)`` from a ``(N, D, h, w)`` patch grid."""
-        return F.interpolate(self.conv(grid), size=size, mode="bilinear", align_corners=False)
-
-
-def depth_bins(n_bins: int = 256, min_depth: float = 1e-3, max_depth: float = 10.0) -> Tensor:
-    """Bin centres ``linspace(min_depth, max_depth, n_bins)`` of the depth probe."""
-    if n_bins < 2 or not 0 < min_depth < max_depth:
-        raise ValueError(f"need n_bins >= 2 and 0 < min_depth < max_depth; got n_bins={n_bins}, "
-                         f"min_depth={min_depth}, max_depth={max_depth}")
-    return torch.linspace(min_depth, max_depth, n_bins)
-
-
-def nearest_bin(depth: Tensor, centres: Tensor) -> Tensor:
-    """Index of the bin centre nearest to each depth (ties go to the upper bin)."""
-    return torch.bucketize(depth.contiguous(), (centres[1:] + centres[:-1]) / 2, right=True)
-
-
-class DepthHead(nn.Module):
-    """NYUv2 probe: ``[patch ‖ cls]`` (2D channels) → ×4 bilinear → 1×1 conv to bins →
-    softmax-weighted bin centres → bilinear to the (padded) input size.
-
-    The conv runs *before* the ×4 upsampling: a 1×1 conv acts per pixel and bilinear
-    upsampling per channel with weights summing to 1, so the two commute exactly, and the
-    upsampled map has ``n_bins`` channels instead of 2D.
-    """
-
-    def __init__(self, dim: int, n_bins: int = 256, min_depth: float = 1e-3,
-                 max_depth: float = 10.0, upsample: int = 4) -> None:
-        super().__init__()
-        self.conv = nn.Conv2d(2 * dim, n_bins, kernel_size=1)
-        self.register_buffer("bins", depth_bins(n_bins, min_depth, max_depth))
-        self.upsample = upsample
-
-    def forward(self, cls: Tensor, grid: Tensor, size: tuple[int, int]) -> tuple[Tensor, Tensor]:
-        """Depth ``(N, *size)`` and bin logits ``(N, n_bins, 4h, 4w)``."""
-        x = torch.cat([grid, cls[:, :, None, None].expand_as(grid)], dim=1)
-        logits = F.interpolate(self.conv(x), scale_factor=self.upsample, mode="bilinear",
-                               align_corners=False)
-        depth = (logits.float().softmax(1) * self.bins[:, None, None]).sum(1, keepdim=True)
-        return F.interpolate(depth, size=size, mode="bilinear", align_corners=False)[:, 0], logits
-
-
-# ---------------------------------------------------------------------------------------------
-# Losses and metrics
-# ---------------------------------------------------------------------------------------------
-
-def confusion_matrix(pred: Tensor, target: Tensor, num_classes: int,
-                     ignore_index: int = IGNORE_INDEX) -> Tensor:
-    """``(C, C)`` int64 counts, rows = target class, columns = predicted class; pixels whose
-    target is ``ignore_index`` are left out."""
-    if pred.shape != target.shape:
-        raise ValueError(f"pred {tuple(pred.shape)} and target {tuple(target.shape)} differ")
-    keep = target != ignore_index
-    t, p = target[keep].long(), pred[keep].long()
-    for name, v in (("target", t), ("pred", p)):
-        if v.numel() and (v.min() < 0 or v.max() >= num_classes):
-            raise ValueError(f"{name} values must lie in [0, {num_classes}) (or be "
-                             f"ignore_index={ignore_index} in target); got {v.min()}..{v.max()}")
-    return torch.bincount(t * num_classes + p, minlength=num_classes ** 2).reshape(
-        num_classes, num_classes)
-
-
-def miou(conf: Tensor) -> tuple[float, Tensor]:
-    """Mean IoU and per-class IoU ``TP / (TP + FP + FN)`` from a confusion matrix.
-
-    Convention (mmsegmentation's): a class absent from both target and prediction (union 0)
-    has IoU NaN and is excluded from the mean; a class predicted but never present scores 0.
-    """
-    conf = conf.double()
-    tp = conf.diagonal()
-    union = conf.sum(0) + conf.sum(1) - tp
-    iou = torch.where(union > 0, tp / union.clamp_min(1), torch.full_like(tp, math.nan))
-    if not (union > 0).any():
-        raise ValueError("the confusion matrix is empty: no pixel was counted")
-    return float(iou.nanmean()), iou
-
-
-def segmentation_loss(logits: Tensor, labels: Tensor) -> Tensor:
-    """Pixel cross-entropy, labels 255 ignored (mean over the other pixels)."""
-    return F.cross_entropy(logits.float(), labels.long(), ignore_index=IGNORE_INDEX)
-
-
-def valid_depth(target: Tensor, min_depth: float = 1e-3, max_depth: float = 10.0) -> Tensor:
-    """Pixels with a usable ground truth: depth in ``[min_depth, max_depth]``."""
-    return (target >= min_depth) & (target <= max_depth)
-
-
-def silog_loss(pred: Tensor, target: Tensor, valid: Tensor, lam: float = SILOG_LAMBDA) -> Tensor:
-    """Scale-invariant log loss ``sqrt(mean(g²) − λ·mean(g)²)``, ``g = log(pred/target)``,
-    over the valid pixels of the whole batch (Eigen et al. 2014; AdaBins, Bhat et al. 2021,
-    with λ = 0.85). Without the factor 10 of the probe's loss.
-
-    AdaBins writes it ``sqrt(var(g) + (1 − λ)·mean(g)²)`` with torch's unbiased ``var``; that
-    differs from this form by a factor ``n / (n − 1)`` on the variance term (negligible over an
-    image's pixels). Zero (still differentiable) when no pixel is valid.
-    """
-    if not valid.any():
-        return pred.sum() * 0.0
-    g = torch.log(pred[valid].float()) - torch.log(target[valid].float())
-    return torch.sqrt((g.square().mean() - lam * g.mean().square()).clamp_min(1e-12))
-
-
-def depth_loss(pred: Tensor, logits: Tensor, target: Tensor, bins: Tensor, *,
-               min_depth: float = 1e-3, max_depth: float = 10.0) -> Tensor:
-    """The NYUv2 probe's loss: ``10·SILog(pred, target) + CE(logits, nearest bin of target)``.
-
-    ``pred`` and ``target`` are ``(N, H, W)`` (the padded frame); the cross-entropy runs on the
-    logits' grid against the target resampled to it ("nearest-exact") [ours: FACTS does not
-    say at which resolution; full resolution would need a 256-channel full-size map]. Invalid
-    pixels (depth outside [min_depth, max_depth], padding included) are masked out of both
-    terms. The authors' code instead trains them as bin 255; we do not.
-    """
-    valid = valid_depth(target, min_depth, max_depth)
-    small = F.interpolate(target[:, None].float(), size=logits.shape[-2:],
-                          mode="nearest-exact")[:, 0]
-    small_valid = valid_depth(small, min_depth, max_depth)
-    ce = F.cross_entropy(logits.float(), nearest_bin(small, bins), reduction="none")
-    ce = ce[small_valid].mean() if small_valid.any() else logits.sum() * 0.0
-    return SILOG_WEIGHT * silog_loss(pred, target, valid) + ce
-
-
-def rmse(pred: Tensor, target: Tensor, min_depth: float = 1e-3,
-         max_depth: float = 10.0) -> Tensor:
-    """Per-image RMSE (metres) over valid pixels, ``(N,)``; NaN for an image with none.
-
-    On 480×640 images only the Eigen crop ``[45:471, 41:601]`` counts; other sizes (e.g. test
-    fixtures) are scored on the whole image. Average over images for the dataset score.
-    """
-    if pred.shape != target.shape or pred.ndim != 3:
-        raise ValueError(f"pred and target must both be (N, H, W); got {tuple(pred.shape)} and "
-                         f"{tuple(target.shape)}")
-    valid = valid_depth(target, min_depth, max_depth)
-    if _hw(target) == NYU_SIZE:
-        crop = torch.zeros_like(valid)
-        crop[:, EIGEN_CROP[0], EIGEN_CROP[1]] = True
-        valid &= crop
-    err = torch.where(valid, pred.float() - target.float(), 0.0).square().sum((1, 2))
-    return (err / valid.sum((1, 2))).sqrt()  # 0/0 → NaN for images without valid pixels
-
-
-# ---------------------------------------------------------------------------------------------
-# Training
-# ---------------------------------------------------------------------------------------------
-
 @dataclass(frozen=True)
-class _Task:
-    """What distinguishes the three probes for the shared loop :func:`_fit`."""
+class ProbeTask:
+    """What distinguishes one probe from another in :func:`fit_probe`."""
 
     extract: Callable[[Tensor], Features]          # images → frozen features (no_grad)
     check: Callable[[Tensor, Tensor], None]        # images, target → raise on bad input
@@ -398,11 +193,26 @@ class _Task:
     higher_is_better: bool
 
 
+def check_num_classes(num_classes: int) -> None:
+    """Raise unless ``num_classes`` is an int >= 2."""
+    if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
+        raise ValueError(f"num_classes must be an int >= 2; got {num_classes!r}")
+
+
+def check_batch(images: Tensor, target: Tensor, target_ndim: int, what: str) -> None:
+    """Raise unless ``images`` is ``(N, C, H, W)`` and ``target`` (``what``) has ``N`` rows."""
+    if images.ndim != 4:
+        raise ValueError(f"images must be (N, C, H, W); got {tuple(images.shape)}")
+    if target.ndim != target_ndim or len(target) != len(images):
+        raise ValueError(f"{what} must have shape {'(N,)' if target_ndim == 1 else '(N, H, W)'} "
+                         f"with N={len(images)} images; got {tuple(target.shape)}")
+
+
 def _autocast(device: torch.device, enabled: bool) -> Any:
     return torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=enabled)
 
 
-def _extracted(loader: Iterable, task: _Task, device: torch.device, amp: bool
+def _extracted(loader: Iterable, task: ProbeTask, device: torch.device, amp: bool
                ) -> Iterator[tuple[Features, Tensor]]:
     for images, target in loader:
         images, target = images.to(device), target.to(device)
@@ -425,8 +235,14 @@ def _rebatched(cache: tuple[Features, Tensor], batch_size: int, order: Tensor,
         yield tuple(f[idx].to(device) for f in feats), target[idx].to(device)
 
 
-def _fit(model: nn.Module, head: nn.Module, task: _Task, train_loader: DataLoader,
-         val_loader: DataLoader, cfg: ProbeConfig, device: str | torch.device) -> ProbeResult:
+def fit_probe(model: nn.Module, build_head: Callable[[], nn.Module], task: ProbeTask,
+              train_loader: DataLoader, val_loader: DataLoader, cfg: ProbeConfig,
+              device: str | torch.device) -> ProbeResult:
+    """Train the head ``build_head()`` (built from ``cfg.seed``) on ``model``'s frozen features,
+    ``cfg.epochs`` epochs of :func:`raptor.loop.train`, scoring it on ``val_loader`` after each."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(cfg.seed)
+        head = build_head()
     device = torch.device(device)
     if not cfg.cache_features and getattr(train_loader, "batch_size", None) not in (
             None, cfg.batch_size):
@@ -435,17 +251,21 @@ def _fit(model: nn.Module, head: nn.Module, task: _Task, train_loader: DataLoade
                          f"batches are the training batches")
     model.eval().to(device)
     head.to(device)
-    opt = torch.optim.AdamW(head.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    opt = adamw(head.parameters(), cfg)
     if cfg.cache_features:
-        train_cache = _cache(_extracted(train_loader, task, device, cfg.amp))
-        val_cache = _cache(_extracted(val_loader, task, device, cfg.amp))
+        train_cache, val_cache = (_cache(_extracted(loader, task, device, cfg.amp))
+                                  for loader in (train_loader, val_loader))
         n = len(train_cache[1])
-        steps_per_epoch = math.ceil(n / cfg.batch_size)
-    else:
-        steps_per_epoch = len(train_loader)
-    total = cfg.epochs * steps_per_epoch
+    per_epoch = math.ceil(n / cfg.batch_size) if cfg.cache_features else len(train_loader)
+    total = cfg.epochs * per_epoch
     history: list[dict[str, float]] = []
     step = 0
+
+    def loss(_: int, batch: tuple[Features, Tensor]) -> tuple[Tensor, Tensor]:
+        with _autocast(device, cfg.amp):
+            value = task.loss(head, *batch)
+        return value, value.detach()
+
     for epoch in range(cfg.epochs):
         if cfg.cache_features:
             order = torch.randperm(n, generator=torch.Generator().manual_seed(
@@ -454,26 +274,17 @@ def _fit(model: nn.Module, head: nn.Module, task: _Task, train_loader: DataLoade
         else:
             train_batches = _extracted(train_loader, task, device, cfg.amp)
         head.train()
-        loss_sum, n_steps = torch.zeros((), device=device), 0
-        for feats, target in train_batches:
-            set_lr(opt, warmup_cosine(step, total, cfg.warmup_steps, cfg.lr, cfg.min_lr))
-            with _autocast(device, cfg.amp):
-                loss = task.loss(head, feats, target)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            if cfg.clip_grad is not None:
-                nn.utils.clip_grad_norm_(head.parameters(), cfg.clip_grad)
-            opt.step()
-            loss_sum += loss.detach()
-            n_steps += 1
-            step += 1
+        loss_sum, first = torch.zeros((), device=device), step
+        step = train(f"{task.metric} probe", enumerate(train_batches, step), loss, opt,
+                     [list(head.parameters())], cfg, total,
+                     after_step=lambda _, value, __: loss_sum.add_(value), initial=step)
         head.eval()
         val_batches = (_rebatched(val_cache, cfg.batch_size, torch.arange(len(val_cache[1])),
                                   device) if cfg.cache_features
                        else _extracted(val_loader, task, device, cfg.amp))
         with torch.no_grad(), _autocast(device, cfg.amp):
             value = task.evaluate(head, val_batches)
-        history.append({"epoch": epoch, "train_loss": float(loss_sum) / max(1, n_steps),
+        history.append({"epoch": epoch, "train_loss": float(loss_sum) / max(1, step - first),
                         task.metric: value})
     values = [h[task.metric] for h in history]
     scored = [e for e, v in enumerate(values) if not math.isnan(v)] or [len(values) - 1]
@@ -483,25 +294,6 @@ def _fit(model: nn.Module, head: nn.Module, task: _Task, train_loader: DataLoade
                        best_epoch, values[-1], head)
 
 
-def _seeded_head(seed: int, build: Callable[[], nn.Module]) -> nn.Module:
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return build()
-
-
-def _check_num_classes(num_classes: int) -> None:
-    if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
-        raise ValueError(f"num_classes must be an int >= 2; got {num_classes!r}")
-
-
-def _check_batch(images: Tensor, target: Tensor, target_ndim: int, what: str) -> None:
-    if images.ndim != 4:
-        raise ValueError(f"images must be (N, C, H, W); got {tuple(images.shape)}")
-    if target.ndim != target_ndim or len(target) != len(images):
-        raise ValueError(f"{what} must have shape {'(N,)' if target_ndim == 1 else '(N, H, W)'} "
-                         f"with N={len(images)} images; got {tuple(target.shape)}")
-
-
 def train_linear_probe(model: nn.Module, train_loader: DataLoader, val_loader: DataLoader,
                        cfg: ProbeConfig = IMAGENET_PROBE, *, num_classes: int = 1000,
                        init_head: str | os.PathLike[str] | None = None,
@@ -509,15 +301,18 @@ def train_linear_probe(model: nn.Module, train_loader: DataLoader, val_loader: D
     """ImageNet probe (§5, Table 1): train ``Linear(2D → C)`` on :func:`classification_features`;
     metric ``top1`` (validation accuracy in [0, 1]). ``init_head``: DINOv2's released head to
     start from (:func:`init_linear_head`). Loaders yield ``(images, int labels (N,))``."""
-    _require_cls(model, "classification")
-    _check_num_classes(num_classes)
+    require_cls(model, "classification")
+    check_num_classes(num_classes)
     dim = int(_backbone(model).embed_dim)
-    head = _seeded_head(cfg.seed, lambda: nn.Linear(2 * dim, num_classes))
-    if init_head is not None:
-        init_linear_head(head, init_head)
+
+    def build_head() -> nn.Linear:
+        head = nn.Linear(2 * dim, num_classes)
+        if init_head is not None:
+            init_linear_head(head, init_head)
+        return head
 
     def check(images: Tensor, labels: Tensor) -> None:
-        _check_batch(images, labels, 1, "labels")
+        check_batch(images, labels, 1, "labels")
         if labels.is_floating_point() or labels.min() < 0 or labels.max() >= num_classes:
             raise ValueError(f"labels must be integers in [0, {num_classes}); got "
                              f"{labels.dtype} {labels.min()}..{labels.max()}")
@@ -529,115 +324,50 @@ def train_linear_probe(model: nn.Module, train_loader: DataLoader, val_loader: D
             total += len(y)
         return correct / total
 
-    task = _Task(extract=lambda images: (classification_features(model, images),),
-                 check=check, loss=lambda h, f, y: F.cross_entropy(h(f[0]).float(), y),
-                 evaluate=evaluate, metric="top1", higher_is_better=True)
-    return _fit(model, head, task, train_loader, val_loader, cfg, device)
+    task = ProbeTask(extract=lambda images: (classification_features(model, images),),
+                     check=check, loss=lambda h, f, y: F.cross_entropy(h(f[0]).float(), y),
+                     evaluate=evaluate, metric="top1", higher_is_better=True)
+    return fit_probe(model, build_head, task, train_loader, val_loader, cfg, device)
 
 
-def train_segmentation_probe(model: nn.Module, train_loader: DataLoader, val_loader: DataLoader,
-                             cfg: ProbeConfig = ADE20K_PROBE, *, num_classes: int = 150,
-                             device: str | torch.device = "cpu") -> ProbeResult:
-    """ADE20k probe (§5, Table 1): :class:`SegmentationHead` on the final patch grid; metric
-    ``miou`` in [0, 1] over the whole validation set (:func:`miou`). Loaders yield
-    ``(images (N, 3, H, W), labels int (N, h, w))`` with labels in [0, C) or 255 (ignored),
-    e.g. :class:`raptor.dense_data.ADE20k`; ``H, W`` must be multiples of the patch size."""
-    _check_num_classes(num_classes)
-    p = patch_size(model)
-    head = _seeded_head(cfg.seed, lambda: SegmentationHead(int(_backbone(model).embed_dim),
-                                                           num_classes))
+def linear_probe(train_x: Tensor, train_y: Tensor, val_x: Tensor, val_y: Tensor, *,
+                 l2: float = 1e-3, max_iter: int = 300) -> dict[str, float]:
+    """Fit a softmax linear classifier on ``train_x`` and score it on both sets.
 
-    def extract(images: Tensor) -> Features:
-        tokens, groups = final_tokens(model, images)
-        return (_patch_grid(tokens, groups, _hw(images), p),)
+    Minimises ``mean CE + (l2/2)·‖W‖²`` (bias not penalised) on features standardised with the
+    training mean and std, full batch, by L-BFGS with strong-Wolfe line search in float64.
+    Returns ``train_acc``, ``val_acc`` and the final training ``objective``.
+    """
+    if train_x.ndim != 2 or val_x.ndim != 2 or train_x.shape[1] != val_x.shape[1]:
+        raise ValueError(f"features must be (N, F) with the same F, got {tuple(train_x.shape)} "
+                         f"and {tuple(val_x.shape)}")
+    if len(train_x) != len(train_y) or len(val_x) != len(val_y) or len(train_x) == 0:
+        raise ValueError(f"need one label per feature row and a non-empty training set, got "
+                         f"{len(train_x)}/{len(train_y)} and {len(val_x)}/{len(val_y)}")
+    if l2 < 0 or max_iter < 1:
+        raise ValueError(f"need l2 >= 0 and max_iter >= 1, got l2={l2}, max_iter={max_iter}")
+    x = train_x.double()
+    mean, std = x.mean(0), x.std(0, unbiased=False).clamp_min(1e-12)
+    x = (x - mean) / std
+    xv = (val_x.double() - mean) / std
+    y, yv = train_y.long(), val_y.long()
+    classes = int(max(y.max().item(), yv.max().item() if len(yv) else 0)) + 1
+    weight = torch.zeros(classes, x.shape[1], dtype=torch.float64, requires_grad=True)
+    bias = torch.zeros(classes, dtype=torch.float64, requires_grad=True)
+    optimizer = torch.optim.LBFGS([weight, bias], lr=1.0, max_iter=max_iter, history_size=20,
+                                  tolerance_grad=1e-10, tolerance_change=1e-14,
+                                  line_search_fn="strong_wolfe")
 
-    def check(images: Tensor, labels: Tensor) -> None:
-        _check_batch(images, labels, 3, "labels")
-        kept = labels[labels != IGNORE_INDEX]
-        if labels.is_floating_point() or (kept.numel() and (kept.min() < 0
-                                                            or kept.max() >= num_classes)):
-            raise ValueError(f"labels must be integers in [0, {num_classes}) or "
-                             f"{IGNORE_INDEX} (ignored); got {labels.dtype} "
-                             f"{labels.min()}..{labels.max()}")
+    def objective() -> Tensor:
+        optimizer.zero_grad()
+        loss = F.cross_entropy(x @ weight.T + bias, y) + 0.5 * l2 * weight.square().sum()
+        loss.backward()
+        return loss
 
-    def evaluate(h: nn.Module, batches: Iterable[tuple[Features, Tensor]]) -> float:
-        conf = torch.zeros(num_classes, num_classes, dtype=torch.long)
-        for (grid,), labels in batches:
-            pred = h(grid, _hw(labels)).argmax(1)
-            conf += confusion_matrix(pred, labels, num_classes).cpu()
-        return miou(conf)[0]
-
-    task = _Task(extract=extract, check=check,
-                 loss=lambda h, f, y: segmentation_loss(h(f[0], _hw(y)), y),
-                 evaluate=evaluate, metric="miou", higher_is_better=True)
-    return _fit(model, head, task, train_loader, val_loader, cfg, device)
-
-
-def depth_features(model: nn.Module, images: Tensor) -> tuple[Tensor, Tensor]:
-    """The depth probe's inputs: ``images`` centre-padded (value 0) to multiples of the patch
-    size, then the final-norm cls ``(N, D)`` and patch grid ``(N, D, H'/p, W'/p)``."""
-    _require_cls(model, "depth")
-    p = patch_size(model)
-    padded = center_pad(images, padded_size(_hw(images), p))
-    tokens, groups = final_tokens(model, padded)
-    return (tokens[:, groups.cls.start],
-            _patch_grid(tokens, groups, _hw(padded), p))
-
-
-def predict_depth(head: DepthHead, cls: Tensor, grid: Tensor, patch: tuple[int, int],
-                  size: tuple[int, int]) -> tuple[Tensor, Tensor]:
-    """Depth in the padded frame ``(N, h·p, w·p)`` and bin logits, from :func:`depth_features`
-    (crop the depth back to the image with ``center_crop(depth, size)``)."""
-    frame = (grid.shape[-2] * patch[0], grid.shape[-1] * patch[1])
-    if frame[0] < size[0] or frame[1] < size[1]:
-        raise ValueError(f"grid {_hw(grid)} with patch {patch} cannot cover {size}")
-    return head(cls, grid, frame)
-
-
-def train_depth_probe(model: nn.Module, train_loader: DataLoader, val_loader: DataLoader,
-                      cfg: ProbeConfig = NYUV2_PROBE, *, n_bins: int = 256,
-                      min_depth: float = 1e-3, max_depth: float = 10.0,
-                      device: str | torch.device = "cpu") -> ProbeResult:
-    """NYUv2 probe (§5, Table 1): :class:`DepthHead` on :func:`depth_features`, loss
-    :func:`depth_loss` in the padded frame (padding is invalid ground truth); metric ``rmse``
-    (metres, lower is better): per-image :func:`rmse` on the unpadded prediction, averaged over
-    the images that have valid pixels. Loaders yield ``(images (N, 3, H, W), depth (N, H, W))``
-    in metres, e.g. :class:`raptor.dense_data.NYUv2Depth`."""
-    _require_cls(model, "depth")
-    p = patch_size(model)
-    bins = depth_bins(n_bins, min_depth, max_depth)
-    head = _seeded_head(cfg.seed, lambda: DepthHead(int(_backbone(model).embed_dim), n_bins,
-                                                    min_depth, max_depth))
-
-    def check(images: Tensor, depth: Tensor) -> None:
-        _check_batch(images, depth, 3, "depth")
-        if depth.shape[-2:] != images.shape[-2:] or not depth.is_floating_point():
-            raise ValueError(f"depth must be float (N, H, W) matching the images' "
-                             f"{_hw(images)}; got {depth.dtype} {tuple(depth.shape)}")
-
-    def loss(h: nn.Module, feats: Features, depth: Tensor) -> Tensor:
-        pred, logits = predict_depth(h, feats[0], feats[1], p, _hw(depth))
-        target = center_pad(depth, _hw(pred))
-        return depth_loss(pred, logits, target, bins.to(depth.device), min_depth=min_depth,
-                          max_depth=max_depth)
-
-    def evaluate(h: nn.Module, batches: Iterable[tuple[Features, Tensor]]) -> float:
-        errors = []
-        for (cls, grid), depth in batches:
-            size = _hw(depth)
-            pred, _ = predict_depth(h, cls, grid, p, size)
-            errors.append(rmse(center_crop(pred, size), depth, min_depth, max_depth).cpu())
-        return float(torch.cat(errors).nanmean())
-
-    task = _Task(extract=lambda images: depth_features(model, images), check=check, loss=loss,
-                 evaluate=evaluate, metric="rmse", higher_is_better=False)
-    return _fit(model, head, task, train_loader, val_loader, cfg, device)
-
-
-def save_probe(path: str | os.PathLike[str], result: ProbeResult, cfg: ProbeConfig) -> None:
-    """Write the trained head atomically as safetensors, with the config and the per-epoch
-    history as metadata (:func:`raptor.checkpoint.save_tensors`)."""
-    record = {"metric": result.metric, "higher_is_better": result.higher_is_better,
-              "history": result.history, "best": result.best, "best_epoch": result.best_epoch,
-              "last": result.last}
-    save_tensors(path, result.head.state_dict(), dataclasses.asdict(cfg), record)
+    optimizer.step(objective)
+    with torch.no_grad():
+        final = F.cross_entropy(x @ weight.T + bias, y) + 0.5 * l2 * weight.square().sum()
+        train_acc = ((x @ weight.T + bias).argmax(-1) == y).double().mean().item()
+        val_acc = ((xv @ weight.T + bias).argmax(-1) == yv).double().mean().item() \
+            if len(yv) else float("nan")
+    return {"train_acc": train_acc, "val_acc": val_acc, "objective": final.item()}

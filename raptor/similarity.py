@@ -5,7 +5,7 @@
 batch, so memory does not depend on the number of images.
 
 Groups: ``cls``, ``registers``, ``patches`` (each token of the group), ``all`` (every token), and
-``patch_mean`` (the mean patch token, as in the authors' code, FACTS.md §2).
+``patch_mean`` (the mean patch token, as in the authors' code for paper App. A.1).
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def block_contrast(S: np.ndarray, partition: tuple[tuple[int, int], ...]) -> tup
 
 
 def phase_matrix(mats: dict[str, np.ndarray]) -> np.ndarray:
-    """The matrix the phases are cut from: blocks 1..L, tokens {cls, mean patch} (FACTS.md §2).
+    """The matrix the phases are cut from: blocks 1..L, tokens {cls, mean patch} (App. A.1).
 
     The authors average the similarity of the cls token and of the mean patch token over the
     outputs of the blocks (the embedding, layer 0, left out). Without a cls token the mean patch

@@ -13,7 +13,7 @@ import itertools
 from collections.abc import Sequence
 
 import numpy as np
-from torch import nn
+from timm.models.vision_transformer import VisionTransformer
 
 from raptor.phases import Partition
 
@@ -25,7 +25,7 @@ def block_of(partition: Partition) -> list[int]:
     return [j for j, (start, stop) in enumerate(partition) for _ in range(start, stop)]
 
 
-def swapped(model: nn.Module, swaps: Sequence[Swap]) -> nn.Module:
+def swapped(model: VisionTransformer, swaps: Sequence[Swap]) -> VisionTransformer:
     """A copy of the timm ViT ``model`` whose ``blocks[t]`` is a copy of the original ``blocks[s]``.
 
     Sources always refer to the *original* blocks, so swaps do not chain.

@@ -1,6 +1,6 @@
 """Teachers: timm ViTs built by one factory, trained as classifiers, or loaded pretrained.
 
-The paper's small-scale experiments (§2, FACTS.md §4) train ViTs from scratch with *uniform*
+The paper's small-scale experiments (§2) train ViTs from scratch with *uniform*
 stochastic depth: every layer is dropped independently with the same probability ``p``. timm's
 ``drop_path_rate`` instead rises linearly with depth and drops the attention and MLP branches
 independently, so the factory swaps in :class:`TeacherBlock`, which drops the whole residual update
@@ -22,13 +22,12 @@ import torch
 import torch.nn.functional as F
 from timm.models.vision_transformer import Block, VisionTransformer, checkpoint_filter_fn
 from torch import nn
-from tqdm import tqdm
 
 from raptor.cache import get_or_build, load_entry
-from raptor.checkpoint import (CheckpointError, load_state_checked, load_tensors,
-                               load_training_state, read_state_dict, save_tensors,
+from raptor.checkpoint import (load_state_checked, load_tensors, read_state_dict, save_tensors,
                                save_training_state)
-from raptor.schedule import batches_from, set_lr, warmup_cosine
+from raptor.loop import adamw, batches_from, resume, train
+from raptor.trajectories import layer_stop
 
 DINOV2_B = "vit_base_patch14_reg4_dinov2.lvd142m"
 
@@ -59,6 +58,40 @@ class TeacherBlock(Block):
         keep = 1.0 - self.layer_drop
         mask = torch.rand(x.shape[0], 1, 1, device=x.device, dtype=x.dtype) < keep
         return x + update * mask / keep
+
+
+class ViTTeacher(nn.Module):
+    """A timm ViT as a :class:`~raptor.trajectories.TrajectoryModel` (paper §1): layer 0 is its
+    embedding (patch embedding, prefix tokens, position embedding, ``norm_pre``), layer ``l`` the
+    output of its block ``l``; then its final norm and head."""
+
+    def __init__(self, teacher: VisionTransformer) -> None:
+        super().__init__()
+        if not isinstance(teacher, VisionTransformer):
+            raise TypeError(f"teacher must be a timm VisionTransformer, got "
+                            f"{type(teacher).__name__}")
+        self.teacher = teacher
+
+    @property
+    def depth(self) -> int:
+        return len(self.teacher.blocks)
+
+    def embed(self, images: torch.Tensor) -> torch.Tensor:
+        t = self.teacher
+        return t.norm_pre(t.patch_drop(t._pos_embed(t.patch_embed(images))))
+
+    def forward_from(self, tokens: torch.Tensor, start: int = 0, stop: int | None = None
+                     ) -> torch.Tensor:
+        states = [tokens]
+        for block in self.teacher.blocks[start:layer_stop(self.depth, start, stop)]:
+            states.append(block(states[-1]))
+        return torch.stack(states, dim=1)
+
+    def final_norm(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.teacher.norm(tokens)
+
+    def head(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.teacher.forward_head(tokens)
 
 
 @dataclass(frozen=True)
@@ -165,50 +198,49 @@ def train_classifier(model: nn.Module, train_set: torch.utils.data.Dataset,
                      config: dict[str, Any], work_path: Path | None = None,
                      checkpoint_every: int = 200, progress: bool = True
                      ) -> tuple[dict[str, Any], dict[int, dict[str, torch.Tensor]]]:
-    """Train ``model`` as a classifier (cross-entropy on its head); resumable from ``work_path``.
+    """Train ``model`` as a classifier (cross-entropy on its head) with :func:`raptor.loop.train`.
 
-    Deterministic on CPU: the batch order depends on ``(seed, epoch)`` and the dropout / layer-drop
-    noise of step ``s`` on ``(seed, s)``. Returns a record (loss curve, validation accuracy along
-    training, wall time) and the weight snapshots at ``cfg.snapshot_steps``.
+    Resumable from ``work_path``; deterministic on CPU: the batch order depends on ``(seed, epoch)``
+    and the dropout / layer-drop noise of step ``s`` on ``(seed, s)``. Returns a record (loss
+    curve, validation accuracy along training, wall time) and the weights at ``cfg.snapshot_steps``.
     """
-    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    optimizer = adamw(model.parameters(), cfg)
     record: dict[str, Any] = {"loss": [], "val": [], "seconds": 0.0}
     snapshots: dict[int, dict[str, torch.Tensor]] = {}
     start = 0
-    if work_path is not None and work_path.exists():
-        try:
-            record = load_training_state(work_path, model=model, optimizer=optimizer,
-                                         config=config)
-            start = record.pop("step")
-            snapshots = _restore_snapshots(work_path, config, record.pop("snapshots"))
-        except CheckpointError:
-            start = 0
+    saved = resume(work_path, model=model, optimizer=optimizer, config=config)
+    if saved is not None:
+        record, start = saved, saved.pop("step")
+        snapshots = {s: load_tensors(_snapshot_path(work_path, s), config)[0]
+                     for s in record.pop("snapshots")}
     t0 = time.perf_counter() - record["seconds"]
-    bar = tqdm(total=cfg.steps, initial=start, desc="teacher", disable=not progress)
-    batches = batches_from(train_set, batch_size=cfg.batch_size, seed=cfg.seed, start_step=start)
-    for step, (images, labels) in batches:
-        if step >= cfg.steps:
-            break
+
+    def loss(step: int, batch: tuple[torch.Tensor, torch.Tensor]
+             ) -> tuple[torch.Tensor, torch.Tensor]:
         model.train()
         torch.manual_seed(cfg.seed * 1_000_003 + step)
-        set_lr(optimizer, warmup_cosine(step, cfg.steps, cfg.warmup_steps, cfg.lr, cfg.min_lr))
-        loss = F.cross_entropy(model(images), labels)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        optimizer.step()
-        record["loss"].append(round(loss.item(), 5))
-        bar.update(1)
-        bar.set_postfix(loss=f"{loss.item():.3f}")
+        value = F.cross_entropy(model(batch[0]), batch[1])
+        return value, value.detach()
+
+    def after_step(step: int, value: torch.Tensor, lr: float) -> None:
+        record["loss"].append(round(value.item(), 5))
         done = step + 1
         if done in cfg.snapshot_steps:
             snapshots[done] = {k: v.clone() for k, v in model.state_dict().items()}
         if done % cfg.eval_every == 0 or done == cfg.steps:
             record["val"].append({"step": done, **evaluate(model, val_set)})
-        if work_path is not None and (done % checkpoint_every == 0) and done < cfg.steps:
-            record["seconds"] = time.perf_counter() - t0
-            _save_work(work_path, model, optimizer, config, record, done, snapshots)
-    bar.close()
+
+    def checkpoint(done: int) -> None:
+        record["seconds"] = time.perf_counter() - t0
+        for s, state in snapshots.items():
+            save_tensors(_snapshot_path(work_path, s), state, config)
+        save_training_state(work_path, model=model, optimizer=optimizer, config=config,
+                            record={**record, "step": done, "snapshots": sorted(snapshots)})
+
+    batches = batches_from(train_set, batch_size=cfg.batch_size, seed=cfg.seed, start_step=start)
+    train("teacher", batches, loss, optimizer, [list(model.parameters())], cfg, cfg.steps,
+          after_step=after_step, checkpoint=checkpoint if work_path is not None else None,
+          checkpoint_every=checkpoint_every, progress=progress, initial=start)
     record["seconds"] = round(time.perf_counter() - t0, 2)
     return record, snapshots
 
@@ -278,15 +310,5 @@ def teacher_snapshot(cfg: TeacherConfig, train: TrainConfig, step: int, *, seed:
     return model.eval()
 
 
-def _save_work(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer,
-               config: dict[str, Any], record: dict[str, Any], step: int,
-               snapshots: dict[int, dict[str, torch.Tensor]]) -> None:
-    for s, state in snapshots.items():
-        save_tensors(path.with_suffix(f".snap{s}.safetensors"), state, config)
-    save_training_state(path, model=model, optimizer=optimizer, config=config,
-                        record={**record, "step": step, "snapshots": sorted(snapshots)})
-
-
-def _restore_snapshots(path: Path, config: dict[str, Any], steps: list[int]
-                       ) -> dict[int, dict[str, torch.Tensor]]:
-    return {s: load_tensors(path.with_suffix(f".snap{s}.safetensors"), config)[0] for s in steps}
+def _snapshot_path(work_path: Path, step: int) -> Path:
+    return work_path.with_suffix(f".snap{step}.safetensors")

@@ -1,15 +1,15 @@
-"""The two-stage Raptor training engine (paper §3, Table 2; FACTS.md §3).
+"""The two-stage Raptor training engine (paper §3, Table 2).
 
 Stage 1 trains each block on its own segment of the teacher's trajectory with teacher forcing
 annealed into autoregression; stage 2 chains the blocks and trains them end to end from layer 0
-to ``L``, autoregressively (losses in :mod:`raptor.losses`). Both stages use AdamW with warmup +
-cosine, gradient clipping, and fresh optimiser state (the authors ran them as separate jobs).
+to ``L``, autoregressively (losses in :mod:`raptor.losses`). Both stages run the shared loop,
+:func:`raptor.loop.train`, with fresh optimiser state (the authors ran them as separate jobs).
 
 [ours] Engineering choices:
 
 - The teacher runs online: each step computes its trajectory for the batch under ``no_grad``
-  (FACTS.md §3: cheaper than storing 13 TB); ``cache_teacher=True`` precomputes it once for a
-  small training set and keeps it in memory.
+  (cheaper than the authors' 13 TB of stored activations); ``cache_teacher=True`` precomputes
+  it once for a small training set and keeps it in memory.
 - The ``k`` stage-1 blocks train in one loop on the same batches; gradients are clipped per
   block, so each block trains exactly as it would alone.
 - Deterministic on CPU: initialisation from ``seed``, batch order from ``(seed, stage, epoch)``.
@@ -37,16 +37,17 @@ import torch
 import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, TensorDataset
 from tqdm import tqdm
 
 from raptor.cache import digest, get_or_build
-from raptor.checkpoint import CheckpointError, load_training_state, save_training_state
+from raptor.checkpoint import save_training_state
 from raptor.losses import Objective, Weights, present_weights, tf_lambda
 from raptor.model import (INITS, MLP_VARIANTS, Raptor, check_repeats, count_parameters,
                           flops_per_image)
-from raptor.schedule import batches_from, set_lr, warmup_cosine
-from raptor.teachers import TeacherConfig, TrainConfig, get_teacher, teacher_key
+from raptor.paper import RECIPE
+from raptor.loop import adamw, batches_from, resume, train
+from raptor.teachers import TeacherConfig, TrainConfig, ViTTeacher, get_teacher, teacher_key
 from raptor.trajectories import TokenGroups, trajectory
 
 CACHE_LIMIT_BYTES = 8 * 2**30
@@ -73,14 +74,14 @@ class DistillConfig:
     stage1_steps: int = 1000
     stage2_steps: int = 1000
     batch_size: int = 128
-    lr: float = 3e-4
-    weight_decay: float = 1e-4
+    lr: float = RECIPE.lr
+    weight_decay: float = RECIPE.weight_decay
     warmup_steps: int = 100
-    min_lr: float = 1e-6
-    grad_clip: float = 1.0
-    anneal_frac: float = 0.25
-    stage1_weights: Weights = (0.34, 0.33, 0.33)
-    stage2_weights: Weights = (0.45, 0.10, 0.45)
+    min_lr: float = RECIPE.min_lr
+    grad_clip: float = RECIPE.grad_clip
+    anneal_frac: float = RECIPE.anneal_frac
+    stage1_weights: Weights = RECIPE.stage1_weights
+    stage2_weights: Weights = RECIPE.stage2_weights
     weighted: bool = True
     depth_scaling: bool = True
     teacher_forcing: bool = True
@@ -204,7 +205,7 @@ def distill(teacher: nn.Module, train_set: Dataset, cfg: DistillConfig, *,
         raise TypeError(f"cfg must be a DistillConfig, got {type(cfg).__name__}")
     _check_int("checkpoint_every", checkpoint_every, 1)
     rank, world = (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
-    depth = len(getattr(teacher, "blocks", ()))
+    depth = ViTTeacher(teacher).depth
     if sum(cfg.repeats) != depth:
         raise ValueError(f"sum(repeats)={sum(cfg.repeats)} must equal the teacher's depth {depth}")
     if cfg.batch_size % world or cfg.batch_size > len(train_set):
@@ -242,14 +243,17 @@ def distill(teacher: nn.Module, train_set: Dataset, cfg: DistillConfig, *,
     run = _Run(cfg, raptor, teacher, step_loss, train_set, None, device, config, record,
                Path(work_path) if work_path is not None else None, checkpoint_every, progress,
                rank, world)
-    stage, start, optimizer = _resume(run)
+    optimizer = _optimizer(run)
+    saved = resume(run.work_path, model=raptor.blocks, optimizer=optimizer, config=config)
+    stage, start = (saved.pop("stage"), saved.pop("step")) if saved is not None else (1, 0)
+    run.record = record if saved is None else saved
     if cfg.cache_teacher:
         run.cache = _teacher_cache(run)
     run.t0 = time.perf_counter() - run.record["seconds"]
     for this, steps in ((1, cfg.stage1_steps), (2, cfg.stage2_steps)):
         if this < stage or steps == 0:
             continue
-        if this > stage or optimizer is None:
+        if this > stage:
             optimizer, start = _optimizer(run), 0
             if this == 2 and cfg.stage1_steps:
                 _checkpoint(run, optimizer, 2, 0)
@@ -268,24 +272,7 @@ def _device(cfg: DistillConfig) -> torch.device:
 
 
 def _optimizer(run: _Run) -> torch.optim.Optimizer:
-    return torch.optim.AdamW(run.raptor.raptor_parameters(), lr=run.cfg.lr,
-                             weight_decay=run.cfg.weight_decay)
-
-
-def _resume(run: _Run) -> tuple[int, int, torch.optim.Optimizer | None]:
-    """``(stage, step, optimizer)`` to continue from, from ``run.work_path`` if it holds one."""
-    if run.work_path is None or not run.work_path.exists():
-        return 1, 0, None
-    optimizer = _optimizer(run)
-    try:
-        saved = load_training_state(run.work_path, model=run.raptor.blocks, optimizer=optimizer,
-                                    config=run.config)
-    except CheckpointError:
-        return 1, 0, None
-    stage, step = saved.pop("stage"), saved.pop("step")
-    saved.pop("optim_param_groups", None)
-    run.record = saved
-    return stage, step, optimizer
+    return adamw(run.raptor.raptor_parameters(), run.cfg)
 
 
 def _checkpoint(run: _Run, optimizer: torch.optim.Optimizer, stage: int, step: int) -> None:
@@ -314,30 +301,17 @@ def _teacher_cache(run: _Run) -> torch.Tensor:
     return torch.cat(chunks)
 
 
-class _Indices(Dataset):
-    """``0..n-1``: drawn in :func:`batches_from`'s order to index the teacher cache."""
-
-    def __init__(self, n: int) -> None:
-        self.n = n
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, index: int) -> int:
-        return index
-
-
 def _batches(run: _Run, stage: int, start: int, steps: int
              ) -> Iterator[tuple[int, torch.Tensor]]:
     """``(step, teacher trajectory of this rank's slice)`` for steps ``start..steps-1``."""
-    source = _Indices(len(run.train_set)) if run.cache is not None else run.train_set
+    source = run.train_set if run.cache is None else TensorDataset(torch.arange(len(run.train_set)))
     local = run.cfg.batch_size // run.world
     part = slice(run.rank * local, (run.rank + 1) * local)
     order = batches_from(source, batch_size=run.cfg.batch_size, seed=run.cfg.seed * 10 + stage,
                          start_step=start)
     for step, batch in islice(order, steps - start):
         if run.cache is not None:
-            yield step, run.cache[batch[part].to(run.device)]
+            yield step, run.cache[batch[0][part].to(run.device)]  # the images' dataset indices
             continue
         with torch.no_grad(), _autocast(run):  # left before the yield: the step needs grads
             traj = trajectory(run.teacher, batch[0][part].to(run.device)).float()
@@ -349,36 +323,27 @@ def _train_stage(run: _Run, stage: int, steps: int, start: int,
     cfg, curves = run.cfg, run.record[f"stage{stage}"]
     clip_groups = [list(b.parameters()) for b in run.raptor.blocks] if stage == 1 else \
         [run.raptor.raptor_parameters()]
-    bar = tqdm(total=steps, initial=start, desc=f"stage {stage}",
-               disable=not run.progress or run.rank != 0)
-    run.raptor.train()
-    for step, traj in _batches(run, stage, start, steps):
-        lam = cfg.stage1_lambda(step) if stage == 1 else 0.0
-        lr = warmup_cosine(step, steps, cfg.warmup_steps, cfg.lr, cfg.min_lr)
-        set_lr(optimizer, lr)
+    lam = cfg.stage1_lambda if stage == 1 else lambda step: 0.0
+
+    def loss(step: int, traj: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         with _autocast(run):
-            loss, parts = run.step_loss(traj, stage, lam)
-        parts = _average(run, parts.float())
-        if not torch.isfinite(parts).all():
-            raise FloatingPointError(_nan_message(run, stage, step, "loss"))
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        norms = torch.stack([nn.utils.clip_grad_norm_(g, cfg.grad_clip) for g in clip_groups])
-        if not torch.isfinite(norms).all():
-            raise FloatingPointError(_nan_message(run, stage, step, "gradient"))
-        optimizer.step()
-        total = _sig(parts.sum().item())
-        curves["loss"].append(total)
-        curves["lambda"].append(_sig(lam))
+            value, parts = run.step_loss(traj, stage, lam(step))
+        return value, _average(run, parts.float())
+
+    def after_step(step: int, parts: torch.Tensor, lr: float) -> None:
+        curves["loss"].append(_sig(parts.sum().item()))
+        curves["lambda"].append(_sig(lam(step)))
         curves["lr"].append(_sig(lr))
         if stage == 1:
             curves["block_loss"].append([_sig(v) for v in parts.tolist()])
-        bar.update(1)
-        bar.set_postfix(loss=f"{total:.4g}", lam=f"{lam:.2f}")
-        done = step + 1
-        if done % run.checkpoint_every == 0 and done < steps:
-            _checkpoint(run, optimizer, stage, done)
-    bar.close()
+
+    run.raptor.train()
+    train(f"stage {stage}", _batches(run, stage, start, steps), loss, optimizer, clip_groups,
+          cfg, steps, after_step=after_step,
+          checkpoint=(lambda done: _checkpoint(run, optimizer, stage, done))
+          if run.work_path is not None else None,
+          checkpoint_every=run.checkpoint_every, progress=run.progress and run.rank == 0,
+          initial=start)
 
 
 def _sig(value: float) -> float:
@@ -393,12 +358,6 @@ def _average(run: _Run, values: torch.Tensor) -> torch.Tensor:
         dist.all_reduce(values)
         values /= run.world
     return values
-
-
-def _nan_message(run: _Run, stage: int, step: int, what: str) -> str:
-    kept = (f"the last good checkpoint is kept at {run.work_path}" if run.work_path is not None
-            else "no checkpoint (work_path=None)")
-    return f"non-finite {what} in stage {stage} at step {step}; {kept}"
 
 
 def student_key(teacher_cfg: TeacherConfig, teacher_train: TrainConfig | None, teacher_seed: int,

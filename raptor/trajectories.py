@@ -4,20 +4,65 @@ Paper §1 (the Block-Recurrent Hypothesis) compares intermediate maps ``f_l``: `
 embedding (patch embedding + position embedding + prefix tokens, the input of block 1) and
 ``f_l`` is the output of block ``l``. A *trajectory* stacks them for a batch of images.
 
-Functions here accept any timm :class:`~timm.models.vision_transformer.VisionTransformer`, and any
-model that provides ``embed(images)`` and ``forward_from(tokens, start, stop)`` (the Raptor).
+A model with a trajectory is a :class:`TrajectoryModel`: the Raptor implements it, and a timm
+:class:`~timm.models.vision_transformer.VisionTransformer` is read through
+:class:`raptor.teachers.ViTTeacher`. The functions here accept either (:func:`trajectory_model`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 import torch
+from timm.models.vision_transformer import VisionTransformer
 from torch import nn
+from torch.utils.data import DataLoader
 from tqdm import tqdm
 
 GROUP_NAMES = ("cls", "registers", "patches")
+
+
+@runtime_checkable
+class TrajectoryModel(Protocol):
+    """A model with a trajectory (paper §1): layer 0 ``embed(images)`` ``(N, T, D)``; layers
+    ``start..stop`` (default ``depth`` = L) from the tokens at ``start`` by ``forward_from``,
+    ``(N, stop - start + 1, T, D)`` with index 0 the given tokens; ``final_norm`` of layer-L
+    tokens, then ``head`` to class logits. ``teacher`` is the timm ViT whose embedding, norm and
+    head it uses (itself, or a Raptor's teacher); its token layout gives :class:`TokenGroups`.
+    """
+
+    teacher: VisionTransformer
+
+    @property
+    def depth(self) -> int: ...
+    def embed(self, images: torch.Tensor) -> torch.Tensor: ...
+    def forward_from(self, tokens: torch.Tensor, start: int = 0, stop: int | None = None
+                     ) -> torch.Tensor: ...
+    def final_norm(self, tokens: torch.Tensor) -> torch.Tensor: ...
+    def head(self, tokens: torch.Tensor) -> torch.Tensor: ...
+
+
+def trajectory_model(model: nn.Module) -> TrajectoryModel:
+    """``model`` as a :class:`TrajectoryModel`: a timm ViT through :class:`~raptor.teachers.
+    ViTTeacher`, an implementation (e.g. a Raptor) as it is."""
+    from raptor.teachers import ViTTeacher  # teachers imports this module
+
+    if isinstance(model, VisionTransformer):
+        return ViTTeacher(model)
+    if isinstance(model, TrajectoryModel):
+        return model
+    raise TypeError(f"model must be a timm VisionTransformer or a Raptor (a TrajectoryModel), "
+                    f"got {type(model).__name__}")
+
+
+def layer_stop(depth: int, start: int, stop: int | None) -> int:
+    """``stop`` (default ``depth``) after checking ``0 <= start <= stop <= depth``."""
+    stop = depth if stop is None else stop
+    if not 0 <= start <= stop <= depth:
+        raise ValueError(f"need 0 <= start <= stop <= L={depth}, got start={start}, stop={stop}")
+    return stop
 
 
 @dataclass(frozen=True)
@@ -33,12 +78,10 @@ class TokenGroups:
 
     @classmethod
     def from_model(cls, model: nn.Module) -> TokenGroups:
-        """Read the groups from a timm ViT (``has_class_token``, ``num_reg_tokens``, patch count)."""
-        backbone = getattr(model, "teacher_stem", model)
-        n_cls = 1 if getattr(backbone, "has_class_token", False) else 0
-        n_reg = int(getattr(backbone, "num_reg_tokens", 0))
-        n_patch = int(backbone.patch_embed.num_patches)
-        return cls.from_counts(n_cls, n_reg, n_patch)
+        """The groups of a model's teacher (cls token, registers, patches at its image size)."""
+        vit = trajectory_model(model).teacher
+        return cls.from_counts(int(vit.has_class_token), vit.num_reg_tokens,
+                               vit.patch_embed.num_patches)
 
     @classmethod
     def from_counts(cls, n_cls: int, n_reg: int, n_patch: int) -> TokenGroups:
@@ -61,21 +104,9 @@ class TokenGroups:
                 yield name, s
 
 
-def num_layers(model: nn.Module) -> int:
-    """Depth ``L`` (number of block applications) of a timm ViT or a Raptor."""
-    if hasattr(model, "forward_from"):
-        return int(model.depth)
-    return len(model.blocks)
-
-
 def embed(model: nn.Module, images: torch.Tensor) -> torch.Tensor:
     """Layer 0 of the trajectory: the tokens that enter block 1, shape ``(N, T, D)``."""
-    if hasattr(model, "forward_from"):
-        return model.embed(images)
-    x = model.patch_embed(images)
-    x = model._pos_embed(x)
-    x = model.patch_drop(x)
-    return model.norm_pre(x)
+    return trajectory_model(model).embed(images)
 
 
 def run_layers(model: nn.Module, tokens: torch.Tensor, start: int = 0,
@@ -84,20 +115,11 @@ def run_layers(model: nn.Module, tokens: torch.Tensor, start: int = 0,
 
     Returns ``(N, stop - start + 1, T, D)``; index 0 is ``tokens`` itself.
     """
-    depth = num_layers(model)
-    stop = depth if stop is None else stop
-    if not 0 <= start <= stop <= depth:
-        raise ValueError(f"need 0 <= start <= stop <= L={depth}, got start={start}, stop={stop}")
+    m = trajectory_model(model)
+    stop = layer_stop(m.depth, start, stop)
     if tokens.ndim != 3:
         raise ValueError(f"tokens must be (N, T, D), got shape {tuple(tokens.shape)}")
-    if hasattr(model, "forward_from"):
-        return model.forward_from(tokens, start, stop)
-    states = [tokens]
-    x = tokens
-    for block in model.blocks[start:stop]:
-        x = block(x)
-        states.append(x)
-    return torch.stack(states, dim=1)
+    return m.forward_from(tokens, start, stop)
 
 
 def trajectory(model: nn.Module, images: torch.Tensor) -> torch.Tensor:
@@ -107,8 +129,8 @@ def trajectory(model: nn.Module, images: torch.Tensor) -> torch.Tensor:
 
 def head_logits(model: nn.Module, final_tokens: torch.Tensor) -> torch.Tensor:
     """Class logits from layer-``L`` tokens through the (teacher's) final norm and head."""
-    backbone = getattr(model, "teacher_stem", model)
-    return backbone.forward_head(backbone.norm(final_tokens))
+    m = trajectory_model(model)
+    return m.head(m.final_norm(final_tokens))
 
 
 @torch.no_grad()
@@ -124,7 +146,8 @@ def iter_trajectories(model: nn.Module, batches: Iterable, *, device: str | torc
         raise ValueError(f"max_images must be >= 1 or None, got {max_images}")
     model.eval().to(device)
     seen = 0
-    total = max_images if max_images is not None else _length(batches)
+    total = max_images if max_images is not None else (
+        len(batches.dataset) if isinstance(batches, DataLoader) else None)
     bar = tqdm(total=total, desc="trajectories", unit="img", disable=not progress)
     for images, labels in batches:
         if max_images is not None:
@@ -143,8 +166,3 @@ def collect_trajectories(model: nn.Module, batches: Iterable, **kwargs) -> tuple
     """All of :func:`iter_trajectories` concatenated: ``(N, L+1, T, D)`` and ``(N,)`` labels."""
     trajs, labels = zip(*iter_trajectories(model, batches, **kwargs))
     return torch.cat(trajs), torch.cat(labels)
-
-
-def _length(batches: Iterable) -> int | None:
-    dataset = getattr(batches, "dataset", None)
-    return len(dataset) if dataset is not None else None

@@ -1,4 +1,247 @@
+"""Fixtures shared by the tests: tiny ViTs, fake dataset trees, planted data, kill helpers.
+
+Factories are session-scoped fixtures returning functions (so hypothesis tests can use them);
+each factory seeds what it draws, so a test gets the same data on every call.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
 import torch
+from PIL import Image
+from torch.utils.data import Dataset
 
 # The machine has 2 cores; tests use tiny tensors, where extra threads only add contention.
 torch.set_num_threads(1)
+# Tests build their own models: the repository's artifact tier must never stand in for them.
+os.environ["RAPTOR_ARTIFACTS"] = ""
+
+
+# --- environment ----------------------------------------------------------------------------
+
+@pytest.fixture
+def isolated_data(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No dataset is found by accident: ``$RAPTOR_DATA`` unset, Debian's Fashion-MNIST hidden."""
+    from raptor import data
+
+    monkeypatch.delenv("RAPTOR_DATA", raising=False)
+    monkeypatch.setattr(data, "DEBIAN_FASHION_MNIST", tmp_path / "no-debian")
+
+
+@pytest.fixture
+def fresh_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """An empty ``$RAPTOR_CACHE`` (``tmp_path/cache``) for the test."""
+    root = tmp_path / "cache"
+    monkeypatch.setenv("RAPTOR_CACHE", str(root))
+    return root
+
+
+# --- tiny models ----------------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def tiny_vit() -> Callable[..., torch.nn.Module]:
+    """``tiny_vit(seed=0, **kwargs)``: a stock timm ViT (16 px, patch 4, 1 channel, 3 blocks of
+    width 32, 2 heads, no head) in eval mode, drawn after ``torch.manual_seed(seed)``."""
+    from timm.models.vision_transformer import VisionTransformer
+
+    def make(seed: int = 0, **kwargs: Any) -> torch.nn.Module:
+        args = dict(img_size=16, patch_size=4, in_chans=1, num_classes=0, embed_dim=32, depth=3,
+                    num_heads=2)
+        torch.manual_seed(seed)
+        return VisionTransformer(**{**args, **kwargs}).eval()
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def tiny_teacher() -> Callable[..., torch.nn.Module]:
+    """``tiny_teacher(seed=0, **changes)``: the companion's teacher (``raptor.teachers``) with 4
+    blocks of width 32 on 16 px one-channel images, 10 classes, 1 register; eval mode."""
+    from raptor.teachers import TeacherConfig, build_teacher
+
+    def make(seed: int = 0, **changes: Any) -> torch.nn.Module:
+        cfg = TeacherConfig(**{**dict(depth=4, embed_dim=32, num_heads=4, patch_size=4,
+                                      img_size=16, in_chans=1, num_classes=10, reg_tokens=1),
+                               **changes})
+        return build_teacher(cfg, seed=seed).eval()
+
+    return make
+
+
+# --- fake dataset trees ---------------------------------------------------------------------
+
+def _noise(rng: np.random.Generator, shape: tuple[int, int]) -> np.ndarray:
+    return rng.integers(0, 256, (*shape, 3), dtype=np.uint8)
+
+
+@pytest.fixture(scope="session")
+def fake_imagenet() -> Callable[..., Path]:
+    """``fake_imagenet(root, per_class={"train": 2, "val": 2}, classes=("n01", "n02", "n03"),
+    size=(30, 40), seed=0, image=None, suffix=".JPEG")``: an ImageFolder tree
+    ``root/<split>/<wnid>/<wnid>_<i><suffix>`` (``classes``: one tuple, or one per split);
+    ``image(rng, wnid, shape)`` draws the pixels (default: uniform noise). Returns ``root``."""
+
+    def make(root: Path, per_class: dict[str, int] | None = None,
+             classes: tuple[str, ...] | dict[str, tuple[str, ...]] = ("n01", "n02", "n03"),
+             size: tuple[int, int] = (30, 40), seed: int = 0,
+             image: Callable[..., np.ndarray] | None = None, suffix: str = ".JPEG") -> Path:
+        rng = np.random.default_rng(seed)
+        for split, n in (per_class or {"train": 2, "val": 2}).items():
+            for wnid in classes[split] if isinstance(classes, dict) else classes:
+                (root / split / wnid).mkdir(parents=True, exist_ok=True)
+                for i in range(n):
+                    pixels = image(rng, wnid, size) if image else _noise(rng, size)
+                    Image.fromarray(pixels).save(root / split / wnid / f"{wnid}_{i}{suffix}")
+        return root
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def fake_ade() -> Callable[..., Path]:
+    """``fake_ade(root, labels, seed=0)``: ``root/ADEChallengeData2016`` with, for each
+    ``labels[split][stem]`` (a label map: 0 = other, 1..150), a noise JPEG and the uint8 PNG.
+    Returns the ``ADEChallengeData2016`` folder."""
+
+    def make(root: Path, labels: dict[str, dict[str, np.ndarray]], seed: int = 0) -> Path:
+        base = root / "ADEChallengeData2016"
+        rng = np.random.default_rng(seed)
+        for split, maps in labels.items():
+            for kind in ("images", "annotations"):
+                (base / kind / split).mkdir(parents=True, exist_ok=True)
+            for stem, label in maps.items():
+                Image.fromarray(_noise(rng, label.shape)).save(base / "images" / split /
+                                                               f"{stem}.jpg")
+                Image.fromarray(label.astype(np.uint8)).save(base / "annotations" / split /
+                                                             f"{stem}.png")
+        return base
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def fake_nyu() -> Callable[..., Path]:
+    """``fake_nyu(root, depths_mm, leading_slash=True, seed=1)``: ``root/nyu_depth_v2`` in BTS's
+    layout: split files, ``sync/`` (train) and ``official_splits/test/`` with ``rgb_<k>.jpg``
+    and 16-bit ``sync_depth_<k>.png`` (mm) for each ``depths_mm[split][k]``. Train lines start
+    with '/', as in BTS. Returns the ``nyu_depth_v2`` folder."""
+
+    def make(root: Path, depths_mm: dict[str, list[np.ndarray]], leading_slash: bool = True,
+             seed: int = 1) -> Path:
+        base = root / "nyu_depth_v2"
+        rng = np.random.default_rng(seed)
+        for split, folder in (("train", "sync"), ("test", "official_splits/test")):
+            lines = []
+            for k, depth in enumerate(depths_mm.get(split, [])):
+                scene = base / folder / f"scene_{k % 2}"
+                scene.mkdir(parents=True, exist_ok=True)
+                Image.fromarray(_noise(rng, depth.shape)).save(scene / f"rgb_{k:05d}.jpg")
+                Image.fromarray(depth.astype(np.uint16)).save(scene / f"sync_depth_{k:05d}.png")
+                slash = "/" if leading_slash and split == "train" else ""
+                lines.append(f"{slash}{scene.name}/rgb_{k:05d}.jpg "
+                             f"{slash}{scene.name}/sync_depth_{k:05d}.png 518.8579")
+            (base / folder).mkdir(parents=True, exist_ok=True)
+            (base / f"nyudepthv2_{split}_files_with_gt.txt").write_text("\n".join(lines) + "\n")
+        return base
+
+    return make
+
+
+# --- planted data -----------------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def planted_blocks() -> Callable[..., np.ndarray]:
+    """``planted_blocks(sizes, within=0.9, between=0.2, rng=None, noise=0.01)``: a layer–layer
+    similarity with contiguous blocks of ``sizes`` (``within`` inside a block, ``between``
+    across), plus uniform noise in ``±noise`` drawn from ``rng`` if given; diagonal 1."""
+
+    def make(sizes: list[int], within: float = 0.9, between: float = 0.2,
+             rng: np.random.Generator | None = None, noise: float = 0.01) -> np.ndarray:
+        labels = np.repeat(np.arange(len(sizes)), sizes)
+        S = np.where(labels[:, None] == labels[None, :], within, between)
+        if rng is not None:
+            S = S + rng.uniform(-noise, noise, S.shape)
+        np.fill_diagonal(S, 1.0)
+        return S
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def random_trajectory() -> Callable[..., torch.Tensor]:
+    """``random_trajectory(n, layers, tokens, dim, seed=0)``: standard normal float32 tokens of
+    shape ``(n, layers, tokens, dim)`` from a seeded generator."""
+
+    def make(n: int, layers: int, tokens: int, dim: int, seed: int = 0) -> torch.Tensor:
+        return torch.randn(n, layers, tokens, dim, generator=torch.Generator().manual_seed(seed))
+
+    return make
+
+
+# --- kill helpers ---------------------------------------------------------------------------
+
+class Killed(Exception):
+    """A run killed mid-way (see :func:`kill_after`)."""
+
+
+class _DiesAfter(Dataset):
+    def __init__(self, inner: Dataset, after: int, error: type[BaseException] | None) -> None:
+        self.inner, self.after, self.error, self.reads = inner, after, error, 0
+
+    def __len__(self) -> int:
+        return len(self.inner)
+
+    def __getitem__(self, i: int) -> Any:
+        self.reads += 1
+        image, *rest = self.inner[i]
+        if self.reads > self.after:
+            if self.error is not None:
+                raise self.error("killed")
+            image = torch.full_like(image, float("nan"))
+        return (image, *rest)
+
+
+@pytest.fixture(scope="session")
+def kill_after() -> Callable[..., Dataset]:
+    """``kill_after(dataset, after, error=kill_after.Killed)``: ``dataset`` whose item reads
+    after the first ``after`` raise ``error`` (a run killed mid-way), or, with ``error=None``,
+    return NaN images (a run that diverges). ``.reads`` counts the reads."""
+
+    def make(dataset: Dataset, after: int, error: type[BaseException] | None = Killed
+             ) -> Dataset:
+        return _DiesAfter(dataset, after, error)
+
+    make.Killed = Killed  # type: ignore[attr-defined]
+    return make
+
+
+# --- chapters at the smoke profile -----------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def smoke_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One ``$RAPTOR_CACHE`` for every chapter's smoke models, so each is trained once a session."""
+    return tmp_path_factory.mktemp("smoke-cache")
+
+
+@pytest.fixture(scope="session")
+def smoke_result(smoke_cache: Path) -> Callable[[str], Any]:
+    """``smoke_result(name)``: chapter ``name``'s ``compute(SMOKE)``, computed once a session."""
+    from raptor.book.chapters import chapter
+
+    cache, results = smoke_cache, {}
+
+    def get(name: str) -> Any:
+        if name not in results:
+            mod = chapter(name)
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setenv("RAPTOR_CACHE", str(cache))
+                results[name] = mod.compute(mod.SMOKE)
+        return results[name]
+
+    return get

@@ -14,13 +14,7 @@ from torch.utils.data import TensorDataset
 from raptor.cache import cache_root, digest, entry_path, get_or_build, load_entry
 
 CONFIG = {"model": "toy", "width": 4, "seed": 0}
-
-
-@pytest.fixture(autouse=True)
-def _cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    root = tmp_path / "cache"
-    monkeypatch.setenv("RAPTOR_CACHE", str(root))
-    return root
+pytestmark = pytest.mark.usefixtures("fresh_cache")
 
 
 class Builder:
@@ -38,9 +32,9 @@ class Builder:
                 {"acc": 0.75})
 
 
-def test_cache_root_follows_env(tmp_path: Path) -> None:
-    assert cache_root() == tmp_path / "cache"
-    assert entry_path("teacher", CONFIG).parent == tmp_path / "cache" / "teacher"
+def test_cache_root_follows_env(fresh_cache: Path) -> None:
+    assert cache_root() == fresh_cache
+    assert entry_path("teacher", CONFIG).parent == fresh_cache / "teacher"
 
 
 def test_builds_once_then_loads() -> None:

@@ -1,4 +1,4 @@
-"""Tests for raptor.claims: claim IDs, verdicts, the per-chapter JSON and the gathered table."""
+"""Tests for raptor.book.claims: claim IDs, thresholds, verdicts, the JSON and the claims table."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from raptor.claims import CLAIMS, FAILS, HOLDS, UNTESTABLE, check, gather, report, table
+from raptor.book.chapters import MODULES, chapter
+from raptor.book.claims import (CLAIMS, FAILS, HOLDS, UNTESTABLE, Claim, Threshold, claim, gather,
+                                report, table)
 
 
 def test_there_are_25_claims_c1_to_c25() -> None:
@@ -19,21 +21,39 @@ def test_there_are_25_claims_c1_to_c25() -> None:
 @pytest.mark.parametrize("bad", ["C0", "C26", "c1", "", "1"])
 def test_unknown_claim_id(bad: str) -> None:
     with pytest.raises(ValueError, match=f"unknown claim id {bad!r}; valid: C1..C25"):
-        check(bad, paper="x", ours="y", holds=True)
+        claim(bad, paper="x", ours="y", holds=True)
 
 
 @pytest.mark.parametrize("holds, verdict", [(True, HOLDS), (False, FAILS), (None, UNTESTABLE),
                                             (np.bool_(True), HOLDS), (np.bool_(False), FAILS),
                                             (np.float64(0.7) > 0.5, HOLDS)])
 def test_verdicts(holds: object, verdict: str) -> None:
-    c = check("C5", paper="higher", ours="0.81 vs 0.62", holds=holds, detail="n=64")
-    assert c.verdict == verdict
+    c = claim("C5", paper="higher", ours="0.81 vs 0.62", holds=holds, detail="n=64")
+    assert isinstance(c, Claim) and c.verdict == verdict
     assert c.claim == CLAIMS["C5"] and c.detail == "n=64" and c.chapter == ""
 
 
+def test_threshold_needs_a_source() -> None:
+    t = Threshold(0.5, "[ours] half of the range")
+    assert (t.value, t.source) == (0.5, "[ours] half of the range")
+    for source in ("", "   "):
+        with pytest.raises(ValueError, match="a threshold needs a source"):
+            Threshold(1.0, source)
+
+
+def test_every_chapter_threshold_cites_the_paper_or_gives_our_reason() -> None:
+    thresholds = [(name, attr, v) for name in MODULES for attr, v in vars(chapter(name)).items()
+                  if isinstance(v, Threshold)]
+    assert len({name for name, _, _ in thresholds}) >= 6
+    for name, attr, t in thresholds:
+        ours = t.source.startswith("[ours] ") and len(t.source) > len("[ours] ") + 10
+        cites = any(ref in t.source for ref in ("§", "Fig", "Table", "App", "Eq", "eq."))
+        assert ours or cites, f"{name}.{attr}: {t.source!r}"
+
+
 def test_table_columns() -> None:
-    t = table([check("C1", paper="a", ours="b", holds=True),
-               check("C2", paper="c", ours="d", holds=None)])
+    t = table([claim("C1", paper="a", ours="b", holds=True),
+               claim("C2", paper="c", ours="d", holds=None)])
     assert list(t.index) == ["C1", "C2"]
     assert list(t.columns) == ["claim", "paper", "ours", "verdict", "detail"]
     assert t.loc["C2", "verdict"] == UNTESTABLE
@@ -41,10 +61,10 @@ def test_table_columns() -> None:
 
 def test_report_writes_json_and_gather_lists_every_claim(tmp_path: Path) -> None:
     claims_dir = tmp_path / "claims"
-    report([check("C1", paper="blocks", ours="3 blocks", holds=True),
-            check("C5", paper="up", ours="down", holds=False)],
+    report([claim("C1", paper="blocks", ours="3 blocks", holds=True),
+            claim("C5", paper="up", ours="down", holds=False)],
            chapter="phase-structure", profile="smoke", claims_dir=claims_dir)
-    report([check("C1", paper="blocks", ours="2 blocks", holds=None)],
+    report([claim("C1", paper="blocks", ours="2 blocks", holds=None)],
            chapter="finding-phases", profile="cpu", claims_dir=claims_dir)
     written = json.loads((claims_dir / "phase-structure.json").read_text())
     assert [c["id"] for c in written] == ["C1", "C5"]
@@ -61,6 +81,17 @@ def test_report_writes_json_and_gather_lists_every_claim(tmp_path: Path) -> None
     assert g.loc["C5", "verdict"] == FAILS and g.loc["C5", "profile"] == "smoke"
     untested = g.drop(index=["C1", "C5"])
     assert (untested["verdict"] == "not yet tested").all() and len(untested) == 23
+
+
+def test_report_and_gather_follow_the_runner_environment(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAPTOR_CLAIMS_DIR", str(tmp_path / "staged"))
+    report([claim("C3", paper="p", ours="o", holds=True)], chapter="raptor", profile="smoke",
+           claims_dir=tmp_path / "book-claims")
+    assert not (tmp_path / "book-claims").exists()
+    assert json.loads((tmp_path / "staged" / "raptor.json").read_text())[0]["id"] == "C3"
+    monkeypatch.setenv("RAPTOR_CLAIMS_SOURCE", str(tmp_path / "staged"))
+    assert gather(tmp_path / "elsewhere").loc["C3", "chapter"] == "raptor"
 
 
 def test_gather_of_empty_folder(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import pickle
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -16,17 +17,12 @@ from PIL import Image
 from torch.utils.data import Subset
 
 from raptor import data
-from raptor.data import DatasetNotFoundError, dataset_info, get_datasets, get_loaders
+from raptor.data import (DatasetNotFoundError, ThreadedImages, dataset_info, get_datasets,
+                         get_loaders, subset)
 
+pytestmark = pytest.mark.usefixtures("isolated_data")
 FASHION = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
            "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
-
-
-@pytest.fixture(autouse=True)
-def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No test sees the caller's $RAPTOR_DATA or the machine's Debian dataset by accident."""
-    monkeypatch.delenv("RAPTOR_DATA", raising=False)
-    monkeypatch.setattr(data, "DEBIAN_FASHION_MNIST", tmp_path / "no-debian")
 
 
 def write_idx(path: Path, array: np.ndarray) -> None:
@@ -71,17 +67,6 @@ def make_cifar(root: Path, n_train: int = 40, n_val: int = 20) -> dict[str, np.n
             "coarse_label_names": [f"s{i}" for i in range(20)]}
     (folder / "meta").write_bytes(pickle.dumps(meta, protocol=2))
     return out
-
-
-def make_imagenet(root: Path, wnids: tuple[str, ...] = ("n01", "n02", "n03"),
-                  per_class: int = 2, val_wnids: tuple[str, ...] | None = None) -> None:
-    rng = np.random.default_rng(2)
-    for split, classes in (("train", wnids), ("val", val_wnids or wnids)):
-        for wnid in classes:
-            (root / split / wnid).mkdir(parents=True)
-            for i in range(per_class):
-                pixels = rng.integers(0, 256, (30, 40, 3), dtype=np.uint8)
-                Image.fromarray(pixels).save(root / split / wnid / f"{wnid}_{i}.JPEG", "JPEG")
 
 
 def denormalise(x: torch.Tensor, name: str) -> torch.Tensor:
@@ -316,6 +301,31 @@ def test_loaders_batches_and_seeded_order(tmp_path: Path) -> None:
     assert torch.equal(next(iter(plain))[1], torch.arange(60) % 10)
 
 
+def test_subset_is_seeded_balanced_or_uniform_and_checked() -> None:
+    items = list(range(40))
+    targets = [i % 4 for i in items]
+    assert subset(items, None, seed=0) is items  # type: ignore[arg-type]
+    balanced = subset(items, 8, 3, targets=targets)  # type: ignore[arg-type]
+    assert Counter(targets[i] for i in balanced.indices) == {c: 2 for c in range(4)}
+    uniform = subset(items, 8, 3)  # type: ignore[arg-type]
+    assert uniform.indices == sorted(uniform.indices) and len(set(uniform.indices)) == 8
+    assert uniform.indices == subset(items, 8, 3).indices != subset(items, 8, 4).indices
+    with pytest.raises(ValueError, match="--probe-train-limit=41 exceeds the 40 images"):
+        subset(items, 41, 0, name="--probe-train-limit")  # type: ignore[arg-type]
+
+
+def test_threaded_images_return_the_same_samples_in_order() -> None:
+    base = [(torch.full((2,), float(i)), i) for i in range(10)]
+    threaded = ThreadedImages(base, 3)  # type: ignore[arg-type]
+    order = [7, 1, 1, 9, 0]
+    got = threaded.__getitems__(order)
+    assert [label for _, label in got] == order
+    assert all(torch.equal(x, base[i][0]) for (x, _), i in zip(got, order))
+    assert len(threaded) == 10 and threaded[4][1] == 4
+    with pytest.raises(ValueError, match="threads"):
+        ThreadedImages(base, 0)  # type: ignore[arg-type]
+
+
 def test_loaders_over_a_limited_subset(tmp_path: Path) -> None:
     make_fashion(tmp_path)
     train, _ = get_loaders("fashion-mnist", root=tmp_path, batch_size=8, train_limit=10)
@@ -372,8 +382,9 @@ def pil_oracle(path: Path, img_size: int) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("img_size", [224, 32])
-def test_imagenet_transform_and_labels(img_size: int, tmp_path: Path) -> None:
-    make_imagenet(tmp_path)
+def test_imagenet_transform_and_labels(img_size: int, tmp_path: Path,
+                                       fake_imagenet: Callable[..., Path]) -> None:
+    fake_imagenet(tmp_path, seed=2)
     train, val = get_datasets("imagenet", root=tmp_path,
                               img_size=None if img_size == 224 else img_size)
     assert (len(train), len(val)) == (6, 6) and train.classes == ["n01", "n02", "n03"]
@@ -384,8 +395,8 @@ def test_imagenet_transform_and_labels(img_size: int, tmp_path: Path) -> None:
     assert [val[i][1] for i in range(6)] == [0, 0, 1, 1, 2, 2]
 
 
-def test_imagenet_layout_errors(tmp_path: Path) -> None:
-    make_imagenet(tmp_path)
+def test_imagenet_layout_errors(tmp_path: Path, fake_imagenet: Callable[..., Path]) -> None:
+    fake_imagenet(tmp_path, seed=2)
     for p in (tmp_path / "val").glob("*/*.JPEG"):  # a flat val folder, as ILSVRC ships it
         p.rename(tmp_path / "val" / p.name)
     for d in [d for d in (tmp_path / "val").iterdir() if d.is_dir()]:
@@ -397,11 +408,13 @@ def test_imagenet_layout_errors(tmp_path: Path) -> None:
     assert "no automatic download" in msg
 
 
-def test_imagenet_empty_class_and_mismatched_classes(tmp_path: Path) -> None:
-    make_imagenet(tmp_path / "a", val_wnids=("n01", "n02"))
+def test_imagenet_empty_class_and_mismatched_classes(tmp_path: Path,
+                                                     fake_imagenet: Callable[..., Path]) -> None:
+    fake_imagenet(tmp_path / "a", classes={"train": ("n01", "n02", "n03"),
+                                           "val": ("n01", "n02")}, seed=2)
     with pytest.raises(ValueError, match="train and val class folders differ"):
         get_datasets("imagenet", root=tmp_path / "a")
-    make_imagenet(tmp_path / "b")
+    fake_imagenet(tmp_path / "b", seed=2)
     (tmp_path / "b" / "train" / "n04").mkdir()
     with pytest.raises(ValueError, match="train") as err:
         get_datasets("imagenet", root=tmp_path / "b")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -17,49 +18,8 @@ MEAN = torch.tensor(dataset_info("imagenet").mean)[:, None, None]
 STD = torch.tensor(dataset_info("imagenet").std)[:, None, None]
 
 
-@pytest.fixture(autouse=True)
-def _isolated(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("RAPTOR_DATA", raising=False)
-
-
-def make_ade(root: Path, labels: dict[str, dict[str, np.ndarray]]) -> Path:
-    """ADEChallengeData2016 with one JPEG per label map (uint8 PNG, 0 = other, 1..150)."""
-    base = root / "ADEChallengeData2016"
-    rng = np.random.default_rng(0)
-    for split, maps in labels.items():
-        for kind in ("images", "annotations"):
-            (base / kind / split).mkdir(parents=True, exist_ok=True)
-        for stem, label in maps.items():
-            h, w = label.shape
-            Image.fromarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8)).save(
-                base / "images" / split / f"{stem}.jpg")
-            Image.fromarray(label.astype(np.uint8)).save(
-                base / "annotations" / split / f"{stem}.png")
-    return base
-
-
-def make_nyu(root: Path, depths_mm: dict[str, list[np.ndarray]], leading_slash: bool = True
-             ) -> Path:
-    """nyu_depth_v2 in BTS's layout: split files + sync/ and official_splits/test/ with
-    rgb_<k>.jpg and 16-bit sync_depth_<k>.png (mm). Train lines start with '/', as in BTS."""
-    base = root / "nyu_depth_v2"
-    rng = np.random.default_rng(1)
-    for split, folder in (("train", "sync"), ("test", "official_splits/test")):
-        lines = []
-        for k, depth in enumerate(depths_mm.get(split, [])):
-            scene = f"scene_{k % 2}"
-            (base / folder / scene).mkdir(parents=True, exist_ok=True)
-            h, w = depth.shape
-            Image.fromarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8)).save(
-                base / folder / scene / f"rgb_{k:05d}.jpg")
-            Image.fromarray(depth.astype(np.uint16)).save(
-                base / folder / scene / f"sync_depth_{k:05d}.png")
-            slash = "/" if leading_slash and split == "train" else ""
-            lines.append(f"{slash}{scene}/rgb_{k:05d}.jpg {slash}{scene}/sync_depth_{k:05d}.png "
-                         f"518.8579")
-        (base / folder).mkdir(parents=True, exist_ok=True)
-        (base / f"nyudepthv2_{split}_files_with_gt.txt").write_text("\n".join(lines) + "\n")
-    return base
+Tree = Callable[..., Path]  # the fake_ade / fake_nyu fixtures
+pytestmark = pytest.mark.usefixtures("isolated_data")
 
 
 # --- ADE20k ---------------------------------------------------------------------------------
@@ -69,53 +29,54 @@ def test_reduce_zero_label_maps_other_to_ignore_and_shifts_classes() -> None:
     assert reduce_zero_label(raw).tolist() == [[255, 0, 1], [149, 255, 74]]
 
 
-def test_ade_labels_exact_when_no_resize(tmp_path: Path) -> None:
+def test_ade_labels_exact_when_no_resize(tmp_path: Path, fake_ade: Tree) -> None:
     label = np.arange(28 * 28).reshape(28, 28) % 151
-    base = make_ade(tmp_path, {"validation": {"a": label}})
+    base = fake_ade(tmp_path, {"validation": {"a": label}})
     image, target = ADE20k(base, "validation", img_size=28)[0]
     assert image.shape == (3, 28, 28) and image.dtype == torch.float32
     assert target.dtype == torch.int64
     np.testing.assert_array_equal(target.numpy(), reduce_zero_label(label))
 
 
-def test_ade_resize_shorter_side_then_centre_crop(tmp_path: Path) -> None:
+def test_ade_resize_shorter_side_then_centre_crop(tmp_path: Path, fake_ade: Tree) -> None:
     # 2×2 blocks downscaled by 2 with nearest: each block becomes one pixel, whichever pixel of
     # the block is sampled. Landscape 14×28 blocks → 28×56 px → resized to 14×28 → crop 14:
     # columns 7..21 of the block grid.
     small = np.random.default_rng(2).integers(0, 151, (14, 28))
-    base = make_ade(tmp_path, {"training": {"b": np.kron(small, np.ones((2, 2), int))}})
+    base = fake_ade(tmp_path, {"training": {"b": np.kron(small, np.ones((2, 2), int))}})
     image, target = ADE20k(base, "training", img_size=14)[0]
     assert image.shape == (3, 14, 14)
     np.testing.assert_array_equal(target.numpy(), reduce_zero_label(small[:, 7:21]))
 
 
-def test_ade_image_is_normalised_with_imagenet_statistics(tmp_path: Path) -> None:
-    base = make_ade(tmp_path, {"validation": {"a": np.zeros((8, 8), int)}})
+def test_ade_image_is_normalised_with_imagenet_statistics(tmp_path: Path, fake_ade: Tree) -> None:
+    base = fake_ade(tmp_path, {"validation": {"a": np.zeros((8, 8), int)}})
     ds = ADE20k(base, "validation", img_size=8)
     raw = torch.from_numpy(np.array(Image.open(ds.files[0][0]).convert("RGB"))).permute(2, 0, 1)
     torch.testing.assert_close(ds[0][0], (raw / 255 - MEAN) / STD)
 
 
-def test_ade_found_through_raptor_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    make_ade(tmp_path, {"validation": {"a": np.ones((8, 8), int), "b": np.ones((8, 8), int)}})
+def test_ade_found_through_raptor_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                       fake_ade: Tree) -> None:
+    fake_ade(tmp_path, {"validation": {"a": np.ones((8, 8), int), "b": np.ones((8, 8), int)}})
     monkeypatch.setenv("RAPTOR_DATA", str(tmp_path))
     ds = ADE20k(split="validation", img_size=8)
     assert len(ds) == 2 and [p.stem for p, _ in ds.files] == ["a", "b"]
 
 
-def test_ade_missing_dataset_and_wrong_layout(tmp_path: Path) -> None:
+def test_ade_missing_dataset_and_wrong_layout(tmp_path: Path, fake_ade: Tree) -> None:
     with pytest.raises(DatasetNotFoundError, match="RAPTOR_DATA is not set"):
         ADE20k(split="validation")
     with pytest.raises(DatasetNotFoundError, match="does not exist"):
         ADE20k(tmp_path / "nowhere")
-    base = make_ade(tmp_path, {"training": {"a": np.ones((8, 8), int)}})
+    base = fake_ade(tmp_path, {"training": {"a": np.ones((8, 8), int)}})
     with pytest.raises(DatasetNotFoundError, match=r"images/validation/\*\.jpg, "
                                                    r"annotations/validation/\*\.png"):
         ADE20k(base, "validation")
 
 
-def test_ade_unpaired_files_size_mismatch_and_bad_labels(tmp_path: Path) -> None:
-    base = make_ade(tmp_path, {"validation": {"a": np.ones((8, 8), int)}})
+def test_ade_unpaired_files_size_mismatch_and_bad_labels(tmp_path: Path, fake_ade: Tree) -> None:
+    base = fake_ade(tmp_path, {"validation": {"a": np.ones((8, 8), int)}})
     Image.new("RGB", (8, 8)).save(base / "images" / "validation" / "lonely.jpg")
     with pytest.raises(ValueError, match="lonely"):
         ADE20k(base, "validation")
@@ -137,10 +98,10 @@ def test_ade_bad_arguments(tmp_path: Path, kwargs: dict, match: str) -> None:
 
 # --- NYUv2 ----------------------------------------------------------------------------------
 
-def test_nyu_reads_bts_layout_with_depth_in_metres(tmp_path: Path) -> None:
+def test_nyu_reads_bts_layout_with_depth_in_metres(tmp_path: Path, fake_nyu: Tree) -> None:
     rng = np.random.default_rng(3)
     depths = {s: [rng.integers(0, 12_000, (12, 16)) for _ in range(3)] for s in ("train", "test")}
-    base = make_nyu(tmp_path, depths)
+    base = fake_nyu(tmp_path, depths)
     for split in ("train", "test"):
         ds = NYUv2Depth(base, split)
         assert len(ds) == 3
@@ -151,8 +112,9 @@ def test_nyu_reads_bts_layout_with_depth_in_metres(tmp_path: Path) -> None:
 
 
 def test_nyu_split_file_in_train_test_inputs_and_explicit(tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    base = make_nyu(tmp_path, {"test": [np.full((4, 4), 1000)] * 2})
+                                                          monkeypatch: pytest.MonkeyPatch,
+                                                          fake_nyu: Tree) -> None:
+    base = fake_nyu(tmp_path, {"test": [np.full((4, 4), 1000)] * 2})
     (base / "train_test_inputs").mkdir()
     listing = base / "nyudepthv2_test_files_with_gt.txt"
     listing.rename(base / "train_test_inputs" / listing.name)
@@ -164,10 +126,10 @@ def test_nyu_split_file_in_train_test_inputs_and_explicit(tmp_path: Path,
     assert len(ds) == 1 and float(ds[0][1].mean()) == 1.0
 
 
-def test_nyu_missing_dataset_and_wrong_layout(tmp_path: Path) -> None:
+def test_nyu_missing_dataset_and_wrong_layout(tmp_path: Path, fake_nyu: Tree) -> None:
     with pytest.raises(DatasetNotFoundError, match="RAPTOR_DATA is not set"):
         NYUv2Depth(split="test")
-    base = make_nyu(tmp_path, {"test": [np.ones((4, 4))]})
+    base = fake_nyu(tmp_path, {"test": [np.ones((4, 4))]})
     shutil.rmtree(base / "sync")
     with pytest.raises(DatasetNotFoundError, match="missing sync/"):
         NYUv2Depth(base, "train")
@@ -176,8 +138,8 @@ def test_nyu_missing_dataset_and_wrong_layout(tmp_path: Path) -> None:
         NYUv2Depth(base, "test")
 
 
-def test_nyu_bad_listing_and_files(tmp_path: Path) -> None:
-    base = make_nyu(tmp_path, {"test": [np.ones((4, 4))]})
+def test_nyu_bad_listing_and_files(tmp_path: Path, fake_nyu: Tree) -> None:
+    base = fake_nyu(tmp_path, {"test": [np.ones((4, 4))]})
     listing = base / "nyudepthv2_test_files_with_gt.txt"
     listing.write_text("scene_0/rgb_00000.jpg\n")
     with pytest.raises(ValueError, match=r"nyudepthv2_test_files_with_gt.txt:1"):

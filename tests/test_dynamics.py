@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -13,6 +14,8 @@ from scipy.optimize import linear_sum_assignment
 from timm.models.vision_transformer import VisionTransformer
 
 from raptor import dynamics as dy
+from raptor import low_rank as lr
+from raptor import sphere
 from raptor.trajectories import TokenGroups, run_layers
 
 GROUPS = TokenGroups(cls=slice(0, 1), registers=slice(1, 3), patches=slice(3, 9))  # T = 9
@@ -94,7 +97,7 @@ def test_angular_speed_equals_rotation_angle(theta: float) -> None:
 
 def test_angle_accurate_where_arccos_is_not() -> None:
     a, b = np.array([1.0, 0.0]), np.array([math.cos(1e-9), math.sin(1e-9)])
-    assert dy.angle(a, b) == pytest.approx(1e-9, rel=1e-6)
+    assert sphere.angle(a, b) == pytest.approx(1e-9, rel=1e-6)
     assert np.arccos(np.clip(a @ b, -1, 1)) == 0.0  # the naive formula loses it entirely
 
 
@@ -161,12 +164,12 @@ def test_ranks_known_singular_values(sv: list[float], stable: float, effective: 
     u, _ = np.linalg.qr(rng.normal(size=(20, len(sv))))
     v, _ = np.linalg.qr(rng.normal(size=(7, len(sv))))
     m = u @ np.diag(sv) @ v.T
-    assert dy.stable_rank(m) == pytest.approx(stable, rel=1e-10)
-    assert dy.effective_rank(m) == pytest.approx(effective, rel=1e-8)
+    assert lr.stable_rank(m) == pytest.approx(stable, rel=1e-10)
+    assert lr.effective_rank(m) == pytest.approx(effective, rel=1e-8)
 
 
 def test_ranks_of_zero_matrix_are_zero() -> None:
-    assert dy.stable_rank(np.zeros((4, 3))) == 0.0 == dy.effective_rank(np.zeros((4, 3)))
+    assert lr.stable_rank(np.zeros((4, 3))) == 0.0 == lr.effective_rank(np.zeros((4, 3)))
 
 
 @settings(max_examples=25, deadline=None)
@@ -174,7 +177,7 @@ def test_ranks_of_zero_matrix_are_zero() -> None:
 def test_rank_bounds_property(k: int, seed: int) -> None:
     rng = np.random.default_rng(seed)
     m = rng.normal(size=(30, k)) @ rng.normal(size=(k, 12))
-    for r in (dy.stable_rank(m), dy.effective_rank(m)):
+    for r in (lr.stable_rank(m), lr.effective_rank(m)):
         assert 1 - 1e-9 <= r <= k + 1e-9
 
 
@@ -182,13 +185,13 @@ def test_update_ranks_confined_subspace_and_svd_oracle() -> None:
     rng = np.random.default_rng(3)
     basis, _ = np.linalg.qr(rng.normal(size=(16, 3)))
     x = rng.normal(size=(5, 6, 9, 3)) @ basis.T  # all states (hence all updates) in a 3-D subspace
-    res = dy.update_ranks(x, GROUPS)
-    upd = dy.angular_updates(x).numpy()
+    res = lr.update_ranks(x, GROUPS)
+    upd = lr.angular_updates(x).numpy()
     for name, s in GROUPS.items():
         for l in range(5):
             m = upd[:, l, s].reshape(-1, 16)
-            assert res[name].stable[l] == pytest.approx(dy.stable_rank(m), rel=1e-9)
-            assert res[name].effective[l] == pytest.approx(dy.effective_rank(m), rel=1e-6)
+            assert res[name].stable[l] == pytest.approx(lr.stable_rank(m), rel=1e-9)
+            assert res[name].effective[l] == pytest.approx(lr.effective_rank(m), rel=1e-6)
             np.testing.assert_allclose(res[name].singular_values[l, :3],
                                        np.linalg.svd(m, compute_uv=False)[:3], rtol=1e-8)
         assert np.all(res[name].stable <= 3 + 1e-9) and np.all(res[name].effective <= 3 + 1e-6)
@@ -197,7 +200,7 @@ def test_update_ranks_confined_subspace_and_svd_oracle() -> None:
 
 def test_coherence_identical_tokens_is_one() -> None:
     x = np.repeat(random_traj(t=1), 9, axis=2)
-    res = dy.coherence(x, GROUPS)
+    res = lr.coherence(x, GROUPS)
     for stat in res.values():
         np.testing.assert_allclose(stat.mean, 1.0, rtol=1e-12)
 
@@ -206,7 +209,7 @@ def test_coherence_independent_updates_near_inverse_sqrt_n() -> None:
     n_tok = 64
     groups = TokenGroups(cls=slice(0, 1), registers=slice(1, 1), patches=slice(1, 1 + n_tok))
     x = np.random.default_rng(5).normal(size=(40, 3, 1 + n_tok, 512))  # independent directions
-    res = dy.coherence(x, groups)
+    res = lr.coherence(x, groups)
     np.testing.assert_allclose(res["patches"].mean, 1 / math.sqrt(n_tok), rtol=0.05)
     np.testing.assert_allclose(res["cls"].mean, 1.0)
 
@@ -240,7 +243,7 @@ def linear_system(eigs: np.ndarray, steps: int, seed: int = 0) -> tuple[np.ndarr
 def test_dmd_recovers_known_contraction() -> None:
     eigs = np.array([0.95, 0.8, 0.5, 0.7 + 0.2j, 0.7 - 0.2j])
     x, a = linear_system(eigs, steps=12)
-    res = dy.dmd(x, r=5)
+    res = lr.dmd(x, r=5)
     assert res.rank == 5 and res.modes.shape == (5, 5)
     assert match_eigs(res.eigenvalues, eigs) < 1e-8
     assert res.spectral_radius == pytest.approx(0.95, abs=1e-8)
@@ -254,7 +257,7 @@ def test_dmd_matches_pydmd(r: int) -> None:
     from pydmd import DMD
 
     x = np.random.default_rng(r).normal(size=(20, 10)).cumsum(axis=1)
-    ours = dy.dmd(x, r)
+    ours = lr.dmd(x, r)
     ref = DMD(svd_rank=r, exact=True)
     ref.fit(x)
     assert ours.rank == r
@@ -263,7 +266,7 @@ def test_dmd_matches_pydmd(r: int) -> None:
 
 def test_dmd_clips_rank_to_numerical_rank() -> None:
     x, _ = linear_system(np.array([0.9, 0.6]), steps=8)
-    res = dy.dmd(x, r=50)
+    res = lr.dmd(x, r=50)
     assert res.rank == 2
     assert match_eigs(res.eigenvalues, np.array([0.9, 0.6])) < 1e-8
 
@@ -278,7 +281,7 @@ def test_dmd_by_group_sees_directions_not_norms() -> None:
         states.append(rot @ states[-1])
     grow = np.arange(1, 9)[:, None] ** 2  # norms grow; directions rotate at fixed angles
     x = np.broadcast_to((np.stack(states) * grow)[None, :, None], (3, 8, 9, 4)).copy()
-    res = dy.dmd_by_group(x, GROUPS, r=10)
+    res = lr.dmd_by_group(x, GROUPS, r=10)
     expected = np.exp(1j * np.array([th1, -th1, th2, -th2]))
     for r in res.values():
         assert r.rank == 4
@@ -290,11 +293,8 @@ def test_dmd_by_group_sees_directions_not_norms() -> None:
 
 
 @pytest.fixture(scope="module")
-def vit() -> VisionTransformer:
-    torch.manual_seed(0)
-    model = VisionTransformer(img_size=16, patch_size=4, embed_dim=32, depth=6, num_heads=4,
-                              num_classes=0)
-    return model.double().eval()
+def vit(tiny_vit: Callable[..., VisionTransformer]) -> VisionTransformer:
+    return tiny_vit(in_chans=3, depth=6, num_heads=4).double()
 
 
 VIT_GROUPS = TokenGroups(cls=slice(0, 1), registers=slice(1, 1), patches=slice(1, 17))
@@ -385,15 +385,15 @@ def test_streaming_equals_batch() -> None:
     pairs = [(out.norms, dy.feature_norms(x, GROUPS)),
              (out.convergence, dy.directional_convergence(x, GROUPS)),
              (out.speed, dy.angular_speed(x, GROUPS)),
-             (out.coherence, dy.coherence(x, GROUPS))]
+             (out.coherence, lr.coherence(x, GROUPS))]
     for streamed, batch in pairs:
         for name in batch:
             np.testing.assert_allclose(streamed[name].mean, batch[name].mean, rtol=1e-12)
             np.testing.assert_allclose(streamed[name].std, batch[name].std, rtol=1e-10,
                                        atol=1e-14)
             assert streamed[name].count == batch[name].count
-    ranks, states, dmds = dy.update_ranks(x, GROUPS), dy.group_states(x, GROUPS), \
-        dy.dmd_by_group(x, GROUPS, r=3)
+    ranks, states, dmds = lr.update_ranks(x, GROUPS), lr.group_states(x, GROUPS), \
+        lr.dmd_by_group(x, GROUPS, r=3)
     for name in ranks:
         np.testing.assert_allclose(out.ranks[name].stable, ranks[name].stable, rtol=1e-10)
         np.testing.assert_allclose(out.ranks[name].effective, ranks[name].effective, rtol=1e-8)
@@ -415,15 +415,15 @@ def test_bad_inputs_raise_clear_errors(vit: VisionTransformer) -> None:
     with pytest.raises(TypeError, match="TokenGroups"):
         dy.feature_norms(x, {"cls": slice(0, 1)}.values())
     with pytest.raises(ValueError, match="groups.patches"):
-        dy.coherence(x[:, :, :5], GROUPS)
+        lr.coherence(x[:, :, :5], GROUPS)
     with pytest.raises(ValueError, match="r \\(DMD rank\\)"):
-        dy.dmd(x[0, :, 0].T, 0)
+        lr.dmd(x[0, :, 0].T, 0)
     with pytest.raises(ValueError, match="r \\(DMD rank\\)"):
-        dy.dmd_by_group(x, GROUPS, r=0)
+        lr.dmd_by_group(x, GROUPS, r=0)
     with pytest.raises(ValueError, match="X must be"):
-        dy.dmd(np.ones(5), 2)
+        lr.dmd(np.ones(5), 2)
     with pytest.raises(ValueError, match="no dynamics"):
-        dy.dmd(np.zeros((3, 4)), 2)
+        lr.dmd(np.zeros((3, 4)), 2)
     with pytest.raises(ValueError, match="n_components"):
         dy.pca_paths(x, GROUPS, n_components=0)
     with pytest.raises(ValueError, match="group must be"):
@@ -433,7 +433,7 @@ def test_bad_inputs_raise_clear_errors(vit: VisionTransformer) -> None:
     with pytest.raises(ValueError, match="labels"):
         dy.basin_compactness(x[:, 0, 0], np.zeros(3))
     with pytest.raises(ValueError, match="M must be a matrix"):
-        dy.stable_rank(np.ones(3))
+        lr.stable_rank(np.ones(3))
     tokens = vit_tokens()
     with pytest.raises(ValueError, match="eps must be"):
         dy.perturb(vit, tokens, 1, 0.0, groups=VIT_GROUPS)

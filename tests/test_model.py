@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 import torch
 from hypothesis import given, settings
@@ -10,8 +12,9 @@ from timm.models.vision_transformer import Block
 
 from raptor.model import (DEPTH_HIDDEN, Raptor, RaptorBlock, count_parameters, flops_per_image,
                           make_block, partition_from_repeats, repeats_from_partition)
-from raptor.teachers import TeacherConfig, build_teacher
-from raptor.trajectories import TokenGroups, trajectory
+from raptor.teachers import TeacherConfig, ViTTeacher, build_teacher
+from raptor.train import DistillConfig
+from raptor.trajectories import TokenGroups, TrajectoryModel, head_logits, trajectory
 
 
 
@@ -38,12 +41,12 @@ def test_exact_copy_reproduces_teacher_trajectory(kw: dict) -> None:
     t = teacher(**kw)
     x = images()
     ref = trajectory(t, x)
-    plain = Raptor(t, (1,) * 4, depth_scaling=False)
+    plain = Raptor(t, (1,) * 4, depth_scaling=False, init="teacher")
     torch.testing.assert_close(trajectory(plain, x), ref, rtol=1e-5, atol=1e-5)
-    scaled = Raptor(t, (1,) * 4)
+    scaled = Raptor(t, (1,) * 4, init="teacher")
     identity_scaling(scaled)
     torch.testing.assert_close(trajectory(scaled, x), ref, rtol=1e-5, atol=1e-5)
-    at_init = trajectory(Raptor(t, (1,) * 4), x)
+    at_init = trajectory(Raptor(t, (1,) * 4, init="teacher"), x)
     assert ((at_init - ref).norm() / ref.norm()).item() < 1e-3
     torch.testing.assert_close(plain.logits(x), t(x), rtol=1e-5, atol=1e-5)
 
@@ -116,11 +119,11 @@ def test_blocks_are_weight_tied_over_their_segment() -> None:
 
 def test_partition_api_and_errors() -> None:
     t = teacher()
-    r = Raptor.from_partition(t, ((0, 3), (3, 4)), depth_scaling=False)
+    r = Raptor(t, repeats_from_partition(((0, 3), (3, 4)), 4), depth_scaling=False)
     assert r.repeats == (3, 1) and r.partition == ((0, 3), (3, 4)) and r.depth == 4
     for bad in [((0, 2), (3, 4)), ((0, 3),), ((0, 0), (0, 4)), ((1, 4),), (), ((0, 2, 4),)]:
         with pytest.raises(ValueError, match="partition"):
-            Raptor.from_partition(t, bad)
+            repeats_from_partition(bad, 4)
     for bad in [(), (2, 0, 2), (2.0, 2), (True, 3), 4]:
         with pytest.raises(ValueError, match="repeats"):
             Raptor(t, bad)
@@ -143,8 +146,8 @@ def test_teacher_is_frozen_shared_and_kept_in_eval() -> None:
     t = teacher()
     r = Raptor(t, (2, 2))
     r.train()
-    assert r.training and r.blocks[0].training and not r.teacher_stem.training
-    assert r.teacher_stem is t and not any(p.requires_grad for p in t.parameters())
+    assert r.training and r.blocks[0].training and not r.teacher.training
+    assert r.teacher is t and not any(p.requires_grad for p in t.parameters())
     own = {id(p) for p in r.raptor_parameters()}
     assert own == {id(p) for p in r.blocks.parameters()}
     assert not own & {id(p) for p in t.parameters()}
@@ -153,6 +156,23 @@ def test_teacher_is_frozen_shared_and_kept_in_eval() -> None:
     r(r.embed(images())).square().mean().backward()
     assert all(p.grad is not None for p in r.raptor_parameters())
     assert all(p.grad is None for p in t.parameters())
+
+
+def test_one_init_default_and_the_trajectory_protocol() -> None:
+    """``init="random"`` (the book's) is the default of the model and of DistillConfig; a Raptor
+    and an adapted timm teacher are TrajectoryModels with the teacher's norm and head."""
+    for fn in (Raptor, make_block):
+        assert inspect.signature(fn).parameters["init"].default == "random"
+    assert DistillConfig.__dataclass_fields__["init"].default == "random"
+    t = teacher()
+    r = Raptor(t, (2, 2))
+    assert isinstance(r, TrajectoryModel) and isinstance(ViTTeacher(t), TrajectoryModel)
+    assert not isinstance(t, TrajectoryModel) and r.depth == ViTTeacher(t).depth == 4
+    final = trajectory(r, images())[:, -1]
+    assert torch.equal(head_logits(r, final), t.forward_head(t.norm(final)))
+    assert not any(k.startswith("teacher") for k in r.blocks.state_dict())  # what is stored
+    with pytest.raises(TypeError, match="teacher must be a timm VisionTransformer"):
+        Raptor(torch.nn.Linear(2, 2), (1,))  # type: ignore[arg-type]
 
 
 def test_random_init_is_seeded_and_differs_from_teacher() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
+from collections.abc import Callable
 from itertools import pairwise
 
 import numpy as np
@@ -12,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import chisquare
 
+from raptor.paper import DINOV2_B_PARTITIONS
 from raptor.phases import (
-    DINOV2_B_PARTITIONS,
     format_partition,
     hierarchical_maxcut,
     in_segment_weight,
@@ -26,6 +27,7 @@ from raptor.phases import (
 )
 
 FAST = settings(max_examples=60, deadline=None)
+Blocks = Callable[..., np.ndarray]  # the planted_blocks fixture
 
 
 # ---------------------------------------------------------------- oracles and generators
@@ -42,16 +44,7 @@ def direct_objective(S: np.ndarray, partition) -> float:
     return float(sum(W[a:b, a:b].sum() for a, b in partition))
 
 
-def planted(sizes: list[int], rng: np.random.Generator, within: float = 0.99, between: float = 0.3) -> np.ndarray:
-    """Similarity with contiguous blocks of the given sizes plus small uniform noise."""
-    labels = np.repeat(np.arange(len(sizes)), sizes)
-    S = np.where(labels[:, None] == labels[None, :], within, between)
-    S = S + rng.uniform(-0.01, 0.01, S.shape)
-    np.fill_diagonal(S, 1.0)
-    return S
-
-
-def make_matrix(kind: str, L: int, rng: np.random.Generator) -> np.ndarray:
+def make_matrix(kind: str, L: int, rng: np.random.Generator, planted_blocks: Blocks) -> np.ndarray:
     if kind == "uniform":
         return rng.uniform(-1, 1, (L, L))
     if kind == "integer":  # exact arithmetic: many exact ties
@@ -59,7 +52,7 @@ def make_matrix(kind: str, L: int, rng: np.random.Generator) -> np.ndarray:
     n_blocks = int(rng.integers(1, L + 1))
     cuts = np.sort(rng.choice(np.arange(1, L), n_blocks - 1, replace=False)) if n_blocks > 1 else []
     sizes = np.diff([0, *cuts, L]).tolist()
-    return planted(sizes, rng, within=0.9, between=0.2) + rng.normal(0, 0.1, (L, L))
+    return planted_blocks(sizes, 0.9, 0.2, rng) + rng.normal(0, 0.1, (L, L))
 
 
 # ---------------------------------------------------------------- maxcut vs brute force
@@ -72,9 +65,9 @@ def make_matrix(kind: str, L: int, rng: np.random.Generator) -> np.ndarray:
     kind=st.sampled_from(["uniform", "integer", "blocks"]),
     seed=st.integers(0, 2**32 - 1),
 )
-def test_maxcut_matches_bruteforce(L, k_frac, kind, seed):
+def test_maxcut_matches_bruteforce(L, k_frac, kind, seed, planted_blocks: Blocks):
     rng = np.random.default_rng(seed)
-    S = make_matrix(kind, L, rng)
+    S = make_matrix(kind, L, rng, planted_blocks)
     k = 1 + min(int(k_frac * L), L - 1, 6)  # C(13, 6) = 1716 partitions at most
     candidates = all_partitions(L, k)
     values = np.array([direct_objective(S, p) for p in candidates])
@@ -129,10 +122,10 @@ def test_maxcut_trivial_k():
     sizes=st.lists(st.integers(2, 8), min_size=1, max_size=6),
     seed=st.integers(0, 2**32 - 1),
 )
-def test_planted_blocks_recovered(sizes, seed):
+def test_planted_blocks_recovered(sizes, seed, planted_blocks: Blocks):
     # Recovery needs a small within-block distance: the objective grows like w_in * sum n_j^2,
     # which favours balanced segments (see test_not_invariant_to_constant_shift).
-    S = planted(sizes, np.random.default_rng(seed))
+    S = planted_blocks(sizes, 0.99, 0.3, np.random.default_rng(seed))
     assert maxcut(S, len(sizes)) == repeats_to_partition(sizes)
 
 
@@ -279,8 +272,8 @@ def test_hierarchical_matches_recursive_oracle(L, eps, seed):
     assert all(g > eps * res.total_weight for g in res.gains)
 
 
-def test_hierarchical_agrees_with_dp_on_planted_blocks():
-    S = planted([5, 7], np.random.default_rng(3))
+def test_hierarchical_agrees_with_dp_on_planted_blocks(planted_blocks: Blocks):
+    S = planted_blocks([5, 7], 0.99, 0.3, np.random.default_rng(3))
     res = hierarchical_maxcut(S, 0.2)
     assert res.partition == maxcut(S, 2) == ((0, 5), (5, 12))
 

@@ -7,9 +7,11 @@ deterministic), which also proves the threaded batch reader changes nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import socket
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +28,8 @@ import raptor.pipeline as pipeline
 import raptor.train
 from raptor.checkpoint import CheckpointError, load_tensors
 from raptor.data import DatasetNotFoundError, get_datasets
-from raptor.pipeline import (PipelineConfig, ThreadedImages, main, parse_args, resolve_repeats,
-                             run_pipeline)
+from raptor.pipeline import (PipelineConfig, build_parser, main, paper_distill, parse_args,
+                             published_repeats, run_pipeline)
 from raptor.probes import ProbeConfig, train_linear_probe
 from raptor.teachers import load_pretrained
 from raptor.train import DistillConfig, distill
@@ -145,9 +147,8 @@ def test_end_to_end_student_results_and_state(finished: tuple[Path, dict[str, An
     student, _ = load_tensors(out / "student.safetensors")
     assert_same_tensors(student, oracle_student(data))
     assert json.loads((out / "results.json").read_text()) == res
-    state = json.loads((out / "state.json").read_text())
-    assert set(state["steps"]) == {"stage1", "stage2", "probe:student:imagenet",
-                                   "probe:student:ade20k", "probe:student:nyuv2"}
+    assert set(res["steps_done"]) == {"stage1", "stage2", "probe:student:imagenet",
+                                      "probe:student:ade20k", "probe:student:nyuv2"}
     assert not (out / "distill.work.safetensors").exists()
     row = res["table1"]["Raptor k=2 (this run)"]
     probes = res["probes"]["student"]
@@ -202,9 +203,11 @@ def test_run_interrupted_after_stage1_resumes_with_stage2_only(
     monkeypatch.setattr(raptor.train, "_train_stage", dies_in_stage2)
     with pytest.raises(Interrupted):
         run_pipeline(args(data, out))
-    state = json.loads((out / "state.json").read_text())
-    assert set(state["steps"]) == {"stage1"}
+    assert json.loads((out / "results.json").read_text())["steps_done"] == ["stage1"]
     assert not (out / "student.safetensors").exists()
+    with pytest.raises(ValueError, match=r"work\.safetensors\) done with another configuration "
+                                         r"\(differs in: distill\.stage1_steps\)"):
+        run_pipeline(args(data, out, "--stage1-steps", "4"))  # would discard stage 1
     monkeypatch.setattr(raptor.train, "_train_stage", counted)
     res = run_pipeline(args(data, out))
     assert calls == [(2, 0)]
@@ -232,7 +235,7 @@ def teacher_probe_oracle(data: dict[str, Path], epochs: int) -> dict[str, Any]:
     teacher = load_pretrained(MODEL, data["weights"], img_size=IMG, **TINY)
     train_set, val_set = get_datasets("imagenet", root=data["imagenet"], img_size=IMG)
     cfg = ProbeConfig(lr=1e-4, weight_decay=1e-2, epochs=epochs, batch_size=4,
-                      warmup_steps=100, min_lr=1e-6, clip_grad=1.0, cache_features=True)
+                      warmup_steps=100, min_lr=1e-6, grad_clip=1.0, cache_features=True)
     result = train_linear_probe(
         teacher, DataLoader(train_set, batch_size=4, shuffle=True,
                             generator=torch.Generator().manual_seed(0)),
@@ -261,7 +264,7 @@ def test_dinov2_teacher_gets_the_papers_partition_and_table_rows(data: dict[str,
     argv[argv.index("--weights") + 1] = str(weights)
     argv[argv.index("--model") + 1] = name
     res = run_pipeline(argv + ["--k", "3", "--stage1-steps", "1", "--stage2-steps", "1"])
-    assert res["repeats"] == [7, 3, 2]  # FACTS.md §2: 1-7 | 8-10 | 11-12
+    assert res["repeats"] == [7, 3, 2]  # Table 1's k = 3: blocks 1-7 | 8-10 | 11-12
     paper = res["paper_table1"]
     assert paper["Raptor k=3"]["IN-1k"] == {"mean": 83.0, "sd": 0.1}
     assert paper["DINOv2 ViT-B"]["NYUv2"] == {"mean": 0.578, "sd": None}
@@ -322,7 +325,7 @@ def bad_cases(data: dict[str, Path], tmp: Path) -> list[tuple[list[str], type, s
         (swap("--model", "resnet18"), ValueError, "not a timm VisionTransformer"),
         (swap("--partition", "3,2"), ValueError, "sums to 5, but the teacher has 4 blocks"),
         ([a for a in base if a not in ("--partition", "3,1")], ValueError,
-         "published partitions are DINOv2-B's"),
+         "published partitions of --k are DINOv2-B's"),
         (swap("--model-kwargs", json.dumps({**TINY, "depth": 12})) + ["--partition", "12",
                                                                        "--k", "5"],
          ValueError, "contradicts --partition"),
@@ -339,7 +342,8 @@ def bad_cases(data: dict[str, Path], tmp: Path) -> list[tuple[list[str], type, s
         (base + ["--nyuv2", str(wrong_layout)], DatasetNotFoundError, "NYUv2 not found"),
         (base + ["--linear-head", str(head)], CheckpointError, "expected a linear head"),
         (swap("--batch-size", "9"), ValueError, "at most the 8 training images"),
-        (swap("--stage1-steps", "-1"), ValueError, "--stage1-steps must be an integer >= 0"),
+        (swap("--stage1-steps", "-1"), ValueError, "stage1_steps must be an integer >= 0"),
+        (base + ["--workers", "-1"], ValueError, "--workers must be an integer >= 0"),
         (base + ["--device", "cpu", "--bf16"], ValueError, "bf16 and compile are CUDA-only"),
         (base + ["--download"], ValueError, "exactly one of --weights"),
     ]
@@ -357,7 +361,7 @@ def test_bad_input_is_refused_before_any_work(data: dict[str, Path], tmp_path: P
 def test_command_line_reports_bad_input_and_dry_run_writes_nothing(
         data: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(args(data, tmp_path / "out", "--partition", "1,1")) == 2
-    assert "error: --partition 1,1 sums to 2" in capsys.readouterr().err
+    assert "error: the partition 1,1 sums to 2" in capsys.readouterr().err
     argv = [a for a in args(data, tmp_path / "out") if a != "--quiet"]
     assert main(argv + ["--dry-run"]) == 0
     printed = capsys.readouterr().out
@@ -365,33 +369,34 @@ def test_command_line_reports_bad_input_and_dry_run_writes_nothing(
     assert not (tmp_path / "out").exists()
 
 
-def test_parse_args_defaults_are_the_papers(tmp_path: Path) -> None:
+def test_parse_args_defaults_are_the_papers_and_options_are_the_fields() -> None:
     cfg = parse_args(["--weights", "w.safetensors", "--imagenet", "in", "--out", "o"])
-    assert (cfg.stage1_steps, cfg.stage2_steps, cfg.batch_size, cfg.lr, cfg.weight_decay,
-            cfg.warmup_steps, cfg.min_lr, cfg.grad_clip) == (312_500, 312_500, 64, 3e-4, 1e-4,
-                                                             10_000, 1e-6, 1.0)
+    cuda = torch.cuda.is_available()
+    # the DistillConfig the pipeline built field by field before it held one: same run keys
+    written_out = DistillConfig(
+        repeats=(7, 3, 2), stage1_steps=312_500, stage2_steps=312_500, batch_size=64, lr=3e-4,
+        weight_decay=1e-4, warmup_steps=10_000, min_lr=1e-6, grad_clip=1.0, mlp="teacher",
+        init="random", seed=0, dataset="imagenet", train_limit=None,
+        device="cuda" if cuda else "cpu", bf16=cuda, compile=cuda)
+    assert cfg.distill == written_out == PipelineConfig(Path("i"), Path("o"), download=True).distill
     assert cfg.model == "vit_base_patch14_reg4_dinov2.lvd142m" and cfg.img_size == 224
-    assert cfg.bf16 is None and cfg.compile is None  # on exactly on CUDA
-    partition = parse_args(["--download", "--imagenet", "i", "--out", "o", "--partition",
-                            "7,3,2"]).partition
-    assert partition == (7, 3, 2)
+    cpu = parse_args(["--download", "--imagenet", "i", "--out", "o", "--partition", "7,3,2",
+                      "--device", "cpu", "--no-depth-scaling", "--stage2-weights", "1,0,1"])
+    assert cpu.distill == dataclasses.replace(paper_distill(device="cpu"), depth_scaling=False,
+                                              stage2_weights=(1.0, 0.0, 1.0))
+    options = {a.dest for a in build_parser()._actions}
+    for config, left_out in ((DistillConfig, {"repeats", "dataset"}),
+                             (PipelineConfig, {"distill", "progress"})):
+        fields = set(typing.get_type_hints(config))
+        assert fields - options == left_out  # every other field is an option
+    assert options - set(typing.get_type_hints(DistillConfig)) - set(typing.get_type_hints(
+        PipelineConfig)) == {"help", "k", "partition", "quiet"}
 
 
 @pytest.mark.parametrize(("k", "repeats"), [(None, (7, 3, 2)), (2, (7, 5)), (3, (7, 3, 2)),
                                             (4, (4, 3, 3, 2))])
-def test_resolve_repeats_gives_the_papers_dinov2_partitions(k: int | None,
-                                                            repeats: tuple[int, ...]) -> None:
-    cfg = PipelineConfig(imagenet=Path("i"), out=Path("o"), download=True, k=k)
-    assert resolve_repeats(cfg, 12) == repeats  # FACTS.md §2: 1-7|8-12, 1-7|8-10|11-12, ...
-
-
-def test_threaded_images_return_the_same_samples_in_order() -> None:
-    base = [(torch.full((2,), float(i)), i) for i in range(10)]
-    threaded = ThreadedImages(base, 3)  # type: ignore[arg-type]
-    order = [7, 1, 1, 9, 0]
-    got = threaded.__getitems__(order)
-    assert [label for _, label in got] == order
-    assert all(torch.equal(x, base[i][0]) for (x, _), i in zip(got, order))
-    assert len(threaded) == 10 and threaded[4][1] == 4
-    with pytest.raises(ValueError, match="threads"):
-        ThreadedImages(base, 0)  # type: ignore[arg-type]
+def test_k_gives_the_papers_dinov2_partitions(k: int | None, repeats: tuple[int, ...]) -> None:
+    argv = ["--download", "--imagenet", "i", "--out", "o"] + ([] if k is None else ["--k", str(k)])
+    assert parse_args(argv).distill.repeats == repeats  # Table 1: 1-7|8-12, 1-7|8-10|11-12, ...
+    if k is not None:
+        assert published_repeats(k) == repeats

@@ -1,9 +1,11 @@
-"""Tests for raptor.probes: metrics and losses against hand computations and brute force, the
-ignore masks, and each probe end to end on a tiny fixture in its dataset's on-disk layout."""
+"""Tests for raptor.probes and raptor.dense_probes: metrics and losses against hand computations
+and brute force, the ignore masks, and each probe end to end on a tiny fixture in its dataset's
+on-disk layout."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -13,18 +15,22 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
+from scipy.optimize import minimize
+from scipy.special import logsumexp
 from timm.models.vision_transformer import VisionTransformer
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from raptor import probes
-from raptor.checkpoint import CheckpointError, load_tensors
+from raptor import dense_probes, probes
+from raptor.checkpoint import CheckpointError
 from raptor.data import get_loaders
 from raptor.dense_data import ADE20k, NYUv2Depth
+from raptor.dense_probes import (DepthHead, center_crop, center_pad, confusion_matrix, depth_bins,
+                                 depth_loss, miou, nearest_bin, padded_size, rmse,
+                                 segmentation_loss, silog_loss)
 from raptor.model import Raptor
-from raptor.probes import (DepthHead, ProbeConfig, center_crop, center_pad, classification_features,
-                           confusion_matrix, depth_bins, depth_loss, miou, nearest_bin,
-                           padded_size, rmse, segmentation_loss, silog_loss)
+from raptor.probes import ProbeConfig, classification_features, linear_probe, probe_features
+from raptor.trajectories import embed, run_layers
 
 FAST = ProbeConfig(lr=3e-2, weight_decay=0.0, epochs=6, batch_size=8, warmup_steps=2,
                    cache_features=True)
@@ -86,7 +92,7 @@ def test_features_of_a_raptor_come_from_its_own_last_layer() -> None:
     expected = torch.cat([tokens[:, 0], tokens[:, 3:].mean(1)], dim=1)
     torch.testing.assert_close(classification_features(raptor, x), expected)
     assert not torch.allclose(classification_features(teacher, x), expected)
-    cls, grid = probes.depth_features(raptor, torch.randn(2, 3, 20, 30))  # padded to 21×35
+    cls, grid = dense_probes.depth_features(raptor, torch.randn(2, 3, 20, 30))  # padded to 21×35
     assert cls.shape == (2, 32) and grid.shape == (2, 32, 3, 5)
 
 
@@ -257,21 +263,12 @@ def test_invalid_depth_pixels_change_neither_loss_nor_rmse() -> None:
 
 # --- ImageNet probe, end to end ---------------------------------------------------------------
 
-def make_imagenet(root: Path, per_class: dict[str, int]) -> None:
-    """ImageFolder layout: <split>/<wnid>/*.JPEG; class 0 reddish, class 1 bluish."""
-    rng = np.random.default_rng(4)
-    colours = {"n01440764": (200, 40, 40), "n01443537": (40, 40, 200)}
-    for split, n in per_class.items():
-        for wnid, colour in colours.items():
-            (root / split / wnid).mkdir(parents=True)
-            for k in range(n):
-                Image.fromarray(colour_image(rng, colour, (32, 32))).save(
-                    root / split / wnid / f"{wnid}_{k}.JPEG")
-
-
 @pytest.mark.parametrize("cache", [True, False])
-def test_linear_probe_end_to_end(tmp_path: Path, cache: bool) -> None:
-    make_imagenet(tmp_path, {"train": 8, "val": 4})
+def test_linear_probe_end_to_end(tmp_path: Path, cache: bool,
+                                 fake_imagenet: Callable[..., Path]) -> None:
+    colours = {"n01440764": (200, 40, 40), "n01443537": (40, 40, 200)}  # red, blue
+    fake_imagenet(tmp_path, {"train": 8, "val": 4}, tuple(colours), (32, 32), seed=4,
+                  image=lambda rng, wnid, shape: colour_image(rng, colours[wnid], shape))
     cfg = ProbeConfig(**{**FAST.__dict__, "cache_features": cache})
     train, val = get_loaders("imagenet", batch_size=8, root=tmp_path, img_size=28)
     model = tiny_vit(reg_tokens=2)
@@ -313,17 +310,6 @@ def test_init_linear_head_from_dinov2_style_file(tmp_path: Path) -> None:
         probes.init_linear_head(probe, tmp_path / "extra.pth")
 
 
-def test_save_probe_round_trip(tmp_path: Path) -> None:
-    x, y = torch.randn(8, 3, 28, 28), torch.arange(8) % 2
-    loader = DataLoader(TensorDataset(x, y), batch_size=8)
-    cfg = ProbeConfig(epochs=2, batch_size=8, cache_features=True)
-    result = probes.train_linear_probe(tiny_vit(), loader, loader, cfg, num_classes=2)
-    probes.save_probe(tmp_path / "probe.safetensors", result, cfg)
-    tensors, record = load_tensors(tmp_path / "probe.safetensors", cfg.__dict__)
-    torch.testing.assert_close(tensors["weight"], result.head.weight.detach())
-    assert record["best"] == result.best and len(record["history"]) == 2
-
-
 # --- ADE20k probe, end to end -----------------------------------------------------------------
 
 def make_ade_colours(root: Path, n: dict[str, int]) -> Path:
@@ -353,7 +339,7 @@ def test_segmentation_probe_end_to_end(tmp_path: Path) -> None:
     model = tiny_vit()
     before = frozen_state(model)
     cfg = ProbeConfig(**{**FAST.__dict__, "lr": 1e-1, "epochs": 10})
-    result = probes.train_segmentation_probe(model, train, val, cfg, num_classes=3)
+    result = dense_probes.train_segmentation_probe(model, train, val, cfg, num_classes=3)
     assert_backbone_untouched(model, before)
     assert result.metric == "miou" and len(result.history) == 10
     values = [h["miou"] for h in result.history]
@@ -394,7 +380,7 @@ def test_depth_probe_end_to_end(tmp_path: Path) -> None:
     val = DataLoader(NYUv2Depth(base, "test"), batch_size=8)
     model = tiny_vit(dynamic_img_size=True)
     before = frozen_state(model)
-    result = probes.train_depth_probe(model, train, val, cfg, n_bins=32)
+    result = dense_probes.train_depth_probe(model, train, val, cfg, n_bins=32)
     assert_backbone_untouched(model, before)
     assert result.metric == "rmse" and not result.higher_is_better
     values = [h["rmse"] for h in result.history]
@@ -404,8 +390,8 @@ def test_depth_probe_end_to_end(tmp_path: Path) -> None:
     with torch.no_grad():  # the reported last value, recomputed from the head
         errors = []
         for x, d in val:
-            cls, grid = probes.depth_features(model, x)
-            pred, _ = probes.predict_depth(result.head, cls, grid, (7, 7), (24, 30))
+            cls, grid = dense_probes.depth_features(model, x)
+            pred, _ = dense_probes.predict_depth(result.head, cls, grid, (7, 7), (24, 30))
             errors.append(rmse(center_crop(pred, (24, 30)), d))
     assert float(torch.cat(errors).nanmean()) == pytest.approx(result.last, rel=1e-5)
 
@@ -415,7 +401,7 @@ def test_amp_matches_float32_closely() -> None:
     x, depth = torch.randn(8, 3, 20, 30), torch.rand(8, 20, 30) * 5 + 0.5
     loader = DataLoader(TensorDataset(x, depth), batch_size=4)
     model = tiny_vit(dynamic_img_size=True)
-    runs = [probes.train_depth_probe(model, loader, loader, ProbeConfig(
+    runs = [dense_probes.train_depth_probe(model, loader, loader, ProbeConfig(
         lr=1e-2, epochs=2, batch_size=4, cache_features=True, amp=amp), n_bins=16)
         for amp in (False, True)]
     assert runs[1].last == pytest.approx(runs[0].last, rel=0.05)
@@ -426,7 +412,7 @@ def test_amp_matches_float32_closely() -> None:
 @pytest.mark.parametrize("kwargs, match", [
     ({"lr": 0.0}, "lr"), ({"weight_decay": -1.0}, "weight_decay"), ({"epochs": 0}, "epochs"),
     ({"batch_size": 1.5}, "batch_size"), ({"warmup_steps": -1}, "warmup_steps"),
-    ({"min_lr": 1.0}, "min_lr"), ({"clip_grad": 0.0}, "clip_grad"), ({"seed": True}, "seed")])
+    ({"min_lr": 1.0}, "min_lr"), ({"grad_clip": 0.0}, "grad_clip"), ({"seed": True}, "seed")])
 def test_probe_config_rejects_bad_values(kwargs: dict, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         ProbeConfig(**kwargs)
@@ -434,24 +420,24 @@ def test_probe_config_rejects_bad_values(kwargs: dict, match: str) -> None:
 
 def test_probes_needing_cls_reject_a_model_without_one_before_work() -> None:
     model = tiny_vit(class_token=False, global_pool="avg")
-    for train in (probes.train_linear_probe, probes.train_depth_probe):
+    for train in (probes.train_linear_probe, dense_probes.train_depth_probe):
         with pytest.raises(ValueError, match="needs a cls token"):
             train(model, Untouchable(), Untouchable(), FAST)
     # the segmentation probe only needs patches: it runs on that model
     x, y = torch.randn(8, 3, 28, 28), torch.randint(0, 2, (8, 28, 28))
     loader = DataLoader(TensorDataset(x, y), batch_size=8)
-    result = probes.train_segmentation_probe(model, loader, loader,
+    result = dense_probes.train_segmentation_probe(model, loader, loader,
                                              ProbeConfig(epochs=1, batch_size=8), num_classes=2)
     assert 0.0 <= result.best <= 1.0
 
 
 def test_probes_reject_bad_arguments_before_work() -> None:
     model = tiny_vit()
-    for train in (probes.train_linear_probe, probes.train_segmentation_probe):
+    for train in (probes.train_linear_probe, dense_probes.train_segmentation_probe):
         with pytest.raises(ValueError, match="num_classes must be an int >= 2"):
             train(model, Untouchable(), Untouchable(), FAST, num_classes=1)
     with pytest.raises(TypeError, match="timm VisionTransformer or a Raptor"):
-        probes.train_segmentation_probe(nn.Linear(2, 2), Untouchable(), Untouchable(), FAST)
+        dense_probes.train_segmentation_probe(nn.Linear(2, 2), Untouchable(), Untouchable(), FAST)
     uncached = ProbeConfig(batch_size=16)
     with pytest.raises(ValueError, match="train_loader.batch_size=8 differs"):
         probes.train_linear_probe(model, Untouchable(), Untouchable(), uncached)
@@ -465,20 +451,20 @@ def _loader(x: torch.Tensor, y: torch.Tensor) -> DataLoader:
     (probes.train_linear_probe, torch.randn(4, 3, 28, 28), torch.zeros(4, 1, dtype=torch.long),
      r"labels must have shape \(N,\)"),
     (probes.train_linear_probe, torch.randn(4, 3, 28, 28), torch.full((4,), 2), r"\[0, 2\)"),
-    (probes.train_segmentation_probe, torch.randn(4, 3, 28, 28),
+    (dense_probes.train_segmentation_probe, torch.randn(4, 3, 28, 28),
      torch.zeros(4, 784, dtype=torch.long), r"labels must have shape \(N, H, W\)"),
-    (probes.train_segmentation_probe, torch.randn(4, 3, 28, 28),
+    (dense_probes.train_segmentation_probe, torch.randn(4, 3, 28, 28),
      torch.full((4, 28, 28), 7), r"\[0, 2\) or 255"),
-    (probes.train_segmentation_probe, torch.randn(4, 3, 30, 28),
+    (dense_probes.train_segmentation_probe, torch.randn(4, 3, 30, 28),
      torch.zeros(4, 30, 28, dtype=torch.long), "multiple of the patch size"),
-    (probes.train_segmentation_probe, torch.randn(4, 3, 35, 35),
+    (dense_probes.train_segmentation_probe, torch.randn(4, 3, 35, 35),
      torch.zeros(4, 35, 35, dtype=torch.long), "dynamic_img_size=True"),
-    (probes.train_depth_probe, torch.randn(4, 3, 28, 28), torch.ones(4, 27, 28),
+    (dense_probes.train_depth_probe, torch.randn(4, 3, 28, 28), torch.ones(4, 27, 28),
      "matching the images"),
 ])
 def test_probes_reject_bad_batches(train: object, x: torch.Tensor, y: torch.Tensor,
                                    match: str) -> None:
-    kwargs = {} if train is probes.train_depth_probe else {"num_classes": 2}
+    kwargs = {} if train is dense_probes.train_depth_probe else {"num_classes": 2}
     cfg = ProbeConfig(epochs=1, batch_size=4)
     with pytest.raises(ValueError, match=match):
         train(tiny_vit(), _loader(x, y), _loader(x, y), cfg, **kwargs)
@@ -487,3 +473,47 @@ def test_probes_reject_bad_batches(train: object, x: torch.Tensor, y: torch.Tens
 def test_probe_train_transform() -> None:
     image = Image.fromarray(np.zeros((40, 50, 3), np.uint8))
     assert probes.probe_train_transform(28)(image).shape == (3, 28, 28)
+
+
+def test_probe_features_are_the_book_features_bit_for_bit() -> None:
+    """The book's probe inputs do not change: equal to the formula of the former
+    ``raptor.metrics.probe_features`` (final norm of the last layer, cls ‖ mean of patches)."""
+    model = tiny_vit(reg_tokens=2)
+    g = torch.Generator().manual_seed(2)
+    data = TensorDataset(torch.randn(10, 3, 28, 28, generator=g),
+                         torch.randint(0, 3, (10,), generator=g))
+    feats, labels = probe_features(model, DataLoader(data, batch_size=4))
+    old = []
+    for x, _ in DataLoader(data, batch_size=4):
+        tokens = model.norm(run_layers(model, embed(model, x))[:, -1])
+        old.append(torch.cat([tokens[:, 0:1].flatten(1), tokens[:, 3:].mean(1)], dim=1))
+    assert torch.equal(feats, torch.cat(old))
+    assert feats.shape == (10, 64) and torch.equal(labels, data.tensors[1])
+
+
+def test_linear_probe_reaches_the_scipy_optimum() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(60, 4))
+    y = (x @ rng.normal(size=(4, 3))).argmax(1)
+    y[:5] = (y[:5] + 1) % 3  # not separable: a finite optimum
+    l2 = 0.05
+    out = linear_probe(torch.tensor(x), torch.tensor(y), torch.tensor(x[:20]),
+                       torch.tensor(y[:20]), l2=l2)
+    z = (x - x.mean(0)) / x.std(0)
+
+    def objective(theta: np.ndarray) -> float:
+        w, b = theta[:12].reshape(3, 4), theta[12:]
+        logits = z @ w.T + b
+        return float((logsumexp(logits, axis=1) - logits[np.arange(60), y]).mean()
+                     + 0.5 * l2 * (w ** 2).sum())
+
+    best = minimize(objective, np.zeros(15), method="BFGS", options={"gtol": 1e-10})
+    assert out["objective"] == pytest.approx(best.fun, rel=1e-7)
+    assert out["train_acc"] >= 0.8 and 0 <= out["val_acc"] <= 1
+    again = linear_probe(torch.tensor(x), torch.tensor(y), torch.tensor(x[:20]),
+                         torch.tensor(y[:20]), l2=l2)
+    assert again == out
+    with pytest.raises(ValueError, match="same F"):
+        linear_probe(torch.tensor(x), torch.tensor(y), torch.tensor(x[:, :2]), torch.tensor(y))
+    with pytest.raises(ValueError, match="l2 >= 0"):
+        linear_probe(torch.tensor(x), torch.tensor(y), torch.tensor(x), torch.tensor(y), l2=-1)

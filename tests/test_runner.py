@@ -1,103 +1,86 @@
-"""Tests for raptor.runner and the command line, on a one-notebook book written here."""
+"""Tests for raptor.book.runner and the command line, on a one-chapter book written here.
+
+The chapter ``toy`` is a module planted in the registry (``raptor.book.chapters``) and a notebook
+in a temporary book. Its kernel imports only the claims module, so each execution takes seconds.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from functools import partial
+import sys
+import time
+import types
+from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
+import papermill
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
 import raptor.__main__ as cli
-from raptor import runner
-from raptor.runner import (RunnerError, chapter_parameters, execute_chapter, notebook_parameters,
-                           parse_value, resolve_parameters, run)
-
-PARAMETERS = ('profile = "cpu"\nn = 3\nx = 0.5\nname = "a"\nflag = True\nitems = [1]\n'
-              'opt = None\nk: int = 2')
-BODY = ('import json\n'
-        'json.dump(dict(profile=profile, n=n, x=x, name=name, flag=flag, items=items, opt=opt, '
-        'k=k), open("seen.json", "w"))')
+from raptor.book import chapters
+from raptor.book.runner import (BOOK, RunnerError, execute_chapter, notebook_parameters,
+                                output_path, parse_value, resolve, run)
+from raptor.book.spec import parameters_cell, require
 
 
-def write_notebook(path: Path, parameters: str | None = PARAMETERS) -> None:
-    cells = [new_code_cell("# setup")]
-    if parameters is not None:
-        cells.append(new_code_cell(parameters, metadata={"tags": ["parameters"]}))
-    cells.append(new_code_cell(BODY))
-    nb = new_notebook(cells=cells)
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
-                                 "language": "python"}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    nbformat.write(nb, path)
+@dataclass(frozen=True)
+class Spec:
+    n: int = 3
+    x: float = 0.5
+    items: tuple[int, ...] = (1,)
+    fail: bool = False
+
+    def __post_init__(self) -> None:
+        require(self.n >= 1, "n", "≥ 1", self.n)
+
+
+TOY = types.ModuleType("raptor.book.chapters.toy")
+TOY.__dict__.update(NAME="toy", NOTEBOOK="chapters/toy.ipynb", Spec=Spec,
+                    SMOKE=dataclasses.replace(Spec(), n=1), PAPER=dataclasses.replace(Spec(), n=5))
+
+CELLS = [
+    "from pathlib import Path\nfrom raptor.book.claims import claim, report",
+    "total = n * x + sum(items)\nPath('figures').mkdir(exist_ok=True)\n"
+    "Path('figures/toy.txt').write_text(f'{total}')",
+    "report([claim('C5', paper='up', ours=f'{total:.2f}', holds=total > 0)], chapter='toy', "
+    "profile=profile, claims_dir='../claims')",
+    "if fail:\n    raise RuntimeError('planted failure, after the claims were reported')",
+]
+OLD_CLAIMS = '[{"id": "C5", "ours": "committed"}]\n'
 
 
 @pytest.fixture
 def book(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    """A book with chapters 'toy' and 'other' (same notebook) and profiles smoke / cpu."""
+    """A book holding the committed notebook and claims of chapter ``toy``, registered."""
     root = tmp_path / "book"
-    write_notebook(root / "chapters" / "toy.ipynb")
-    write_notebook(root / "other.ipynb")
-    write_notebook(root / "bare.ipynb", parameters=None)
-    monkeypatch.setattr(runner, "CHAPTERS", {"toy": "chapters/toy.ipynb",
-                                             "other": "other.ipynb", "bare": "bare.ipynb"})
-    monkeypatch.setattr(runner, "PROFILES", {"smoke": {"toy": {"n": 1, "items": [0]}},
-                                             "cpu": {}})
-    monkeypatch.setenv("TQDM_DISABLE", "1")  # execute_chapter sets it; restored after the test
+    nb = new_notebook(cells=[new_code_cell(parameters_cell(Spec()),
+                                           metadata={"tags": ["parameters"]}),
+                             *map(new_code_cell, CELLS)])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    (root / "chapters").mkdir(parents=True)
+    nbformat.write(nb, root / "chapters" / "toy.ipynb")
+    (root / "claims").mkdir()
+    (root / "claims" / "toy.json").write_text(OLD_CLAIMS)
+    monkeypatch.setitem(chapters.MODULES, "toy", "toy")
+    monkeypatch.setitem(sys.modules, "raptor.book.chapters.toy", TOY)
     return root
 
 
-def test_notebook_parameters(book: Path) -> None:
-    assert notebook_parameters(book / "chapters" / "toy.ipynb") == {
-        "profile": "cpu", "n": 3, "x": 0.5, "name": "a", "flag": True, "items": [1],
-        "opt": None, "k": 2}
-    with pytest.raises(RunnerError, match="no cell tagged 'parameters'"):
-        notebook_parameters(book / "bare.ipynb")
+def files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
 
 
-def test_resolve_parameters_profile_and_overrides(book: Path) -> None:
-    assert resolve_parameters("toy", "smoke", book=book) == {"profile": "smoke", "n": 1,
-                                                             "items": [0]}
-    assert resolve_parameters("toy", "smoke", {"n": 9, "x": 2, "items": (1, 2), "opt": "s"},
-                              book=book) == {"profile": "smoke", "n": 9, "items": (1, 2),
-                                             "x": 2, "opt": "s"}
-    assert resolve_parameters("other", "smoke", book=book) == {"profile": "smoke"}
+def cells_of(path: Path) -> list:
+    return nbformat.read(path, as_version=4).cells
 
 
-def test_unknown_profile(book: Path) -> None:
-    with pytest.raises(RunnerError, match="unknown profile 'nope'; valid profiles: smoke, cpu"):
-        resolve_parameters("toy", "nope", book=book)
-
-
-def test_unknown_chapter(book: Path) -> None:
-    with pytest.raises(RunnerError, match="unknown chapter 'ghost'; valid chapters: toy, other"):
-        resolve_parameters("ghost", "cpu", book=book)
-
-
-def test_unknown_parameter(book: Path) -> None:
-    with pytest.raises(RunnerError, match="chapter 'toy' has no parameter 'zzz'; valid "
-                                          "parameters: flag, items, k, n, name, opt, profile, x"):
-        resolve_parameters("toy", "cpu", {"zzz": 1}, book=book)
-
-
-@pytest.mark.parametrize("name, value, type_name", [
-    ("n", "3", "int"), ("n", 2.5, "int"), ("n", True, "int"), ("x", "0.5", "float"),
-    ("flag", 1, "bool"), ("name", 3, "str"), ("items", "1", "list"), ("x", False, "float")])
-def test_wrong_type(book: Path, name: str, value: object, type_name: str) -> None:
-    with pytest.raises(RunnerError, match=f"parameter '{name}' of chapter 'toy' must be of type "
-                                          f"{type_name}"):
-        resolve_parameters("toy", "cpu", {name: value}, book=book)
-
-
-def test_chapter_parameters_reads_the_namespace(book: Path) -> None:
-    namespace = {"profile": "smoke", "n": 5, "x": 1, "name": "b", "flag": False, "items": [],
-                 "opt": 3.0, "k": 4, "unrelated": object()}
-    got = chapter_parameters("toy", namespace, book=book)
-    assert got == {k: v for k, v in namespace.items() if k != "unrelated"}
-    with pytest.raises(RunnerError, match="parameter 'flag' must be of type bool"):
-        chapter_parameters("toy", {**namespace, "flag": "yes"}, book=book)
+def injected(path: Path) -> nbformat.NotebookNode:
+    (cell,) = [c for c in cells_of(path) if "injected-parameters" in c.metadata.get("tags", [])]
+    return cell
 
 
 @pytest.mark.parametrize("text, value", [
@@ -109,63 +92,133 @@ def test_parse_value(text: str, value: object) -> None:
     assert got == value and type(got) is type(value)
 
 
-def test_run_checks_every_chapter_before_running_any(book: Path) -> None:
-    before = (book / "chapters" / "toy.ipynb").read_bytes()
-    with pytest.raises(RunnerError, match="no selected chapter has a parameter 'zzz'"):
-        run("cpu", ["toy", "other"], {"zzz": 1}, build=False, book=book)
-    with pytest.raises(RunnerError, match="parameter 'n' of chapter 'toy'"):
-        run("cpu", ["toy", "other"], {"n": "many"}, build=False, book=book)
+def test_profiles_overrides_and_what_papermill_injects(book: Path) -> None:
+    assert resolve("toy", "cpu") == Spec() and resolve("toy", "smoke") == TOY.SMOKE
+    assert resolve("toy", "paper", {"x": 2, "items": [4, 5]}) == Spec(n=5, x=2.0, items=(4, 5))
+    assert notebook_parameters("toy", "cpu") == {"profile": "cpu"}
+    assert notebook_parameters("toy", "smoke", {"items": (4, 5)}) == {"profile": "smoke", "n": 1,
+                                                                     "items": [4, 5]}
+
+
+@pytest.mark.parametrize("args, message", [
+    (("toy", "nope"), "chapter 'toy': unknown profile 'nope'; valid profiles: smoke, cpu, paper"),
+    (("ghost", "cpu"), "chapter 'ghost': unknown chapter 'ghost'; valid chapters: "
+                       "phase-structure, "),
+    (("toy", "cpu", {"zzz": 1}), "chapter 'toy': unknown parameter(s) 'zzz'; valid parameters: "
+                                 "n, x, items, fail"),
+    (("toy", "cpu", {"n": "many"}), "chapter 'toy': parameter 'n' must be an integer, got 'many'"),
+    (("toy", "cpu", {"x": "0.5"}), "chapter 'toy': parameter 'x' must be a number, got '0.5'"),
+    (("toy", "cpu", {"items": [1.5]}), "parameter 'items' must be an integer, got 1.5"),
+    (("toy", "smoke", {"n": 0}), "chapter 'toy': parameter 'n' must be ≥ 1, got 0")])
+def test_bad_input_is_a_runner_error(book: Path, args: tuple, message: str) -> None:
+    with pytest.raises(RunnerError) as info:
+        resolve(*args)
+    assert message in str(info.value)
+
+
+def test_a_bad_parameter_fails_fast_before_any_kernel_starts(book: Path,
+                                                             monkeypatch: pytest.MonkeyPatch
+                                                             ) -> None:
+    def no_kernel(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a kernel was started")
+
+    monkeypatch.setattr(papermill, "execute_notebook", no_kernel)
+    before = files(book.parent)
+    chapters.chapter("phase-structure")  # imported before the clock starts: the checks are timed
+    start = time.perf_counter()
+    with pytest.raises(RunnerError, match="parameter 'n' must be an integer"):
+        execute_chapter("toy", "cpu", {"n": "many"}, book=book)
+    with pytest.raises(RunnerError, match="parameter 'n' must be ≥ 1"):
+        run("smoke", ["toy"], {"n": -1}, build=False, book=book)
+    # every selected chapter is checked before the first one runs
+    with pytest.raises(RunnerError, match="chapter 'phase-structure': parameter 'k' must be in"):
+        run("cpu", ["toy", "phase-structure"], {"k": 99}, build=False, book=book)
+    with pytest.raises(RunnerError, match="no selected chapter has a parameter 'zzz'; valid "
+                                          "parameters: fail, items, n, x"):
+        run("cpu", ["toy"], {"zzz": 1}, build=False, book=book)
     with pytest.raises(RunnerError, match="unknown chapter 'ghost'"):
         run("cpu", ["toy", "ghost"], build=False, book=book)
-    assert (book / "chapters" / "toy.ipynb").read_bytes() == before
-    assert not (book / "chapters" / "seen.json").exists()
+    assert time.perf_counter() - start < 1.0
+    assert files(book.parent) == before
 
 
-def test_execute_chapter_runs_papermill_and_hides_injected_cell(book: Path) -> None:
-    source = book / "chapters" / "toy.ipynb"
-    before = source.read_bytes()
-    out = book / "executed.ipynb"
-    seconds = execute_chapter("toy", "smoke", {"x": 2, "name": "z"}, book=book, output=out)
-    assert seconds > 0
-    assert source.read_bytes() == before  # output= leaves the chapter alone
-    seen = json.loads((book / "chapters" / "seen.json").read_text())  # cwd: the chapter's folder
-    assert seen == {"profile": "smoke", "n": 1, "x": 2, "name": "z", "flag": True,
-                    "items": [0], "opt": None, "k": 2}
-    nb = nbformat.read(out, as_version=4)
-    injected = [c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])]
-    assert len(injected) == 1 and "remove-cell" in injected[0].metadata["tags"]
-    assert 'name = "z"' in injected[0].source
-    params_index = next(i for i, c in enumerate(nb.cells)
-                        if "parameters" in c.metadata.get("tags", []))
-    assert nb.cells[params_index + 1] is injected[0]
-    tagged = [c for c in nb.cells if "remove-cell" in c.metadata.get("tags", [])]
-    assert tagged == injected
+def test_output_path(book: Path) -> None:
+    assert output_path("toy", "cpu", book) == book / "chapters" / "toy.ipynb"
+    assert output_path("toy", "smoke", book) == book.parent / "runs/smoke/chapters/toy.ipynb"
+    assert output_path("toy", "paper", book, update_book=True) == book / "chapters" / "toy.ipynb"
+    assert output_path("claims", "paper", book) == book.parent / "runs/paper/claims.ipynb"
 
 
-def test_cli_unknown_profile_exits_2(book: Path, capsys: pytest.CaptureFixture) -> None:
-    assert cli.main(["run", "--profile", "nope"]) == 2
-    err = capsys.readouterr().err
-    assert "unknown profile 'nope'" in err and "valid profiles: smoke, cpu" in err
+def test_a_successful_run_replaces_the_notebook_and_its_claims(book: Path) -> None:
+    (book / "chapters" / "toy.failed.ipynb").write_text("{}")  # from an earlier failed run
+    assert run("cpu", ["toy"], {"n": 4}, build=False, book=book)["toy"] > 0
+    path = book / "chapters" / "toy.ipynb"
+    assert all(c.execution_count for c in cells_of(path))
+    cell = injected(path)
+    assert "remove-cell" in cell.metadata["tags"] and "n = 4" in cell.source
+    [c5] = json.loads((book / "claims" / "toy.json").read_text())
+    assert (c5["ours"], c5["profile"], c5["chapter"], c5["verdict"]) == ("3.00", "cpu", "toy",
+                                                                         "holds")
+    assert (book / "chapters" / "figures" / "toy.txt").read_text() == "3.0"
+    assert sorted(files(book)) == ["chapters/figures/toy.txt", "chapters/toy.ipynb",
+                                   "claims/toy.json"]  # no .running or .failed notebook
 
 
-def test_cli_with_real_profiles(capsys: pytest.CaptureFixture) -> None:
-    assert cli.main(["run", "--profile", "nope", "--no-build"]) == 2
+def test_a_failing_chapter_leaves_the_book_untouched(book: Path) -> None:
+    notebook, claims = book / "chapters" / "toy.ipynb", book / "claims" / "toy.json"
+    before = notebook.read_bytes(), claims.read_bytes()
+    with pytest.raises(RunnerError, match="chapter 'toy' failed at profile 'cpu'") as info:
+        run("cpu", ["toy"], {"fail": True}, build=False, book=book)
+    failed = book / "chapters" / "toy.failed.ipynb"
+    assert f"the book is untouched; the failed notebook is {failed}" in str(info.value)
+    assert (notebook.read_bytes(), claims.read_bytes()) == before
+    errors = [o for c in cells_of(failed) for o in c.get("outputs", [])
+              if o.output_type == "error"]
+    assert errors and "planted failure" in errors[0].evalue
+    assert not list(book.rglob(".*.running.ipynb"))
+
+
+def test_a_smoke_run_writes_under_runs_not_into_the_book(book: Path) -> None:
+    before = files(book)
+    run("smoke", ["toy"], build=False, book=book)
+    assert files(book) == before
+    runs = book.parent / "runs" / "smoke"
+    assert sorted(files(runs)) == ["chapters/figures/toy.txt", "chapters/toy.ipynb",
+                                   "claims/toy.json"]
+    assert "profile = \"smoke\"" in injected(runs / "chapters" / "toy.ipynb").source
+    [c5] = json.loads((runs / "claims" / "toy.json").read_text())
+    assert c5["profile"] == "smoke" and c5["ours"] == "1.50"
+
+
+@pytest.mark.parametrize("name", [n for n in chapters.MODULES if n != "toy"])
+def test_every_notebook_parameters_cell_is_its_spec(name: str) -> None:
+    """The runner injects only what differs from ``Spec()``: the cell must hold ``Spec()``."""
+    mod = chapters.chapter(name)
+    (cell,) = [c for c in cells_of(BOOK / mod.NOTEBOOK)
+               if "parameters" in c.metadata.get("tags", [])]
+    ours, theirs = {}, {}
+    exec(parameters_cell(mod.Spec()), ours)
+    exec(cell.source, theirs)
+    assert {k: v for k, v in theirs.items() if k != "__builtins__"} == {
+        k: v for k, v in ours.items() if k != "__builtins__"}
+
+
+def test_cli_reports_bad_input_with_exit_code_2(book: Path, capsys: pytest.CaptureFixture
+                                                ) -> None:
+    assert cli.main(["run", "--chapter", "toy", "-p", "n", "abc", "--no-build"]) == 2
+    assert "error: chapter 'toy': parameter 'n' must be an integer, got 'abc'" in (
+        capsys.readouterr().err)
+    assert cli.main(["run", "--profile", "nope", "--chapter", "toy", "--no-build"]) == 2
     assert "valid profiles: smoke, cpu, paper" in capsys.readouterr().err
     assert cli.main(["run", "--chapter", "ghost", "--no-build"]) == 2
     assert "unknown chapter 'ghost'" in capsys.readouterr().err
 
 
-def test_cli_parses_overrides_and_runs_in_place(book: Path, monkeypatch: pytest.MonkeyPatch,
-                                                capsys: pytest.CaptureFixture) -> None:
-    monkeypatch.setattr(cli, "run", partial(run, book=book))
-    assert cli.main(["run", "--profile", "smoke", "--chapter", "toy", "-p", "n", "abc",
-                     "--no-build"]) == 2
-    assert "parameter 'n' of chapter 'toy' must be of type int" in capsys.readouterr().err
-    assert cli.main(["run", "--profile", "cpu", "--chapter", "other", "-p", "n", "7",
-                     "-p", "items", "[4, 5]", "-p", "name", "hello", "--no-build"]) == 0
-    seen = json.loads((book / "seen.json").read_text())
-    assert seen["n"] == 7 and seen["items"] == [4, 5] and seen["name"] == "hello"
-    assert seen["profile"] == "cpu"
-    nb = nbformat.read(book / "other.ipynb", as_version=4)  # executed in place
-    assert any("injected-parameters" in c.metadata.get("tags", []) for c in nb.cells)
-    assert all(c.get("execution_count") for c in nb.cells if c.cell_type == "code")
+def test_cli_passes_its_options_to_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+    monkeypatch.setattr(cli, "run", lambda *args, **kwargs: calls.append((args, kwargs)))
+    assert cli.main(["run", "--profile", "smoke", "--chapter", "toy", "--chapter", "raptor",
+                     "-p", "items", "[1, 2]", "-p", "dataset", "cifar100", "--update-book",
+                     "--no-build"]) == 0
+    assert calls == [(("smoke", ["toy", "raptor"], {"items": [1, 2], "dataset": "cifar100"}),
+                      {"build": False, "update_book": True})]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -14,6 +15,8 @@ from hypothesis import strategies as st
 from raptor.similarity import (SimilarityAccumulator, block_contrast, layer_similarity,
                                mean_offdiagonal, phase_matrix)
 from raptor.trajectories import TokenGroups
+
+Trajectory = Callable[..., torch.Tensor]  # the random_trajectory fixture
 
 
 def cos(a: np.ndarray, b: np.ndarray) -> float:
@@ -36,10 +39,6 @@ def brute_force(traj: np.ndarray, tokens: list[int], mean_first: bool = False) -
     return S
 
 
-def random_traj(n: int, layers: int, tokens: int, dim: int, seed: int = 0) -> torch.Tensor:
-    return torch.randn(n, layers, tokens, dim, generator=torch.Generator().manual_seed(seed))
-
-
 def expected_mats(traj: np.ndarray, groups: TokenGroups) -> dict[str, np.ndarray]:
     out = {name: brute_force(traj, list(range(s.start, s.stop))) for name, s in groups.items()}
     out["all"] = brute_force(traj, list(range(traj.shape[2])))
@@ -49,9 +48,9 @@ def expected_mats(traj: np.ndarray, groups: TokenGroups) -> dict[str, np.ndarray
     return out
 
 
-def test_against_brute_force_with_every_group() -> None:
+def test_against_brute_force_with_every_group(random_trajectory: Trajectory) -> None:
     groups = TokenGroups.from_counts(1, 2, 5)
-    traj = random_traj(3, 4, 8, 6)
+    traj = random_trajectory(3, 4, 8, 6)
     mats = layer_similarity(traj, groups)
     expected = expected_mats(traj.numpy().astype(np.float64), groups)
     assert sorted(mats) == sorted(expected) == ["all", "cls", "patch_mean", "patches",
@@ -68,10 +67,10 @@ def test_against_brute_force_with_every_group() -> None:
        n_reg=st.integers(0, 2), n_patch=st.integers(1, 4), dim=st.integers(2, 5),
        seed=st.integers(0, 10_000), split=st.integers(1, 3))
 def test_property_matches_brute_force_and_streams(n: int, layers: int, n_cls: int, n_reg: int,
-                                                  n_patch: int, dim: int, seed: int,
-                                                  split: int) -> None:
+                                                  n_patch: int, dim: int, seed: int, split: int,
+                                                  random_trajectory: Trajectory) -> None:
     groups = TokenGroups.from_counts(n_cls, n_reg, n_patch)
-    traj = random_traj(n, layers, groups.num_tokens, dim, seed)
+    traj = random_trajectory(n, layers, groups.num_tokens, dim, seed)
     expected = expected_mats(traj.numpy().astype(np.float64), groups)
     batches = [(traj[i:i + split], torch.zeros(len(traj[i:i + split])))
                for i in range(0, n, split)]
@@ -81,9 +80,9 @@ def test_property_matches_brute_force_and_streams(n: int, layers: int, n_cls: in
         np.testing.assert_allclose(streamed[name], expected[name], rtol=1e-6, atol=1e-6)
 
 
-def test_streaming_equals_one_shot() -> None:
+def test_streaming_equals_one_shot(random_trajectory: Trajectory) -> None:
     groups = TokenGroups.from_counts(1, 0, 9)
-    traj = random_traj(10, 5, 10, 8)
+    traj = random_trajectory(10, 5, 10, 8)
     one = layer_similarity(traj, groups)
     acc = SimilarityAccumulator(groups)
     for chunk in (traj[:3], traj[3:4], traj[4:]):
@@ -92,9 +91,9 @@ def test_streaming_equals_one_shot() -> None:
         np.testing.assert_allclose(S, one[name], rtol=0, atol=1e-12)
 
 
-def test_similarity_is_scale_invariant_and_sees_rotation() -> None:
+def test_similarity_is_scale_invariant_and_sees_rotation(random_trajectory: Trajectory) -> None:
     groups = TokenGroups.from_counts(1, 0, 3)
-    traj = random_traj(2, 3, 4, 5)
+    traj = random_trajectory(2, 3, 4, 5)
     scaled = traj * torch.tensor([1.0, 7.0, 0.01]).view(1, 3, 1, 1)
     np.testing.assert_allclose(layer_similarity(scaled, groups)["all"],
                                layer_similarity(traj, groups)["all"], atol=1e-9)
@@ -157,7 +156,7 @@ def test_phase_matrix() -> None:
         phase_matrix({"all": c, "patches": c})
 
 
-def test_no_patch_group_means_no_patch_mean() -> None:
+def test_no_patch_group_means_no_patch_mean(random_trajectory: Trajectory) -> None:
     groups = TokenGroups.from_counts(1, 1, 0)
-    mats = layer_similarity(random_traj(2, 3, 2, 4), groups)
+    mats = layer_similarity(random_trajectory(2, 3, 2, 4), groups)
     assert sorted(mats) == ["all", "cls", "registers"]

@@ -1,3 +1,5 @@
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 import torch
@@ -5,18 +7,11 @@ import torch
 from raptor.structure import Contrast, boundaries, boundary_shift, contrast_vs_random, subset_stability
 from raptor.trajectories import TokenGroups
 
-
-def planted(L=8, cuts=(3, 6), inside=0.9, outside=0.2):
-    S = np.full((L, L), outside)
-    edges = (0, *cuts, L)
-    for a, b in zip(edges, edges[1:]):
-        S[a:b, a:b] = inside
-    np.fill_diagonal(S, 1.0)
-    return S
+Blocks = Callable[..., np.ndarray]  # the planted_blocks fixture
 
 
-def test_contrast_of_planted_partition_beats_random():
-    S = planted()
+def test_contrast_of_planted_partition_beats_random(planted_blocks: Blocks):
+    S = planted_blocks([3, 3, 2])
     c = contrast_vs_random(S, ((0, 3), (3, 6), (6, 8)), n_random=30, seed=0)
     assert c.inside == pytest.approx(0.9) and c.across == pytest.approx(0.2)
     assert c.contrast == pytest.approx(0.7)
@@ -54,11 +49,11 @@ def test_subset_stability_on_planted_phases():
     assert stab == {3: {5: 1.0, 40: 1.0}}
 
 
-def test_subset_stability_errors():
+def test_subset_stability_errors(planted_blocks: Blocks):
     traj, groups = _phased_trajectory(n=10)
     with pytest.raises(ValueError, match="image_counts"):
         subset_stability(traj, groups, [2], [11], 2)
     with pytest.raises(ValueError, match="n_resamples"):
         subset_stability(traj, groups, [2], [5], 0)
     with pytest.raises(ValueError, match="n_random"):
-        contrast_vs_random(planted(), ((0, 8),), n_random=1)
+        contrast_vs_random(planted_blocks([3, 3, 2]), ((0, 8),), n_random=1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -141,26 +142,6 @@ def test_build_teacher_uses_teacher_blocks_and_is_seeded() -> None:
 
 # --- training -------------------------------------------------------------------------------------
 
-class Killed(Exception):
-    pass
-
-
-class DiesAfter(Dataset):
-    """Raises :class:`Killed` after ``limit`` item reads: a training run killed mid-way."""
-
-    def __init__(self, inner: Dataset, limit: int) -> None:
-        self.inner, self.limit, self.reads = inner, limit, 0
-
-    def __len__(self) -> int:
-        return len(self.inner)
-
-    def __getitem__(self, i: int):
-        self.reads += 1
-        if self.reads > self.limit:
-            raise Killed
-        return self.inner[i]
-
-
 P_CFG = TeacherConfig(**{**TINY, "p": 0.2})  # layer drop exercises the per-step RNG seeding
 
 
@@ -197,10 +178,12 @@ def test_snapshots_hold_the_weights_at_their_step(uninterrupted) -> None:
     assert not all(torch.equal(snaps[5][k], v) for k, v in one.state_dict().items())
 
 
-def run_killed_then_resumed(tmp_path: Path) -> tuple[torch.nn.Module, dict, dict, list[str]]:
+def run_killed_then_resumed(tmp_path: Path, kill_after: Callable[..., Dataset]
+                            ) -> tuple[torch.nn.Module, dict, dict, list[str]]:
     work = tmp_path / "run.work.safetensors"
-    with pytest.raises(Killed):  # 3 steps of 16 images per epoch; dies while fetching step 5
-        train_classifier(build_teacher(P_CFG), DiesAfter(toy_data(), 16 * 5), toy_data(24, 1),
+    # 3 steps of 16 images per epoch; dies while fetching step 5
+    with pytest.raises(kill_after.Killed):
+        train_classifier(build_teacher(P_CFG), kill_after(toy_data(), 16 * 5), toy_data(24, 1),
                          TRAIN, config={"run": 1}, work_path=work, checkpoint_every=2,
                          progress=False)
     assert work.exists()
@@ -211,9 +194,10 @@ def run_killed_then_resumed(tmp_path: Path) -> tuple[torch.nn.Module, dict, dict
     return model, record, snaps, left
 
 
-def test_killed_training_resumes_to_the_same_weights(uninterrupted, tmp_path: Path) -> None:
+def test_killed_training_resumes_to_the_same_weights(uninterrupted, tmp_path: Path,
+                                                     kill_after: Callable[..., Dataset]) -> None:
     model_a, record_a, snaps_a = uninterrupted
-    model_b, record_b, snaps_b, _ = run_killed_then_resumed(tmp_path)
+    model_b, record_b, snaps_b, _ = run_killed_then_resumed(tmp_path, kill_after)
     assert same_weights(model_a, model_b)
     assert record_b["loss"] == record_a["loss"]
     assert record_b["val"] == record_a["val"]
@@ -221,16 +205,18 @@ def test_killed_training_resumes_to_the_same_weights(uninterrupted, tmp_path: Pa
     assert all(torch.equal(snaps_a[s][k], snaps_b[s][k]) for s in snaps_a for k in snaps_a[s])
 
 
-def test_resumed_record_has_the_same_keys(uninterrupted, tmp_path: Path) -> None:
+def test_resumed_record_has_the_same_keys(uninterrupted, tmp_path: Path,
+                                          kill_after: Callable[..., Dataset]) -> None:
     _, record_a, _ = uninterrupted
-    _, record_b, _, _ = run_killed_then_resumed(tmp_path)
+    _, record_b, _, _ = run_killed_then_resumed(tmp_path, kill_after)
     assert record_b.keys() == record_a.keys()
 
 
-def test_foreign_work_file_is_ignored(uninterrupted, tmp_path: Path) -> None:
+def test_foreign_work_file_is_ignored(uninterrupted, tmp_path: Path,
+                                      kill_after: Callable[..., Dataset]) -> None:
     work = tmp_path / "run.work.safetensors"
-    with pytest.raises(Killed):
-        train_classifier(build_teacher(P_CFG), DiesAfter(toy_data(), 16 * 5), toy_data(24, 1),
+    with pytest.raises(kill_after.Killed):
+        train_classifier(build_teacher(P_CFG), kill_after(toy_data(), 16 * 5), toy_data(24, 1),
                          TRAIN, config={"run": 2}, work_path=work, checkpoint_every=2,
                          progress=False)
     model = build_teacher(P_CFG)

@@ -10,7 +10,8 @@ from torch import nn
 
 from raptor.teachers import TeacherConfig, build_teacher
 from raptor.trajectories import (TokenGroups, collect_trajectories, embed, head_logits,
-                                 iter_trajectories, num_layers, run_layers, trajectory)
+                                 TrajectoryModel, iter_trajectories, run_layers, trajectory,
+                                 trajectory_model)
 
 CFG = TeacherConfig(depth=3, embed_dim=32, num_heads=2, patch_size=4, img_size=16, in_chans=1,
                     num_classes=3)
@@ -150,37 +151,48 @@ def test_iter_trajectories_bad_max_images(bad: int) -> None:
 
 
 class Recurrent(nn.Module):
-    """A stand-in for a Raptor: embed/forward_from/depth, and a teacher_stem for the head."""
+    """A TrajectoryModel other than the Raptor: one linear step applied 4 times on a ViT's
+    embedding, the ViT's norm and head."""
 
     def __init__(self) -> None:
         super().__init__()
         self.depth = 4
-        self.teacher_stem = plain_vit()
+        self.teacher = plain_vit()
         self.step = nn.Linear(32, 32)
 
     def embed(self, x: torch.Tensor) -> torch.Tensor:
-        return embed(self.teacher_stem, x)
+        return embed(self.teacher, x)
 
-    def forward_from(self, tokens: torch.Tensor, start: int, stop: int) -> torch.Tensor:
+    def forward_from(self, tokens: torch.Tensor, start: int = 0, stop: int | None = None
+                     ) -> torch.Tensor:
         states = [tokens]
-        for _ in range(start, stop):
+        for _ in range(start, self.depth if stop is None else stop):
             states.append(self.step(states[-1]))
         return torch.stack(states, dim=1)
 
+    def final_norm(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.teacher.norm(tokens)
 
-def test_raptor_style_models_are_dispatched() -> None:
+    def head(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.teacher.forward_head(tokens)
+
+
+def test_trajectory_models_are_used_through_the_protocol() -> None:
     model = Recurrent().eval()
     x = images(3)
+    assert isinstance(model, TrajectoryModel) and trajectory_model(model) is model
     with torch.no_grad():
         traj = trajectory(model, x)
-        tokens = model.teacher_stem.forward_features(x)  # norm(blocks(embedding))
-    assert num_layers(model) == 4 and traj.shape == (3, 5, 17, 32)
+        tokens = model.teacher.forward_features(x)  # norm(blocks(embedding))
+    assert trajectory_model(model).depth == 4 and traj.shape == (3, 5, 17, 32)
     with torch.no_grad():
-        expected = embed(model.teacher_stem, x)
+        expected = embed(model.teacher, x)
         for _ in range(4):
             expected = model.step(expected)
         torch.testing.assert_close(traj[:, -1], expected, rtol=0, atol=0)
-        stem = model.teacher_stem
+        vit = model.teacher
         torch.testing.assert_close(head_logits(model, tokens),
-                                   stem.forward_head(stem.norm(tokens)), rtol=0, atol=0)
-    assert TokenGroups.from_model(model) == TokenGroups.from_model(model.teacher_stem)
+                                   vit.forward_head(vit.norm(tokens)), rtol=0, atol=0)
+    assert TokenGroups.from_model(model) == TokenGroups.from_model(model.teacher)
+    with pytest.raises(TypeError, match="timm VisionTransformer or a Raptor"):
+        trajectory(nn.Linear(3, 3), x)

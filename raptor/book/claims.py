@@ -1,14 +1,15 @@
-"""Claims checks: each chapter ends by testing the paper's claims on its own numbers.
+"""Claims as code: each chapter tests the paper's claims on its own result.
 
-The 25 claims and their stable IDs come from the project's ``CLAIMS.md``. A check records the
-paper's number, this run's number and a verdict computed from the data by the chapter
-(``holds`` / ``does not hold`` / ``not testable at this profile``). Chapters write their checks as
-JSON next to the book; the claims page gathers them.
+The paper's 25 checkable claims have stable IDs C1–C25 (:data:`CLAIMS`). A chapter's claim is a
+named function of its result with named :class:`Threshold` s; it returns a :class:`Claim`: the paper's number, this run's number and a
+verdict (``holds`` / ``does not hold`` / ``not testable at this profile``). Chapters write their
+claims as JSON next to the book; the claims page gathers them.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -47,7 +48,23 @@ HOLDS, FAILS, UNTESTABLE = "holds", "does not hold", "not testable at this profi
 
 
 @dataclass(frozen=True)
-class Check:
+class Threshold:
+    """A number a verdict compares against, and where it comes from.
+
+    ``source`` quotes the paper (section, figure or table) or starts with ``[ours]`` and gives
+    the reason.
+    """
+
+    value: float
+    source: str
+
+    def __post_init__(self) -> None:
+        if not self.source.strip():
+            raise ValueError("a threshold needs a source: the paper's words or '[ours] <reason>'")
+
+
+@dataclass(frozen=True)
+class Claim:
     """One claim tested in one chapter at one profile."""
 
     id: str
@@ -60,41 +77,45 @@ class Check:
     profile: str = ""
 
 
-def check(claim_id: str, *, paper: str, ours: str, holds: bool | None, detail: str = "") -> Check:
-    """A check of ``claim_id``: ``holds=None`` means the claim is not testable at this profile."""
+def claim(claim_id: str, *, paper: str, ours: str, holds: bool | None, detail: str = "") -> Claim:
+    """A claim ``claim_id`` tested: ``holds=None`` means not testable at this profile."""
     if claim_id not in CLAIMS:
         raise ValueError(f"unknown claim id {claim_id!r}; valid: C1..C{len(CLAIMS)}")
     if holds is not None and not isinstance(holds, bool):
         holds = bool(holds)
     verdict = UNTESTABLE if holds is None else HOLDS if holds else FAILS
-    return Check(claim_id, CLAIMS[claim_id], paper, ours, verdict, detail)
+    return Claim(claim_id, CLAIMS[claim_id], paper, ours, verdict, detail)
 
 
-def table(checks: Iterable[Check]) -> pd.DataFrame:
-    """The checks as a table (the last cell of a chapter)."""
-    rows = [asdict(c) for c in checks]
+def table(claims: Iterable[Claim]) -> pd.DataFrame:
+    """The claims as a table (the last cell of a chapter)."""
+    rows = [asdict(c) for c in claims]
     cols = ["id", "claim", "paper", "ours", "verdict", "detail"]
     return pd.DataFrame(rows, columns=cols + ["chapter", "profile"])[cols].set_index("id")
 
 
-def report(checks: Iterable[Check], *, chapter: str, profile: str,
+def report(claims: Iterable[Claim], *, chapter: str, profile: str,
            claims_dir: str | Path = "claims") -> pd.DataFrame:
-    """Write the chapter's checks to ``claims_dir/<chapter>.json`` and return them as a table.
+    """Write the chapter's claims to ``claims_dir/<chapter>.json`` and return them as a table.
 
-    Also lifts pandas' column-width limit so the table shows each check in full.
+    The runner sets ``$RAPTOR_CLAIMS_DIR`` to stage the file until the chapter has succeeded.
+    Also lifts pandas' column-width limit so the table shows each claim in full.
     """
     pd.set_option("display.max_colwidth", None)
-    checks = [Check(**{**asdict(c), "chapter": chapter, "profile": profile}) for c in checks]
-    path = Path(claims_dir) / f"{chapter}.json"
+    checks = [Claim(**{**asdict(c), "chapter": chapter, "profile": profile}) for c in claims]
+    path = Path(os.environ.get("RAPTOR_CLAIMS_DIR", claims_dir)) / f"{chapter}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps([asdict(c) for c in checks], indent=1, ensure_ascii=False) + "\n")
     return table(checks)
 
 
 def gather(claims_dir: str | Path = "claims") -> pd.DataFrame:
-    """All 25 claims with every check recorded for them; untested ones are marked so."""
+    """All 25 claims with every check recorded for them; untested ones are marked so.
+
+    The runner points ``$RAPTOR_CLAIMS_SOURCE`` at the claims of the profile it runs.
+    """
     found: dict[str, list[dict]] = {cid: [] for cid in CLAIMS}
-    for path in sorted(Path(claims_dir).glob("*.json")):
+    for path in sorted(Path(os.environ.get("RAPTOR_CLAIMS_SOURCE", claims_dir)).glob("*.json")):
         for c in json.loads(path.read_text()):
             found[c["id"]].append(c)
     rows = []

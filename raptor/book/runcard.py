@@ -5,18 +5,18 @@ from __future__ import annotations
 import os
 import platform
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
 import torch
 
-from raptor.profiles import PROFILES
-from raptor.runner import resolve_parameters
+from raptor.book.chapters import chapter, spec_for
+from raptor.book.spec import diff, literal, parameters
 
 
-def run_card(*, profile: str, parameters: Mapping[str, Any], data: str, models: Sequence[str],
-             seeds: Sequence[int], started: float) -> pd.DataFrame:
+def run_card(spec: Any, *, profile: str, data: str, models: Sequence[str], seeds: Sequence[int],
+             started: float) -> pd.DataFrame:
     """A one-column table: profile, parameters, data, models, seeds, wall time and machine.
 
     ``started`` is ``time.perf_counter()`` taken in the chapter's first cell.
@@ -24,7 +24,7 @@ def run_card(*, profile: str, parameters: Mapping[str, Any], data: str, models: 
     device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
     rows = {
         "profile": profile,
-        "parameters": ", ".join(f"{k}={v!r}" for k, v in parameters.items()),
+        "parameters": ", ".join(f"{k}={literal(v)}" for k, v in parameters(spec).items()),
         "data": data,
         "models": "; ".join(models),
         "seeds": ", ".join(map(str, seeds)),
@@ -35,12 +35,10 @@ def run_card(*, profile: str, parameters: Mapping[str, Any], data: str, models: 
     return pd.DataFrame({"run card": rows})
 
 
-def profile_settings(chapter: str, profile: str = "paper") -> pd.DataFrame:
-    """What ``profile`` changes in ``chapter`` (vs the notebook's ``cpu`` defaults), and the
-    command that runs it."""
-    params = resolve_parameters(chapter, profile)
-    rows = {name: repr(value) for name, value in params.items() if name != "profile"}
-    rows["command"] = f"python -m raptor run --profile {profile} --chapter {chapter}"
-    if not PROFILES[profile].get(chapter):
+def profile_settings(name: str, profile: str = "paper") -> pd.DataFrame:
+    """What ``profile`` changes in chapter ``name`` (vs the ``cpu`` defaults), and its command."""
+    rows = {k: literal(v) for k, v in diff(spec_for(name, profile), chapter(name).Spec()).items()}
+    rows["command"] = f"python -m raptor run --profile {profile} --chapter {name}"
+    if len(rows) == 1:
         rows["note"] = f"the {profile} profile uses the notebook's defaults"
     return pd.DataFrame({f"{profile} profile": rows})

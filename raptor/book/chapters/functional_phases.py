@@ -1,0 +1,339 @@
+"""Chapter *Are the phases functional?*: max-cut vs random partitions, controls, layer swaps.
+
+§2 of the paper: Raptors on max-cut partitions vs random ones (Fig. 3; C3), layer swaps within
+and across phases (Fig. 15; C4), untrained teachers with and without skip branches (C9, C10) and
+Raptors of an overfitting run's checkpoints (Fig. 13; C11).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from raptor import paper, phases
+from raptor.book.claims import Claim, Threshold, claim
+from raptor.book.profiles import PAPER_DISTILL, PAPER_TEACHER, SMOKE_DISTILL, SMOKE_TEACHER
+from raptor.book.spec import DistillSpec, TeacherSpec, nested, require
+from raptor.experiment import batched, trajectories_of
+from raptor.metrics import evaluate_student, head_accuracy
+from raptor.phases import Partition
+from raptor.similarity import layer_similarity, phase_matrix
+from raptor.swap import candidate_swaps, swapped
+
+NAME = "functional-phases"
+NOTEBOOK = "chapters/functional_phases.ipynb"
+GROUPS = ("cls", "patches")
+KINDS = ("intra", "inter")
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A teacher with stochastic-depth rate ``p``; Raptors with max-cut and random partitions
+    for each k in ``k_values``; untrained controls; an overfitting run of ``overfit_steps`` on
+    ``overfit_limit`` images without weight decay, snapshotted at ``overfit_snapshots``; layer
+    swaps of ``swap_counts`` layers, at most ``max_swap_sets`` sets each (None: all)."""
+
+    teacher: TeacherSpec = nested(TeacherSpec)
+    p: float = 0.0
+    seed: int = 0
+    k_values: tuple[int, ...] = (3,)
+    n_random: int = 5
+    distill: DistillSpec = nested(DistillSpec)
+    n_images: int = 1000
+    overfit_limit: int = 500
+    overfit_steps: int = 600
+    overfit_snapshots: tuple[int, ...] = (50, 150, 300, 600)
+    swap_counts: tuple[int, ...] = paper.SWAP_COUNTS
+    max_swap_sets: int | None = 20
+
+    def __post_init__(self) -> None:
+        L = self.teacher.depth
+        require(0 <= self.p < 1, "p", "a rate in [0, 1)", self.p)
+        require(self.seed >= 0, "seed", "≥ 0", self.seed)
+        require(len(self.k_values) > 0 and all(2 <= k <= L for k in self.k_values), "k_values",
+                f"a non-empty list of k in [2, L = {L}]", self.k_values)
+        require(self.n_random >= 2, "n_random", "≥ 2 (for a standard deviation)", self.n_random)
+        require(self.n_images >= 1, "n_images", "≥ 1", self.n_images)
+        require(self.overfit_limit >= 1, "overfit_limit", "≥ 1", self.overfit_limit)
+        require(self.overfit_steps >= 1, "overfit_steps", "≥ 1", self.overfit_steps)
+        snaps = self.overfit_snapshots
+        require(len(snaps) > 0 and list(snaps) == sorted(set(snaps))
+                and 1 <= snaps[0] and snaps[-1] <= self.overfit_steps, "overfit_snapshots",
+                f"increasing steps in [1, overfit_steps = {self.overfit_steps}]", snaps)
+        require(len(self.swap_counts) > 0 and all(1 <= n <= L for n in self.swap_counts),
+                "swap_counts", f"a non-empty list of counts in [1, L = {L}]", self.swap_counts)
+        require(self.max_swap_sets is None or self.max_swap_sets >= 1, "max_swap_sets",
+                "None or ≥ 1", self.max_swap_sets)
+
+    def overfit(self) -> dict[str, object]:
+        """The overfitting run's changes to the teacher's training (Fig. 13; the paper reduces
+        weight decay, we remove it [ours])."""
+        return dict(train_limit=self.overfit_limit, weight_decay=0.0, steps=self.overfit_steps,
+                    snapshot_steps=self.overfit_snapshots,
+                    eval_every=math.gcd(*self.overfit_snapshots))
+
+
+SMOKE = dataclasses.replace(Spec(), teacher=SMOKE_TEACHER, distill=SMOKE_DISTILL, n_images=64,
+                            k_values=(2,), n_random=2, overfit_limit=128, overfit_steps=20,
+                            overfit_snapshots=(10, 20), swap_counts=(1, 2), max_swap_sets=3)
+PAPER = dataclasses.replace(Spec(), teacher=PAPER_TEACHER, distill=PAPER_DISTILL,
+                            n_images=10_000, k_values=paper.K_VALUES,
+                            n_random=paper.RANDOM_PARTITIONS, overfit_limit=5_000,
+                            overfit_steps=8_000,
+                            overfit_snapshots=(500, 1_000, 2_000, 4_000, 8_000))
+
+
+@dataclass
+class Result:
+    """Per-group R² is the mean over layers 1..L of the Raptor's R² against its teacher."""
+
+    spec: Spec
+    partitions: dict[int, list[Partition]]  # per k: the max-cut, then the random partitions
+    student_acc: dict[int, np.ndarray]  # per k, in the order of ``partitions``
+    student_r2: dict[int, dict[str, np.ndarray]]  # per k and token group, likewise
+    controls: dict[str, dict[str, float]]  # teacher -> token group -> R²
+    val_steps: np.ndarray  # the overfitting run's validation record
+    val_loss: np.ndarray
+    val_acc: np.ndarray
+    snapshot_r2: dict[str, np.ndarray]  # token group -> R² per overfit snapshot
+    teacher_acc: float
+    swap_acc: dict[str, dict[int, np.ndarray]]  # kind -> layers swapped -> accuracy per swap set
+
+
+def _evaluate(student, teacher, batches) -> tuple[float, dict[str, float]]:
+    ev = evaluate_student(student, teacher, batches)
+    return ev["student_acc"], {g: float(np.mean(ev["r2"][g][1:])) for g in GROUPS}
+
+
+def compute(spec: Spec) -> Result:
+    """Every Raptor, control, snapshot and swap of the chapter (models through the cache)."""
+    t, d, p, seed = spec.teacher, spec.distill, spec.p, spec.seed
+    teacher, _ = t.get_teacher(p, seed=seed)
+    images, labels = t.eval_images(spec.n_images, seed=seed)
+    batches = batched(images, labels)
+    S = phase_matrix(layer_similarity(*trajectories_of(teacher, images, labels)))
+    partitions, acc, r2 = {}, {}, {}
+    for k in spec.k_values:
+        partitions[k] = [phases.maxcut(S, k),
+                         *phases.random_partitions(t.depth, k, spec.n_random, seed)]
+        evals = [_evaluate(t.get_student(d, p, part, seed=seed)[0], teacher, batches)
+                 for part in partitions[k]]
+        acc[k] = np.array([a for a, _ in evals])
+        r2[k] = {g: np.array([e[g] for _, e in evals]) for g in GROUPS}
+    part0 = partitions[spec.k_values[0]][0]
+    controls = {"trained": {g: float(r2[spec.k_values[0]][g][0]) for g in GROUPS}}
+    for name, residual in (("untrained", True), ("untrained, no skip", False)):
+        model, _ = t.get_teacher(p, seed=seed, trained=False, residual=residual)
+        student, _ = t.get_student(d, p, part0, seed=seed, trained=False, residual=residual)
+        controls[name] = _evaluate(student, model, batches)[1]
+    overfit = spec.overfit()
+    _, record = t.get_teacher(p, seed=seed, **overfit)
+    val = record["val"]
+    snapshot_r2 = {g: [] for g in GROUPS}
+    for step in spec.overfit_snapshots:
+        snap = t.snapshot_teacher(p, step, seed=seed, **overfit)
+        student, _ = t.get_snapshot_student(d, p, part0, step, seed=seed, teacher_changes=overfit)
+        for g, v in _evaluate(student, snap, batches)[1].items():
+            snapshot_r2[g].append(v)
+    swap_acc = {kind: {} for kind in KINDS}
+    for n in spec.swap_counts:
+        for kind in KINDS:
+            sets = candidate_swaps(part0, n, kind, max_sets=spec.max_swap_sets, seed=seed)
+            if sets:
+                swap_acc[kind][n] = np.array([head_accuracy(swapped(teacher, s), batches)
+                                              for s in sets])
+    return Result(spec, partitions, acc, r2, controls,
+                  np.array([r["step"] for r in val]), np.array([r["loss"] for r in val]),
+                  np.array([r["acc"] for r in val]),
+                  {g: np.array(v) for g, v in snapshot_r2.items()},
+                  head_accuracy(teacher, batches), swap_acc)
+
+
+def best_step(result: Result) -> int:
+    """The overfitting run's step of minimal validation loss."""
+    return int(result.val_steps[np.nanargmin(result.val_loss)])
+
+
+def _snapshot_val(result: Result, values: np.ndarray) -> np.ndarray:
+    where = {int(s): i for i, s in enumerate(result.val_steps)}
+    return np.array([values[where[s]] for s in result.spec.overfit_snapshots])
+
+
+def versus_table(result: Result) -> pd.DataFrame:
+    """Per k and partition: its blocks, the Raptor's accuracy and mean R² (cls, patches)."""
+    return pd.DataFrame([
+        {"k": k, "partition": "max-cut" if i == 0 else f"random {i - 1}",
+         "blocks": phases.format_partition(part), "student acc": result.student_acc[k][i],
+         "R²": np.mean([result.student_r2[k][g][i] for g in GROUPS])}
+        for k, parts in result.partitions.items() for i, part in enumerate(parts)])
+
+
+def controls_table(result: Result) -> pd.DataFrame:
+    return pd.DataFrame(result.controls).T
+
+
+def snapshots_table(result: Result) -> pd.DataFrame:
+    """Per overfit snapshot: validation loss, teacher accuracy and the Raptor's R² per group."""
+    return pd.DataFrame({
+        "step": list(result.spec.overfit_snapshots),
+        "val loss": _snapshot_val(result, result.val_loss),
+        "teacher acc": _snapshot_val(result, result.val_acc),
+        **{f"R² {g}": result.snapshot_r2[g] for g in GROUPS}}).set_index("step")
+
+
+def swaps_table(result: Result) -> pd.DataFrame:
+    """Per count and kind of swaps: the number of swap sets and their accuracy's mean and std."""
+    return pd.DataFrame([
+        {"swaps": n, "kind": kind, "sets": len(accs), "acc": np.mean(accs), "std": np.std(accs)}
+        for n in result.spec.swap_counts for kind in KINDS
+        if (accs := result.swap_acc[kind].get(n)) is not None])
+
+
+def maxcut_vs_random_figure(result: Result) -> plt.Figure:
+    """Raptor accuracy of the max-cut partition vs random ones, per k (Fig. 3, right)."""
+    ks = list(result.partitions)
+    fig, ax = plt.subplots(figsize=(5, 3.4))
+    for k in ks:
+        rand = result.student_acc[k][1:]
+        ax.scatter([k] * len(rand), rand, color="grey", label="random" if k == ks[0] else None)
+        ax.errorbar(k + 0.1, rand.mean(), yerr=rand.std(ddof=1), color="black", capsize=4,
+                    marker="_")
+        ax.scatter(k, result.student_acc[k][0], color="crimson", marker="*", s=120,
+                   label="max-cut" if k == ks[0] else None)
+    ax.set(xlabel="k", ylabel="Raptor accuracy", title="max-cut vs random partitions", xticks=ks)
+    ax.legend()
+    return fig
+
+
+def overfitting_figure(result: Result) -> plt.Figure:
+    """R² and teacher accuracy along the overfitting run, validation loss dotted (Fig. 13)."""
+    snaps = snapshots_table(result)
+    step = best_step(result)
+    fig, ax = plt.subplots(figsize=(5.5, 3.4))
+    for col in ("R² cls", "R² patches", "teacher acc"):
+        ax.plot(snaps.index, snaps[col], marker="o", label=col)
+    ax2 = ax.twinx()
+    ax2.plot(result.val_steps, result.val_loss, color="grey", ls=":", label="val loss")
+    ax2.set_ylabel("validation loss (dotted)")
+    ax.axvline(step, color="grey", ls="--", lw=0.8)
+    ax.set(xlabel="training step", title=f"overfitting run (val-loss minimum at step {step})")
+    ax.legend(fontsize=8)
+    return fig
+
+
+def swaps_figure(result: Result) -> plt.Figure:
+    """Teacher accuracy after intra- and inter-phase layer swaps (Fig. 15)."""
+    swaps = swaps_table(result)
+    fig, ax = plt.subplots(figsize=(5, 3.4))
+    for kind, color in (("intra", "seagreen"), ("inter", "crimson")):
+        sub = swaps[swaps["kind"] == kind]
+        ax.errorbar(sub["swaps"], sub["acc"], yerr=sub["std"], marker="o", capsize=3,
+                    color=color, label=kind)
+    ax.axhline(result.teacher_acc, color="grey", ls="--", label="teacher")
+    part0 = result.partitions[result.spec.k_values[0]][0]
+    ax.set(xlabel="layers replaced", ylabel="accuracy",
+           title=f"layer swaps, {phases.format_partition(part0)}",
+           xticks=list(result.spec.swap_counts))
+    ax.legend()
+    return fig
+
+
+SIGMA_MIN = Threshold(1.0, "the paper: max-cut partitions reach 'accuracy often greater than one "
+                           "standard deviation above randomly chosen partitions' (§2, Fig. 3)")
+INTRA_KEEP_MIN = Threshold(0.9, "[ours] the paper: intra-block swaps 'preserve accuracy' (§2, "
+                                "Fig. 15) without a number; ≥ 90% of the teacher's accuracy")
+INTER_KEEP_MAX = Threshold(0.6, "[ours] the paper: inter-block swaps lead to 'model collapse' "
+                                "(§2, Fig. 15) without a number; ≤ 60% of the teacher's "
+                                "accuracy")
+SKIP_DROP_MAX = Threshold(0.1, "[ours] the paper: removing the skip branch 'only slightly "
+                               "reduces reconstruction accuracy' (§2) without a number; a drop of "
+                               "patch R² below 0.1")
+
+
+def margin(maxcut_acc: float, random_acc: Sequence[float]) -> float:
+    """How many standard deviations of the random partitions' accuracy max-cut's lies above."""
+    rand = np.asarray(random_acc, dtype=float)
+    return float((maxcut_acc - rand.mean()) / rand.std(ddof=1))
+
+
+def c3_maxcut_beats_random(margins: Mapping[int, float], *, n_random: int) -> Claim:
+    """C3: for every k, max-cut's Raptor accuracy is ``SIGMA_MIN`` σ above random partitions'."""
+    return claim(
+        "C3", paper="max-cut beats random partitions by > 1σ of Raptor accuracy (Fig. 3)",
+        ours=", ".join(f"k={k}: {m:+.1f}σ" for k, m in margins.items()),
+        holds=all(m > SIGMA_MIN.value for m in margins.values()),
+        detail=f"{n_random} random contiguous partitions per k")
+
+
+def c4_swaps(intra: Sequence[float], inter: Sequence[float]) -> Claim:
+    """C4: every intra-phase swap setting keeps ≥ ``INTRA_KEEP_MIN`` of the teacher's accuracy,
+    every inter-phase one ≤ ``INTER_KEEP_MAX`` (fractions of the teacher's accuracy); not
+    testable without swap sets of both kinds."""
+    testable = len(intra) > 0 and len(inter) > 0
+    return claim(
+        "C4", paper="intra-block swaps keep accuracy; inter-block swaps collapse it (Fig. 15)",
+        ours=f"intra keeps {min(intra):.0%}–{max(intra):.0%}, inter keeps "
+             f"{min(inter):.0%}–{max(inter):.0%} of teacher accuracy" if testable
+        else "no swap sets of both kinds for this partition",
+        holds=(min(intra) >= INTRA_KEEP_MIN.value and max(inter) <= INTER_KEEP_MAX.value)
+        if testable else None,
+        detail=f"holds if every intra setting keeps ≥ {INTRA_KEEP_MIN.value:.0%} and every inter "
+               f"setting ≤ {INTER_KEEP_MAX.value:.0%} [ours]")
+
+
+def c9_untrained_easier(untrained: Mapping[str, float], trained: Mapping[str, float]) -> Claim:
+    """C9: the untrained teacher's Raptor has higher R² than the trained one's, cls and patches."""
+    return claim(
+        "C9", paper="an untrained ViT is reconstructed better than a trained one",
+        ours=f"R² cls/patches: untrained {untrained['cls']:.3f}/{untrained['patches']:.3f}, "
+             f"trained {trained['cls']:.3f}/{trained['patches']:.3f}",
+        holds=all(untrained[g] > trained[g] for g in GROUPS))
+
+
+def c10_skip_removal(with_skip: float, without_skip: float) -> Claim:
+    """C10: removing an untrained ViT's skip branches lowers patch R² by < ``SKIP_DROP_MAX``."""
+    return claim(
+        "C10", paper="removing the skip branch of an untrained ViT only slightly lowers R²",
+        ours=f"patch R² {with_skip:.3f} → {without_skip:.3f}",
+        holds=with_skip - without_skip < SKIP_DROP_MAX.value,
+        detail=f"drop of patch R² below {SKIP_DROP_MAX.value} [ours]")
+
+
+def c11_overfitting(best: int, steps: Sequence[int], r2_cls: Sequence[float],
+                    acc: Sequence[float]) -> Claim:
+    """C11: cls R² and accuracy at the last snapshot after the val-loss minimum (step ``best``)
+    are below those of the last snapshot at or before it (the first, if none is)."""
+    at = max([i for i, s in enumerate(steps) if s <= best], default=0)
+    after = [i for i, s in enumerate(steps) if s > best]
+    ours = f"val-loss minimum at step {best}; cls R² {r2_cls[at]:.3f} → "
+    if after:
+        last = after[-1]
+        ours += f"{r2_cls[last]:.3f}, acc {acc[at]:.3f} → {acc[last]:.3f}"
+    else:
+        ours += "no snapshot after the minimum"
+    return claim(
+        "C11", paper="R² stays high until overfitting starts, then cls R² and accuracy drop "
+                     "(Fig. 13)", ours=ours,
+        holds=bool(r2_cls[last] < r2_cls[at] and acc[last] < acc[at]) if after else None,
+        detail="cls R² and accuracy at the last snapshot vs the snapshot at the val-loss minimum")
+
+
+def claims(result: Result) -> list[Claim]:
+    s, c = result.spec, result.controls
+    retained = {kind: [float(np.mean(a)) / result.teacher_acc for a in by_n.values()]
+                for kind, by_n in result.swap_acc.items()}
+    return [
+        c3_maxcut_beats_random({k: margin(a[0], a[1:]) for k, a in result.student_acc.items()},
+                               n_random=s.n_random),
+        c4_swaps(retained["intra"], retained["inter"]),
+        c9_untrained_easier(c["untrained"], c["trained"]),
+        c10_skip_removal(c["untrained"]["patches"], c["untrained, no skip"]["patches"]),
+        c11_overfitting(best_step(result), s.overfit_snapshots, result.snapshot_r2["cls"],
+                        _snapshot_val(result, result.val_acc)),
+    ]

@@ -1,0 +1,181 @@
+"""Chapter *Raptor*: two-stage distillation of a teacher into k weight-tied blocks (§3, Figs. 5, 6,
+14; App. E; C15, C25)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import torch
+
+from raptor import phases
+from raptor.book import plotting
+from raptor.book.claims import Claim, Threshold, claim
+from raptor.book.profiles import PAPER_DISTILL, PAPER_TEACHER, SMOKE_DISTILL, SMOKE_TEACHER
+from raptor.book.spec import DistillSpec, TeacherSpec, nested, require
+from raptor.experiment import batched, trajectories_of
+from raptor.metrics import evaluate_student
+from raptor.model import count_parameters, flops_per_image
+from raptor.phases import Partition
+from raptor.probes import linear_probe, probe_features
+from raptor.similarity import layer_similarity, phase_matrix
+
+NAME = "raptor"
+NOTEBOOK = "chapters/raptor.ipynb"
+GROUPS = ("cls", "patches")
+BITS_PER_PARAMETER = 32  # description length at float32 (App. E)
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A teacher with stochastic depth ``p`` and its Raptors for each k in ``k_values``.
+
+    Students are compared with the teacher on ``n_images`` validation images; linear probes are
+    trained on ``probe_images`` training images.
+    """
+
+    teacher: TeacherSpec = nested(TeacherSpec)
+    p: float = 0.0
+    seed: int = 0
+    k_values: tuple[int, ...] = (2, 3)
+    distill: DistillSpec = nested(DistillSpec)
+    n_images: int = 1000
+    probe_images: int = 2000
+
+    def __post_init__(self) -> None:
+        require(0 <= self.p < 1, "p", "a rate in [0, 1)", self.p)
+        require(self.seed >= 0, "seed", "≥ 0", self.seed)
+        L = self.teacher.depth
+        require(len(self.k_values) >= 1 and all(1 <= k <= L for k in self.k_values), "k_values",
+                f"a non-empty list of k in [1, L = {L}]", self.k_values)
+        require(self.n_images >= 1, "n_images", "≥ 1", self.n_images)
+        require(self.probe_images >= 1, "probe_images", "≥ 1", self.probe_images)
+
+
+SMOKE = dataclasses.replace(Spec(), teacher=SMOKE_TEACHER, distill=SMOKE_DISTILL, n_images=64,
+                            k_values=(2,), probe_images=128)
+PAPER = dataclasses.replace(Spec(), teacher=PAPER_TEACHER, distill=PAPER_DISTILL,
+                            n_images=10_000, k_values=(2, 3, 4), probe_images=50_000)
+
+
+@dataclass
+class Model:
+    """Accuracy and cost of the teacher or one Raptor."""
+
+    name: str
+    head_acc: float
+    probe_acc: float
+    block_params: int
+    flops: int
+
+
+@dataclass
+class Result:
+    spec: Spec
+    partitions: dict[int, Partition]
+    records: dict[int, dict[str, Any]]  # distillation records (losses, λ per step)
+    evals: dict[int, dict[str, Any]]  # evaluate_student: per-layer r2 and cosine per group
+    models: list[Model]  # the teacher first, then one Raptor per k
+
+
+def _probe_acc(model: torch.nn.Module, train: list, val: list) -> float:
+    """Linear probe on [cls ‖ mean patches] (the chapter's probe, not Table 1's)."""
+    return linear_probe(*probe_features(model, train), *probe_features(model, val))["val_acc"]
+
+
+def compute(spec: Spec) -> Result:
+    """Max-cut partitions, the distilled Raptors, their layerwise match, accuracy and cost."""
+    t = spec.teacher
+    teacher, _ = t.get_teacher(spec.p, seed=spec.seed)
+    images, labels = t.eval_images(spec.n_images, seed=spec.seed)
+    S = phase_matrix(layer_similarity(*trajectories_of(teacher, images, labels)))
+    partitions = {k: phases.maxcut(S, k) for k in spec.k_values}
+    students = {k: t.get_student(spec.distill, spec.p, partitions[k], seed=spec.seed)
+                for k in spec.k_values}
+    val = batched(images, labels)
+    evals = {k: evaluate_student(student, teacher, val) for k, (student, _) in students.items()}
+    train = batched(*t.eval_images(spec.probe_images, seed=spec.seed, split="train"))
+    first = evals[spec.k_values[0]]["teacher_acc"]
+    models = [Model(f"teacher (L={t.depth})", first, _probe_acc(teacher, train, val),
+                    count_parameters(teacher)["blocks"], flops_per_image(teacher))]
+    models += [Model(f"Raptor k={k}", evals[k]["student_acc"], _probe_acc(student, train, val),
+                     count_parameters(student)["blocks"], flops_per_image(student))
+               for k, (student, _) in students.items()]
+    return Result(spec, partitions, {k: rec for k, (_, rec) in students.items()}, evals, models)
+
+
+def training_figure(result: Result) -> plt.Figure:
+    """Stage-1 loss with the teacher-forcing weight λ, then stage 2 (Fig. 5)."""
+    return plotting.training_curves({f"k={k}": rec for k, rec in result.records.items()})
+
+
+def layerwise_figure(result: Result) -> plt.Figure:
+    """R² and cosine similarity to the teacher through depth, cls and patches (Figs. 6, 14)."""
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
+    for ax, metric, name in zip(axes, ("r2", "cosine"), ("R²", "cosine similarity")):
+        curves = {f"k={k} {g}": np.array(e[metric][g]) for k, e in result.evals.items()
+                  for g in GROUPS}
+        plotting.layer_curves(curves, ylabel="R²" if metric == "r2" else "cosine to teacher",
+                              ax=ax, title=f"{name} through depth")
+    return fig
+
+
+def cost_table(result: Result) -> pd.DataFrame:
+    """Head and probe accuracy, block parameters and FLOPs per image; head accuracy as % of the
+    teacher's."""
+    table = pd.DataFrame([{"model": m.name, "head acc": m.head_acc, "probe acc": m.probe_acc,
+                           "block params": m.block_params, "FLOPs/image": m.flops}
+                          for m in result.models]).set_index("model")
+    table["% of teacher (head)"] = 100 * table["head acc"] / table["head acc"].iloc[0]
+    return table
+
+
+MIN_COSINE = Threshold(0.9, "[ours] Fig. 14 shows the cosine to DINOv2-B staying high through "
+                            "depth without a number")
+FLOPS_TOLERANCE = Threshold(0.01, "[ours] 'the same runtime' (App. E): FLOPs per image within 1%"
+                                  " (the depth-scaling MLPs add a little)")
+
+
+def min_cosine(evals: dict[int, dict[str, Any]]) -> dict[int, float]:
+    """Per k, the smallest cls or patch cosine to the teacher over layers 1..L."""
+    return {k: min(min(e["cosine"][g][1:]) for g in GROUPS) for k, e in evals.items()}
+
+
+def c15_cosine_high(min_cos: dict[int, float]) -> Claim:
+    """C15: every Raptor's cosine to the teacher stays ≥ ``MIN_COSINE`` at every layer."""
+    return claim(
+        "C15", paper="cosine to DINOv2-B stays high through depth (Fig. 14)",
+        ours=", ".join(f"k={k}: min cosine {c:.3f}" for k, c in min_cos.items()),
+        holds=all(c >= MIN_COSINE.value for c in min_cos.values()),
+        detail="minimum over layers 1..L of the cls and patch cosine; threshold "
+               f"{MIN_COSINE.value:g} [ours]")
+
+
+def c25_shorter_description(teacher_params: int, teacher_flops: int,
+                            params: dict[int, int], flops: dict[int, int]) -> Claim:
+    """C25: each Raptor's blocks take fewer bits than the teacher's at FLOPs within
+    ``FLOPS_TOLERANCE`` (``params``, ``flops``: k -> the Raptor's block parameters, FLOPs)."""
+    bits = {k: BITS_PER_PARAMETER * n for k, n in params.items()}
+    teacher_bits = BITS_PER_PARAMETER * teacher_params
+    ratio = {k: f / teacher_flops for k, f in flops.items()}
+    return claim(
+        "C25", paper="a BRH model has a shorter description at the same runtime (App. E)",
+        ours=", ".join(f"k={k}: {bits[k] / teacher_bits:.2f}× the bits, "
+                       f"{ratio[k]:.3f}× the FLOPs" for k in params),
+        holds=all(bits[k] < teacher_bits and abs(ratio[k] - 1) < FLOPS_TOLERANCE.value
+                  for k in params),
+        detail=f"blocks' parameters at {BITS_PER_PARAMETER} bits (depth-scaling MLPs included); "
+               "FLOPs per image")
+
+
+def claims(result: Result) -> list[Claim]:
+    teacher, raptors = result.models[0], result.models[1:]
+    ks = result.spec.k_values
+    return [c15_cosine_high(min_cosine(result.evals)),
+            c25_shorter_description(teacher.block_params, teacher.flops,
+                                    {k: m.block_params for k, m in zip(ks, raptors)},
+                                    {k: m.flops for k, m in zip(ks, raptors)})]

@@ -1,0 +1,166 @@
+"""Execute the book's chapters with papermill at a profile, then build the book.
+
+A *profile* fixes a chapter's spec for a compute budget: ``smoke`` (seconds, for tests), ``cpu``
+(the default: the committed book, a 2-core machine), ``paper`` (a GPU and the paper's datasets).
+Every parameter of every selected chapter is checked against its ``Spec`` before anything runs.
+A chapter executes into a temporary notebook that replaces the committed one (and its claims
+JSON) only on success; a failed run leaves ``<chapter>.failed.ipynb`` beside it. Runs at a
+profile other than ``cpu`` go to ``runs/<profile>/`` unless ``update_book`` is set.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import nbformat
+
+from raptor.book.chapters import MODULES, ChapterError, chapter, spec_for
+from raptor.book.spec import SpecError, diff, fields_of, from_parameters
+
+BOOK = Path(__file__).resolve().parents[2] / "book"
+BOOK_PROFILE = "cpu"
+
+
+class RunnerError(ValueError):
+    """A bad profile, chapter or parameter, or a failed chapter."""
+
+
+def parse_value(text: str) -> Any:
+    """A command-line value: a Python literal if it parses as one, else the string itself."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def resolve(name: str, profile: str, overrides: Mapping[str, Any] | None = None):
+    """The chapter's spec at ``profile`` with ``overrides`` (its parameter names), checked."""
+    try:
+        mod = chapter(name)
+        return from_parameters(mod.Spec, overrides or {}, base=spec_for(name, profile))
+    except (ChapterError, SpecError) as err:
+        raise RunnerError(f"chapter {name!r}: {err}") from None
+
+
+def notebook_parameters(name: str, profile: str, overrides: Mapping[str, Any] | None = None
+                        ) -> dict[str, Any]:
+    """What papermill injects: the profile and every parameter that differs from the notebook's."""
+    spec = resolve(name, profile, overrides)
+    changed = {k: list(v) if isinstance(v, tuple) else v
+               for k, v in diff(spec, chapter(name).Spec()).items()}
+    return {"profile": profile, **changed}
+
+
+def output_path(name: str, profile: str, book: Path = BOOK, update_book: bool = False) -> Path:
+    """Where a run's notebook goes: the book at its own profile, else ``runs/<profile>/``."""
+    rel = Path(chapter(name).NOTEBOOK)
+    if profile == BOOK_PROFILE or update_book:
+        return book / rel
+    return book.parent / "runs" / profile / rel
+
+
+def execute_chapter(name: str, profile: str = BOOK_PROFILE,
+                    overrides: Mapping[str, Any] | None = None, *, book: Path = BOOK,
+                    update_book: bool = False) -> float:
+    """Run one chapter with papermill; returns the wall time.
+
+    The notebook and its claims JSON are replaced only when every cell succeeded.
+    """
+    params = notebook_parameters(name, profile, overrides)
+    import papermill
+
+    rel = Path(chapter(name).NOTEBOOK)
+    source = book / rel
+    out = output_path(name, profile, book, update_book)
+    claims_dir = out.parents[len(rel.parts) - 1] / "claims"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    running = out.with_name(f".{out.stem}.running.ipynb")
+    failed = out.with_name(f"{out.stem}.failed.ipynb")
+    # beside the claims folder, so that moving the files in is atomic (same file system)
+    staged = Path(tempfile.mkdtemp(prefix=".claims-staged-", dir=claims_dir.parent))
+    start = time.perf_counter()
+    env = os.environ.copy()
+    os.environ["RAPTOR_CLAIMS_DIR"] = str(staged)
+    os.environ["RAPTOR_CLAIMS_SOURCE"] = str(claims_dir)
+    try:
+        # cwd: the output's folder, so a run outside the book writes its figures there too.
+        papermill.execute_notebook(str(source), str(running), parameters=params,
+                                   cwd=str(out.parent), kernel_name="python3",
+                                   progress_bar=False)
+    except BaseException as err:
+        if running.exists():
+            os.replace(running, failed)
+        shutil.rmtree(staged, ignore_errors=True)
+        if isinstance(err, Exception):
+            raise RunnerError(f"chapter {name!r} failed at profile {profile!r}: {err}\n"
+                              f"the book is untouched; the failed notebook is {failed}") from err
+        raise
+    finally:
+        os.environ.clear()
+        os.environ.update(env)
+    _hide_injected_cell(running)
+    claims_dir.mkdir(parents=True, exist_ok=True)
+    for staged_json in staged.glob("*.json"):
+        os.replace(staged_json, claims_dir / staged_json.name)
+    shutil.rmtree(staged, ignore_errors=True)
+    os.replace(running, out)
+    failed.unlink(missing_ok=True)  # a stale one would break the book's build (-W)
+    return time.perf_counter() - start
+
+
+def _hide_injected_cell(path: Path) -> None:
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        tags = cell.metadata.setdefault("tags", [])
+        if "injected-parameters" in tags and "remove-cell" not in tags:
+            tags.append("remove-cell")
+    nbformat.write(nb, path)
+
+
+def build_book(book: Path = BOOK, strict: bool = True) -> None:
+    """``jupyter-book build book/`` (``-W``: warnings are errors)."""
+    exe = Path(sys.executable).with_name("jupyter-book")
+    cmd = [str(exe) if exe.exists() else "jupyter-book", "build", str(book)]
+    cmd += ["-W"] if strict else []
+    subprocess.run(cmd, check=True)
+
+
+def run(profile: str = BOOK_PROFILE, chapters: Sequence[str] | None = None,
+        overrides: Mapping[str, Any] | None = None, *, build: bool = True, book: Path = BOOK,
+        update_book: bool = False) -> dict[str, float]:
+    """Execute ``chapters`` (default: all, in book order) at ``profile``; then build the book.
+
+    Every chapter's parameters are checked before the first one runs. Overrides apply to each
+    chapter that has the parameter; one that no selected chapter has is an error.
+    """
+    chapters = list(chapters or MODULES)
+    overrides = dict(overrides or {})
+    try:
+        known = {c: fields_of(chapter(c).Spec) for c in chapters}
+    except ChapterError as err:
+        raise RunnerError(str(err)) from None
+    for name in overrides:
+        if not any(name in k for k in known.values()):
+            valid = sorted(set().union(*known.values()))
+            raise RunnerError(f"no selected chapter has a parameter {name!r}; valid parameters: "
+                              f"{', '.join(valid)}")
+    plan = {c: {k: v for k, v in overrides.items() if k in known[c]} for c in chapters}
+    for c, own in plan.items():
+        resolve(c, profile, own)
+    times = {}
+    for c, own in plan.items():
+        print(f"[raptor] executing {c} at profile {profile} ...", flush=True)
+        times[c] = execute_chapter(c, profile, own, book=book, update_book=update_book)
+        print(f"[raptor] {c}: {times[c]:.0f} s", flush=True)
+    if build and (profile == BOOK_PROFILE or update_book):
+        build_book(book)
+    return times

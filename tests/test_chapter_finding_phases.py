@@ -1,0 +1,120 @@
+"""The finding-phases chapter: its claim on known inputs, its spec, profiles and notebook."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from raptor.book.chapters import finding_phases as chapter
+from raptor.book.claims import FAILS, HOLDS, Claim
+from raptor.book.result import load, save
+from raptor.book.spec import SpecError, from_parameters
+
+NOTEBOOK = Path(__file__).parents[1] / "book" / chapter.NOTEBOOK
+
+# The profiles as the old raptor/profiles.py set them for this chapter.
+OLD_SMOKE = {"L": 4, "D": 32, "heads": 2, "steps": 30, "batch_size": 64, "train_limit": 1024,
+             "n_images": 64, "k_values": [2, 3], "image_counts": [16, 64], "n_resamples": 3}
+OLD_PAPER = {"dataset": "cifar100", "L": 12, "D": 768, "heads": 12, "patch_size": 14,
+             "img_size": 224, "registers": 0, "steps": 8_000, "batch_size": 256, "lr": 5e-4,
+             "train_limit": None, "n_images": 10_000,
+             "image_counts": [100, 300, 1000, 3000, 10_000]}
+
+
+# --- claims and statistics on synthetic inputs ----------------------------------------------
+
+def test_c2_holds_with_stable_boundaries() -> None:
+    held = chapter.c2_boundaries_stable({2: 0, 3: 1}, {2: 1.0, 3: 0.9}, images=1000,
+                                        teacher_seeds=(0, 1), n_resamples=10)
+    assert held.verdict == HOLDS
+    assert held.ours == ("largest boundary shift across seeds 1 layer(s); cut at 1000 images "
+                         "reproduced in k=2: 100%, k=3: 90%")
+    assert held.detail == ("teacher seeds [0, 1]; 10 resamples per image count; holds if "
+                           "boundaries move ≤ 1 layer across seeds and subsets reproduce the cut")
+
+
+@pytest.mark.parametrize("shift, reproduced", [({2: 2, 3: 0}, {2: 1.0, 3: 1.0}),
+                                               ({2: 0, 3: 0}, {2: 1.0, 3: 0.8})])
+def test_c2_fails_when_boundaries_move_or_subsets_disagree(shift, reproduced) -> None:
+    assert chapter.c2_boundaries_stable(shift, reproduced, images=64, teacher_seeds=(0,),
+                                        n_resamples=3).verdict == FAILS
+
+
+def test_images_needed_is_the_first_count_stable_from_then_on() -> None:
+    stability = {2: {10: 0.95, 25: 0.5, 50: 0.9, 100: 1.0}, 3: {10: 1.0, 25: 1.0, 50: 0.7}}
+    assert chapter.images_needed(stability) == {2: 50, 3: None}
+
+
+def test_thresholds_say_ours() -> None:
+    for t in (chapter.MAX_SHIFT, chapter.STABLE_SHARE):
+        assert t.source.startswith("[ours]")
+
+
+def test_dp_matches_hierarchical_on_clean_blocks() -> None:
+    # Two blocks of layers (1–3 | 4–6) with similarity 0.9 inside and 0.2 across.
+    S = np.full((6, 6), 0.2)
+    S[:3, :3] = S[3:, 3:] = 0.9
+    np.fill_diagonal(S, 1.0)
+    rows = chapter.hierarchical_vs_dp("toy", S, [0.2])
+    assert rows == [{"teacher": "toy", "eps": 0.2, "k": 2, "hierarchical": "1–3 | 4–6",
+                     "contiguous": True, "objective (hier.)": rows[0]["objective (DP)"],
+                     "DP": "1–3 | 4–6", "objective (DP)": round(2 * 6 * 0.1, 4)}]
+
+
+def test_paper_partitions_table() -> None:
+    table = chapter.paper_partitions()
+    assert table["paper (hierarchical)"].tolist() == ["1–7 | 8–12", "1–7 | 8–10 | 11–12",
+                                                      "1–4 | 5–7 | 8–10 | 11–12"]
+    assert table["repeats n_j"].tolist() == [(7, 5), (7, 3, 2), (4, 3, 3, 2)]
+
+
+# --- spec, profiles, notebook ----------------------------------------------------------------
+
+@pytest.mark.parametrize("name, value", [
+    ("p_values", [1.0]), ("p_values", []), ("teacher_seeds", []), ("teacher_seeds", [-1]),
+    ("n_images", 0), ("k_values", [9]), ("k_values", [0]), ("k_values", []),
+    ("eps_values", [0.0]), ("eps_values", []), ("image_counts", [2000]), ("image_counts", [0]),
+    ("n_resamples", 0),
+])
+def test_bad_parameters_are_named(name: str, value: object) -> None:
+    with pytest.raises(SpecError, match=f"parameter '{name}'"):
+        from_parameters(chapter.Spec, {name: value})
+
+
+def test_dinov2_needs_imagenet_root() -> None:
+    with pytest.raises(SpecError, match="parameter 'imagenet_root'"):
+        from_parameters(chapter.Spec, {"dinov2_weights": "w.safetensors"})
+
+
+def test_profiles_are_the_old_ones() -> None:
+    assert chapter.SMOKE == from_parameters(chapter.Spec, OLD_SMOKE)
+    assert chapter.PAPER == from_parameters(chapter.Spec, OLD_PAPER)
+    assert chapter.Spec().counts == [10, 25, 50, 100, 250, 1000]
+
+
+# --- the chapter at smoke --------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_smoke_compute_round_trips(smoke_result, tmp_path: Path) -> None:
+    result = smoke_result(chapter.NAME)
+    spec = chapter.SMOKE
+    assert [(t.p, t.seed) for t in result.teachers] == [(0.0, 0), (0.0, 1), (0.3, 0)]
+    for t in result.teachers:
+        assert t.S.shape == (spec.teacher.depth,) * 2 and 0 <= t.accuracy <= 1
+        assert list(t.cuts) == list(spec.k_values)
+    assert len(result.comparison) == len(result.teachers) * len(spec.eps_values)
+    assert list(result.seed_shift) == list(spec.k_values)
+    assert {k: list(row) for k, row in result.stability.items()} == {2: [16, 64], 3: [16, 64]}
+    # All 64 images are the full set: every resample reproduces the full-data cut.
+    assert all(row[64] == 1.0 for row in result.stability.values())
+    again = load(chapter.Result, save(result, tmp_path / "result"))
+    assert again.spec == spec and again.comparison == result.comparison
+    assert again.seed_shift == result.seed_shift and again.stability == result.stability
+    for a, b in zip(again.teachers, result.teachers):
+        assert (a.label, a.p, a.seed, a.accuracy, a.cuts) == (b.label, b.p, b.seed, b.accuracy,
+                                                              b.cuts)
+        assert np.array_equal(a.S, b.S)
+    assert chapter.claims(again) == chapter.claims(result)
+    assert all(isinstance(c, Claim) for c in chapter.claims(result))
+    chapter.maxcut_figure(result)
+    chapter.stability_figure(result)

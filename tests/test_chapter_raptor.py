@@ -1,0 +1,107 @@
+"""The raptor chapter: its claims on known inputs, its spec, profiles and notebook."""
+
+from pathlib import Path
+
+import pytest
+
+from raptor.book.chapters import raptor as chapter
+from raptor.book.claims import FAILS, HOLDS, Claim
+from raptor.book.result import load, save
+from raptor.book.spec import SpecError, from_parameters
+
+NOTEBOOK = Path(__file__).parents[1] / "book" / chapter.NOTEBOOK
+
+# The profiles as the old raptor/profiles.py set them for this chapter.
+OLD_SMOKE = {"L": 4, "D": 32, "heads": 2, "steps": 30, "batch_size": 64, "train_limit": 1024,
+             "stage1_steps": 6, "stage2_steps": 6, "distill_warmup": 2, "distill_limit": 256,
+             "n_images": 64, "k_values": [2], "probe_images": 128}
+OLD_PAPER = {"dataset": "cifar100", "L": 12, "D": 768, "heads": 12, "patch_size": 14,
+             "img_size": 224, "registers": 0, "steps": 8_000, "batch_size": 256, "lr": 5e-4,
+             "train_limit": None, "stage1_steps": 20_000, "stage2_steps": 20_000,
+             "distill_lr": 3e-4, "distill_warmup": 1_000, "distill_limit": None,
+             "n_images": 10_000, "k_values": [2, 3, 4], "probe_images": 50_000}
+
+
+# --- claims on synthetic inputs --------------------------------------------------------------
+
+def test_min_cosine_skips_the_shared_embedding() -> None:
+    evals = {2: {"cosine": {"cls": [0.1, 0.95, 0.93], "patches": [0.2, 0.97, 0.99],
+                            "registers": [0.0, 0.0, 0.0]}}}
+    assert chapter.min_cosine(evals) == {2: 0.93}
+
+
+def test_c15_cosine_high() -> None:
+    held = chapter.c15_cosine_high({2: 0.917, 3: 0.956})
+    assert held.verdict == HOLDS and held.ours == "k=2: min cosine 0.917, k=3: min cosine 0.956"
+    assert held.detail == ("minimum over layers 1..L of the cls and patch cosine; threshold 0.9 "
+                           "[ours]")
+    assert chapter.c15_cosine_high({2: 0.95, 3: 0.89}).verdict == FAILS
+
+
+def test_c25_shorter_description() -> None:
+    held = chapter.c25_shorter_description(399872, 15681536, {2: 106560, 3: 159840},
+                                           {2: 15730944, 3: 15730944})
+    assert held.verdict == HOLDS
+    assert held.ours == ("k=2: 0.27× the bits, 1.003× the FLOPs, k=3: 0.40× the bits, "
+                         "1.003× the FLOPs")
+    assert held.detail == ("blocks' parameters at 32 bits (depth-scaling MLPs included); "
+                           "FLOPs per image")
+    # More bits than the teacher, or a different runtime, and it does not hold.
+    assert chapter.c25_shorter_description(100, 1000, {2: 100}, {2: 1000}).verdict == FAILS
+    assert chapter.c25_shorter_description(100, 1000, {2: 50}, {2: 1020}).verdict == FAILS
+
+
+def test_thresholds_say_ours() -> None:
+    for t in (chapter.MIN_COSINE, chapter.FLOPS_TOLERANCE):
+        assert t.source.startswith("[ours]")
+
+
+def test_cost_table_relates_head_accuracy_to_the_teacher() -> None:
+    models = [chapter.Model("teacher (L=8)", 0.8, 0.79, 400, 1000),
+              chapter.Model("Raptor k=2", 0.6, 0.7, 100, 1003)]
+    table = chapter.cost_table(chapter.Result(chapter.Spec(), {}, {}, {}, models))
+    assert table.index.tolist() == ["teacher (L=8)", "Raptor k=2"]
+    assert table["% of teacher (head)"].tolist() == pytest.approx([100.0, 75.0])
+
+
+# --- spec, profiles, notebook ----------------------------------------------------------------
+
+@pytest.mark.parametrize("name, value", [
+    ("p", 1.0), ("p", -0.1), ("seed", -1), ("k_values", [9]), ("k_values", [0]),
+    ("k_values", []), ("n_images", 0), ("probe_images", 0), ("distill_lr", 0.0),
+])
+def test_bad_parameters_are_named(name: str, value: object) -> None:
+    with pytest.raises(SpecError, match=f"parameter '{name}'"):
+        from_parameters(chapter.Spec, {name: value})
+
+
+def test_profiles_are_the_old_ones() -> None:
+    assert chapter.SMOKE == from_parameters(chapter.Spec, OLD_SMOKE)
+    assert chapter.PAPER == from_parameters(chapter.Spec, OLD_PAPER)
+
+
+# --- the chapter at smoke --------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_smoke_compute_round_trips(smoke_result, tmp_path: Path) -> None:
+    result = smoke_result(chapter.NAME)
+    spec = chapter.SMOKE
+    L = spec.teacher.depth
+    assert list(result.partitions) == list(spec.k_values) == list(result.evals)
+    assert [len(p) for p in result.partitions.values()] == list(spec.k_values)
+    for e in result.evals.values():
+        assert all(len(e[m][g]) == L + 1 for m in ("r2", "cosine") for g in chapter.GROUPS)
+    assert [m.name for m in result.models] == [f"teacher (L={L})", "Raptor k=2"]
+    assert all(0 <= m.head_acc <= 1 and 0 <= m.probe_acc <= 1 for m in result.models)
+    teacher, student = result.models
+    assert student.block_params < teacher.block_params
+    assert len(result.records[2]["stage1"]["loss"]) == spec.distill.stage1_steps
+    again = load(chapter.Result, save(result, tmp_path / "result"))
+    assert again.spec == spec and again.partitions == result.partitions
+    assert again.models == result.models and again.evals == result.evals
+    assert again.records == result.records
+    assert chapter.claims(again) == chapter.claims(result)
+    assert all(isinstance(c, Claim) for c in chapter.claims(result))
+    assert chapter.cost_table(again).equals(chapter.cost_table(result))
+    chapter.training_figure(result)
+    chapter.layerwise_figure(result)

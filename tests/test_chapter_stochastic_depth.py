@@ -1,0 +1,145 @@
+"""The stochastic-depth chapter: its claims on known inputs, its spec, profiles and notebook."""
+
+import dataclasses
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np
+import pytest
+
+from raptor.book.chapters import stochastic_depth as chapter
+from raptor.book.claims import FAILS, HOLDS, Claim
+from raptor.book.result import load, save
+from raptor.book.spec import SpecError, from_parameters
+
+NOTEBOOK = Path(__file__).parents[1] / "book" / chapter.NOTEBOOK
+
+# The profiles as the old raptor/profiles.py set them for this chapter.
+OLD_SMOKE = {"L": 4, "D": 32, "heads": 2, "steps": 30, "batch_size": 64, "train_limit": 1024,
+             "stage1_steps": 6, "stage2_steps": 6, "distill_warmup": 2, "distill_limit": 256,
+             "n_images": 64, "p_values": [0.0, 0.2, 0.4, 0.6], "seeds": [0], "k": 2}
+OLD_PAPER = {"dataset": "cifar100", "L": 12, "D": 768, "heads": 12, "patch_size": 14,
+             "img_size": 224, "registers": 0, "steps": 8_000, "batch_size": 256, "lr": 5e-4,
+             "train_limit": None, "stage1_steps": 20_000, "stage2_steps": 20_000,
+             "distill_lr": 3e-4, "distill_warmup": 1_000, "distill_limit": None,
+             "n_images": 10_000, "p_values": [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9],
+             "seeds": [0, 1, 2]}
+
+P = [0.0, 0.0, 0.2, 0.2, 0.4, 0.4, 0.6, 0.6, 0.8, 0.8]
+RISING = [0.70, 0.71, 0.74, 0.75, 0.78, 0.79, 0.82, 0.83, 0.86, 0.87]
+
+
+# --- claims on synthetic inputs --------------------------------------------------------------
+
+def test_c5_similarity_rises_both_ways() -> None:
+    c = chapter.c5_similarity_rises(P, RISING)
+    assert c.verdict == HOLDS and c.ours == "ρ=0.98 (p=0.000, n=10)"  # ties in p: ρ < 1
+    assert chapter.c5_similarity_rises(P, RISING[::-1]).verdict == FAILS
+    flat = chapter.c5_similarity_rises(P, [0.8, 0.7] * 5)  # no trend: ρ > 0 is not enough
+    assert flat.verdict == FAILS
+
+
+def test_c6_r2_rises_both_ways() -> None:
+    assert chapter.c6_r2_rises(P, RISING).verdict == HOLDS
+    assert chapter.c6_r2_rises(P, RISING[::-1]).verdict == FAILS
+
+
+def test_c7_accuracy_rises_only_up_to_0_6() -> None:
+    # Accuracy rises up to p = 0.6 and collapses at 0.8: the collapse is outside the claim.
+    acc = RISING[:8] + [0.1, 0.1]
+    c = chapter.c7_accuracy_rises(P, acc, acc)
+    assert c.verdict == HOLDS and c.ours.endswith("n=8)")
+    assert c.detail == "Spearman ρ of accuracy with p over p ≤ 0.6"
+    # Both must rise: a falling student accuracy fails the claim.
+    assert chapter.c7_accuracy_rises(P, acc, acc[:8][::-1] + [0.1, 0.1]).verdict == FAILS
+
+
+def test_c8_association_both_ways() -> None:
+    rng = np.random.default_rng(0)
+    sim = rng.uniform(0.7, 0.9, 10)
+    c = chapter.c8_similarity_predicts_r2(sim, 0.5 * sim + rng.normal(0, 0.005, 10))
+    assert c.verdict == HOLDS and "95% CI" in c.ours
+    assert chapter.c8_similarity_predicts_r2(sim, rng.uniform(0.9, 1.0, 10)).verdict == FAILS
+
+
+def test_committed_claims_text() -> None:
+    """The claims' fixed texts as the committed book prints them."""
+    c = chapter.c7_accuracy_rises(P, RISING, RISING)
+    assert c.paper == "teacher and student accuracy rise with p up to ~0.6 (Fig. 4C)"
+    c = chapter.c8_similarity_predicts_r2(RISING, RISING)
+    assert c.detail == "Pearson r over (teacher, student) pairs, Fisher-z interval"
+    assert c.ours == "r=1.00, 95% CI [1.00, 1.00] (n=10)"
+
+
+def test_claims_of_the_committed_cpu_run() -> None:
+    """The committed book's sweep (4 decimals, no ties: exact ranks) gives its claims."""
+    rows = [(0.0, 0.7822, 0.806, 0.771, 0.9572, 0.9795),
+            (0.0, 0.7767, 0.791, 0.757, 0.9098, 0.9762),
+            (0.15, 0.8043, 0.796, 0.760, 0.9476, 0.9808),
+            (0.15, 0.8033, 0.778, 0.763, 0.9378, 0.9796),
+            (0.3, 0.8384, 0.785, 0.758, 0.9472, 0.9838),
+            (0.3, 0.8326, 0.770, 0.751, 0.9470, 0.9847),
+            (0.45, 0.8638, 0.760, 0.748, 0.9683, 0.9891),
+            (0.45, 0.8646, 0.754, 0.739, 0.9729, 0.9891)]  # p, similarity, acc ×2, R² ×2
+    runs = [chapter.Run(p, i % 2, np.array([[0, s], [s, 0]]), ((0, 2), (2, 5), (5, 8)),
+                        {"cls": np.array([0, rc]), "patches": np.array([0, rp])}, ta, sa)
+            for i, (p, s, ta, sa, rc, rp) in enumerate(rows)]
+    claims = chapter.claims(chapter.Result(chapter.Spec(), runs))
+    assert [(c.ours, c.verdict) for c in claims] == [
+        ("ρ=0.98 (p=0.000, n=8)", HOLDS), ("ρ=0.68 (p=0.062, n=8)", FAILS),
+        ("teacher ρ=-0.88 (p=0.004, n=8); student ρ=-0.78 (p=0.022, n=8)", FAILS),
+        ("r=0.80, 95% CI [0.22, 0.96] (n=8)", HOLDS)]
+
+
+# --- spec, profiles, notebook ----------------------------------------------------------------
+
+@pytest.mark.parametrize("name, value", [
+    ("p_values", [0.0, 1.0]), ("p_values", []), ("seeds", []), ("seeds", [0, 0]),
+    ("k", 9), ("k", 0), ("n_images", 0)])
+def test_spec_errors_name_the_parameter(name: str, value: object) -> None:
+    with pytest.raises(SpecError, match=repr(name)):
+        from_parameters(chapter.Spec, {name: value})
+
+
+def test_profiles_are_the_old_ones() -> None:
+    assert chapter.SMOKE == from_parameters(chapter.Spec, OLD_SMOKE)
+    assert chapter.PAPER == from_parameters(chapter.Spec, OLD_PAPER)
+
+
+# --- the chapter at smoke --------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_smoke_compute_round_trips(smoke_result, tmp_path: Path) -> None:
+    result = smoke_result(chapter.NAME)
+    spec, L = chapter.SMOKE, chapter.SMOKE.teacher.depth
+    assert [(r.p, r.seed) for r in result.runs] == [(p, s) for p in spec.p_values
+                                                   for s in spec.seeds]
+    for r in result.runs:
+        assert r.similarity.shape == (L, L) and len(r.partition) == spec.k
+        assert r.r2["cls"].shape == r.r2["patches"].shape == (L + 1,)
+        assert 0 <= r.teacher_acc <= 1 and 0 <= r.student_acc <= 1
+    again = load(chapter.Result, save(result, tmp_path / "result"))
+    assert again.spec == spec
+    for a, b in zip(again.runs, result.runs):
+        assert np.array_equal(a.similarity, b.similarity) and a.partition == b.partition
+        assert all(np.array_equal(a.r2[g], b.r2[g]) for g in b.r2)
+    assert chapter.sweep_table(again).equals(chapter.sweep_table(result))
+    claims = chapter.claims(result)
+    assert [c.id for c in claims] == ["C5", "C6", "C7", "C8"]
+    assert all(isinstance(c, Claim) for c in claims) and chapter.claims(again) == claims
+    for figure in (chapter.similarity_figure, chapter.sweep_figure):
+        plt.close(figure(result))
+
+
+def test_similarity_figure_shows_the_first_seed() -> None:
+    spec = dataclasses.replace(chapter.SMOKE, seeds=(1, 0))
+    S = {s: np.full((4, 4), 0.5 + s / 4) for s in (0, 1)}
+    runs = [chapter.Run(p, s, S[s], ((0, 2), (2, 4)), {}, 0.5, 0.5)
+            for p in spec.p_values for s in spec.seeds]
+    fig = chapter.similarity_figure(chapter.Result(spec, runs))
+    shown = [ax.images[0].get_array() for ax in fig.axes if ax.images]
+    assert len(shown) == len(spec.p_values) and all(np.all(a == 0.75) for a in shown)
+    plt.close(fig)
