@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from raptor.book.chapters import MODULES, chapter
-from raptor.book.claims import (CLAIMS, FAILS, HOLDS, UNTESTABLE, Claim, Threshold, claim, gather,
+from raptor.book.claims import (BY_CONSTRUCTION, CLAIMS, FAILS, HOLDS, INCONCLUSIVE, UNTESTABLE,
+                                Claim, Threshold, all_of, claim, gather, versus,
                                 report, table)
 
 
@@ -98,3 +99,27 @@ def test_gather_of_empty_folder(tmp_path: Path) -> None:
     g = gather(tmp_path / "nothing-here")
     assert list(g.index) == list(CLAIMS)
     assert set(g["verdict"]) == {"not yet tested"}
+
+
+@pytest.mark.parametrize("low, high, above, verdict", [
+    (0.6, 0.9, True, HOLDS), (0.1, 0.4, True, FAILS), (0.4, 0.6, True, INCONCLUSIVE),
+    (0.1, 0.4, False, HOLDS), (0.6, 0.9, False, FAILS), (0.4, 0.6, False, INCONCLUSIVE),
+    (0.5, 0.5, True, FAILS)])
+def test_versus_reads_the_interval_against_the_threshold(low: float, high: float, above: bool,
+                                                         verdict: str) -> None:
+    assert versus(low, high, 0.5, above=above) == verdict
+    assert claim("C1", paper="p", ours="o", holds=verdict).verdict == verdict
+
+
+def test_versus_and_claim_reject_bad_input() -> None:
+    with pytest.raises(ValueError, match="low <= high"):
+        versus(0.9, 0.1, 0.5)
+    with pytest.raises(ValueError, match="unknown verdict 'maybe'"):
+        claim("C1", paper="p", ours="o", holds="maybe")
+    assert claim("C25", paper="p", ours="o", holds=BY_CONSTRUCTION).verdict == BY_CONSTRUCTION
+
+
+@pytest.mark.parametrize("parts, verdict", [([HOLDS, HOLDS], HOLDS), ([HOLDS, INCONCLUSIVE],
+                         INCONCLUSIVE), ([INCONCLUSIVE, FAILS], FAILS)])
+def test_all_of(parts: list[str], verdict: str) -> None:
+    assert all_of(parts) == verdict

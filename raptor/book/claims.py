@@ -1,9 +1,11 @@
 """Claims as code: each chapter tests the paper's claims on its own result.
 
 The paper's 25 checkable claims have stable IDs C1–C25 (:data:`CLAIMS`). A chapter's claim is a
-named function of its result with named :class:`Threshold` s; it returns a :class:`Claim`: the paper's number, this run's number and a
-verdict (``holds`` / ``does not hold`` / ``not testable at this profile``). Chapters write their
-claims as JSON next to the book; the claims page gathers them.
+named function of its result with named :class:`Threshold` s; it returns a :class:`Claim`: the
+paper's number, this run's number and a verdict (:data:`VERDICTS`): ``holds`` / ``does not hold``,
+``inconclusive`` when the number's interval spans the threshold (:func:`versus`), ``not testable
+at this profile``, or ``by construction`` for a property the model has by design, not by
+measurement. Chapters write their claims as JSON next to the book; the claims page gathers them.
 """
 
 from __future__ import annotations
@@ -44,7 +46,9 @@ CLAIMS: dict[str, str] = {
     "C25": "A BRH model has a shorter description at the same runtime (Levin complexity)",
 }
 
-HOLDS, FAILS, UNTESTABLE = "holds", "does not hold", "not testable at this profile"
+HOLDS, FAILS, INCONCLUSIVE = "holds", "does not hold", "inconclusive"
+UNTESTABLE, BY_CONSTRUCTION = "not testable at this profile", "by construction"
+VERDICTS = (HOLDS, FAILS, INCONCLUSIVE, UNTESTABLE, BY_CONSTRUCTION)
 
 
 @dataclass(frozen=True)
@@ -77,14 +81,38 @@ class Claim:
     profile: str = ""
 
 
-def claim(claim_id: str, *, paper: str, ours: str, holds: bool | None, detail: str = "") -> Claim:
-    """A claim ``claim_id`` tested: ``holds=None`` means not testable at this profile."""
+def claim(claim_id: str, *, paper: str, ours: str, holds: bool | str | None,
+          detail: str = "") -> Claim:
+    """A claim ``claim_id`` tested: ``holds`` is a bool, one of :data:`VERDICTS` (e.g. from
+    :func:`versus`), or ``None`` for not testable at this profile."""
     if claim_id not in CLAIMS:
         raise ValueError(f"unknown claim id {claim_id!r}; valid: C1..C{len(CLAIMS)}")
-    if holds is not None and not isinstance(holds, bool):
-        holds = bool(holds)
-    verdict = UNTESTABLE if holds is None else HOLDS if holds else FAILS
+    if isinstance(holds, str):
+        if holds not in VERDICTS:
+            raise ValueError(f"unknown verdict {holds!r}; valid: {', '.join(VERDICTS)}")
+        verdict = holds
+    else:
+        verdict = UNTESTABLE if holds is None else HOLDS if bool(holds) else FAILS
     return Claim(claim_id, CLAIMS[claim_id], paper, ours, verdict, detail)
+
+
+def versus(low: float, high: float, threshold: float, *, above: bool = True) -> str:
+    """The verdict of "the number exceeds ``threshold``" (``above=False``: stays below it) from
+    its interval ``[low, high]``: ``holds`` / ``does not hold`` when the whole interval lies on
+    one side, ``inconclusive`` when it spans the threshold."""
+    if not low <= high:
+        raise ValueError(f"need an interval with low <= high, got [{low}, {high}]")
+    lo, hi = (low, high) if above else (-high, -low)
+    t = threshold if above else -threshold
+    return HOLDS if lo > t else FAILS if hi <= t else INCONCLUSIVE
+
+
+def all_of(verdicts: Iterable[str]) -> str:
+    """A conjunction of sub-verdicts: fails if any fails, else inconclusive if any is, else holds."""
+    vs = list(verdicts)
+    if not vs or any(v not in (HOLDS, FAILS, INCONCLUSIVE) for v in vs):
+        raise ValueError(f"need holds / does not hold / inconclusive verdicts, got {vs}")
+    return FAILS if FAILS in vs else INCONCLUSIVE if INCONCLUSIVE in vs else HOLDS
 
 
 def table(claims: Iterable[Claim]) -> pd.DataFrame:
