@@ -1,7 +1,9 @@
 # Two commands do everything on a fresh machine:
 #   make book   set up, execute every chapter at the default `cpu` profile, build the book
 #   make test   set up, then unit tests (every chapter at `smoke` included), the artifact tier's
-#               checksums, nbval of the committed book against the tier, book build
+#               checksums, nbval of the committed book against the tier, the book again under
+#               other CPU kernels (`make kernels`), book build, and the built site opened in
+#               headless Chromium (`make browser`)
 # For maintainers: `make artifacts` retrains what the cache lacks (the tier is not used), executes
 # the book and refills artifacts/ with the models it used.
 PYTHON ?= python3.11
@@ -10,11 +12,13 @@ PY := $(VENV)/bin/python
 PROFILE ?= cpu
 export RAPTOR_CACHE ?= $(CURDIR)/.cache/raptor
 
-.PHONY: setup book test unit smoke verify nbval build artifacts clean
+.PHONY: setup book test unit smoke test-paper-shape verify nbval kernels build browser artifacts clean
 
 $(VENV)/.installed: pyproject.toml
 	@if [ ! -d /usr/share/datasets/fashion-mnist ] && command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
 		(apt-get update -qq && apt-get install -y -qq dataset-fashion-mnist) || echo "note: could not install dataset-fashion-mnist"; fi
+	@if [ ! -x /usr/bin/chromedriver ] && command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+		(apt-get update -qq && apt-get install -y -qq chromium chromium-driver) || echo "note: could not install chromium (browser tests will skip)"; fi
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
@@ -25,13 +29,17 @@ setup: $(VENV)/.installed
 book: setup
 	$(PY) -m raptor run --profile $(PROFILE)
 
-test: setup unit verify nbval build
+test: setup unit verify nbval kernels build browser
 
 unit: setup
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -m "not browser" --ignore=tests/test_paper_shape.py
 
 smoke: setup
 	$(PY) -m pytest -q tests/test_smoke_chapters.py
+
+# The `paper` profile's teachers and students (ViT-B/14, 224 px), two steps of each stage on the CPU.
+test-paper-shape: setup
+	$(PY) -m pytest -q tests/test_paper_shape.py
 
 verify: setup
 	$(PY) -m raptor artifacts verify
@@ -39,8 +47,22 @@ verify: setup
 nbval: setup
 	$(PY) -m pytest -q --nbval-lax --nbval-current-env book/chapters book/claims.ipynb
 
+# The stored book must not depend on the machine: execute it again with other CPU kernels (no
+# vectorised ATen or oneDNN kernels beyond SSE4.1, MKL in compatible mode) and one thread, into
+# runs/kernels/, and compare its claims with the stored ones: verdicts exactly, every number within
+# one unit of its last printed digit (raptor/book/compare.py).
+kernels: setup
+	rm -rf runs/kernels
+	ATEN_CPU_CAPABILITY=default ONEDNN_MAX_CPU_ISA=SSE41 MKL_CBWR=COMPATIBLE OMP_NUM_THREADS=1 \
+		$(PY) -m raptor run --profile cpu --out runs/kernels --no-build
+	$(PY) -m raptor compare book/claims runs/kernels/claims
+
 build: setup
 	$(PY) -m raptor build
+
+# The built site in headless Chromium (after `build`; skips where chromium is missing).
+browser: setup
+	$(PY) -m pytest -q -m browser tests/test_browser.py
 
 artifacts: setup
 	rm -f $(RAPTOR_CACHE)/used.log

@@ -1,5 +1,7 @@
 """Command line: ``python -m raptor run [--profile P] [--chapter C ...] [-p NAME VALUE ...]``,
-``python -m raptor build`` and ``python -m raptor artifacts export|verify``."""
+``python -m raptor sweep --chapter C --profile P --executor local|slurm [...]``,
+``python -m raptor build``, ``python -m raptor compare EXPECTED ACTUAL`` and
+``python -m raptor artifacts export|verify``."""
 
 from __future__ import annotations
 
@@ -9,7 +11,9 @@ from pathlib import Path
 
 from raptor.artifacts import MANIFEST, ArtifactError, export, verify
 from raptor.book.chapters import MODULES, PROFILES
+from raptor.book.compare import compare
 from raptor.book.runner import RunnerError, build_book, parse_value, run
+from raptor.sweep import EXECUTORS, Options, sweep
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,6 +29,29 @@ def main(argv: list[str] | None = None) -> int:
     p_run.add_argument("--update-book", action="store_true",
                        help="write a non-cpu run into book/ instead of runs/<profile>/")
     p_run.add_argument("--no-build", action="store_true", help="do not build the book")
+    p_run.add_argument("--out", type=Path,
+                       help="write the notebooks and claims to this folder, never the book")
+    p_cmp = sub.add_parser("compare", help="compare two claims folders: verdicts exactly, "
+                           "numbers within one unit of their last printed digit")
+    p_cmp.add_argument("expected", type=Path, help="e.g. book/claims")
+    p_cmp.add_argument("actual", type=Path, help="e.g. runs/kernels/claims")
+    p_sweep = sub.add_parser("sweep", help="train a chapter's teachers and students as jobs "
+                             "(submitit: local processes or a SLURM cluster)")
+    p_sweep.add_argument("--chapter", required=True, help=f"one of {', '.join(MODULES)}")
+    p_sweep.add_argument("--profile", default="cpu", help=f"one of {', '.join(PROFILES)}")
+    p_sweep.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                         help="override a chapter parameter (as for run)")
+    p_sweep.add_argument("--executor", default="local", help=f"one of {', '.join(EXECUTORS)}")
+    p_sweep.add_argument("--folder", type=Path, default=Options.folder,
+                         help="submitit's folder for the jobs' pickles and logs")
+    p_sweep.add_argument("--partition", help="SLURM partition")
+    p_sweep.add_argument("--time", type=int, default=Options.time_min, help="minutes per job")
+    p_sweep.add_argument("--gpus-per-node", type=int, default=Options.gpus_per_node,
+                         help="SLURM: GPUs for each job")
+    p_sweep.add_argument("--array-parallelism", type=int, default=Options.array_parallelism,
+                         help="SLURM: jobs of one array running at once")
+    p_sweep.add_argument("--dry-run", action="store_true",
+                         help="check parameters and inputs, list the jobs and their cost, exit")
     sub.add_parser("build", help="jupyter-book build book/ (no execution)")
     p_art = sub.add_parser("artifacts", help="fill or check the artifact tier (artifacts/)")
     p_art.add_argument("action", choices=["export", "verify"])
@@ -36,11 +63,20 @@ def main(argv: list[str] | None = None) -> int:
             build_book()
         elif args.command == "artifacts":
             return _artifacts(args)
+        elif args.command == "compare":
+            problems = compare(args.expected, args.actual)
+            print("\n".join(problems) or f"{args.actual} matches {args.expected}")
+            return 1 if problems else 0
+        elif args.command == "sweep":
+            opts = Options(args.executor, args.folder, args.partition, args.time,
+                           args.gpus_per_node, args.array_parallelism)
+            sweep(args.chapter, args.profile, {n: parse_value(v) for n, v in args.p}, opts,
+                  dry_run=args.dry_run)
         else:
             overrides = {name: parse_value(value) for name, value in args.p}
             run(args.profile, args.chapters, overrides, build=not args.no_build,
-                update_book=args.update_book)
-    except (RunnerError, ArtifactError) as err:
+                update_book=args.update_book, out=args.out)
+    except (RunnerError, ArtifactError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     return 0

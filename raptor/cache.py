@@ -15,21 +15,26 @@ the trained models behind the committed book, each verified against the sha256 i
 
 from __future__ import annotations
 
-import hashlib
+import fcntl
 import os
 import platform
 import subprocess
+import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from raptor.checkpoint import CheckpointError, fingerprint, load_tensors, save_tensors
+from raptor.checkpoint import CheckpointError, digest, fingerprint, load_tensors, save_tensors
 
 Tensors = dict[str, torch.Tensor]
 Builder = Callable[[Path], tuple[Tensors, dict[str, Any]]]
+StandIn = Callable[[str, Mapping[str, Any]], tuple[Tensors, dict[str, Any]]]
+_planned: dict[str, tuple[Tensors, dict[str, Any]]] | None = None  # set by planning()
+_stand_in: StandIn | None = None
 
 
 def cache_root() -> Path:
@@ -62,16 +67,6 @@ def code_version() -> str:
     return f"{rev}+dirty" if dirty else rev
 
 
-def digest(tensors: Mapping[str, torch.Tensor]) -> str:
-    """SHA-256 over names, dtypes, shapes and bytes of ``tensors``."""
-    h = hashlib.sha256()
-    for name in sorted(tensors):
-        t = tensors[name].detach().contiguous().cpu()
-        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
-        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
-    return h.hexdigest()
-
-
 def load_entry(kind: str, config: Mapping[str, Any]) -> tuple[Tensors, dict[str, Any]] | None:
     """The stored artifact, or ``None`` if absent, corrupt or from another configuration.
 
@@ -81,6 +76,8 @@ def load_entry(kind: str, config: Mapping[str, Any]) -> tuple[Tensors, dict[str,
 
     path = entry_path(kind, config)
     _log_use(kind, config)
+    if _planned is not None and entry_name(kind, config) in _planned:
+        return _planned[entry_name(kind, config)]
     if not path.exists():
         return tier_entry(kind, config)
     try:
@@ -98,12 +95,29 @@ def get_or_build(kind: str, config: Mapping[str, Any], build: Builder
 
     ``build`` returns ``(tensors, record)``; ``record`` is JSON-serialisable (training curves,
     metrics). ``work_path`` is where ``build`` may keep a resumable checkpoint; it is removed once
-    the entry is stored.
+    the entry is stored. Processes asking for the same missing entry build it once: one holds its
+    lock (:func:`entry_lock`), the others wait and then load it. Inside :func:`planning` a missing
+    entry is not built: the planner's stand-in is returned instead.
     """
     found = load_entry(kind, config)
     if found is not None:
         return found
+    if _planned is not None and _stand_in is not None:  # inside planning()
+        _planned[entry_name(kind, config)] = _stand_in(kind, config)
+        return _planned[entry_name(kind, config)]
     path = entry_path(kind, config)
+    with entry_lock(path):
+        found = load_entry(kind, config) if path.exists() else None
+        if found is not None:  # built by the process this one waited for
+            return found
+        built = _build(path, config, build)
+        # Removed only once the entry exists: whoever still waits on it finds the entry then.
+        path.with_suffix(".lock").unlink(missing_ok=True)
+        return built
+
+
+def _build(path: Path, config: Mapping[str, Any], build: Builder
+           ) -> tuple[Tensors, dict[str, Any]]:
     work = path.with_suffix(".work.safetensors")
     start = time.perf_counter()
     tensors, record = build(work)
@@ -114,6 +128,46 @@ def get_or_build(kind: str, config: Mapping[str, Any], build: Builder
     for leftover in path.parent.glob(f"{path.stem}.work*.safetensors"):
         leftover.unlink(missing_ok=True)
     return tensors, record
+
+
+@contextmanager
+def entry_lock(path: Path) -> Iterator[None]:
+    """Hold ``<entry>.lock`` exclusively (``flock``), waiting while another process holds it.
+
+    The kernel releases the lock when its holder exits or is killed, so no stale lock survives a
+    crash. The holder writes its host and pid into the file, shown to whoever waits.
+    """
+    lock = path.with_suffix(".lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            print(f"[raptor] waiting for {path.parent.name}/{path.name}, being built by "
+                  f"{f.read().strip() or 'another process'}", file=sys.stderr, flush=True)
+            fcntl.flock(f, fcntl.LOCK_EX)
+        f.seek(0)
+        f.truncate()
+        f.write(f"{platform.node()} pid {os.getpid()}\n")
+        f.flush()
+        yield
+
+
+@contextmanager
+def planning(stand_in: StandIn) -> Iterator[None]:
+    """Plan instead of build: inside, a missing entry is not built; ``stand_in(kind, config)``
+    gives what :func:`get_or_build` (and later :func:`load_entry`) return for it, e.g. untrained
+    weights, so a chapter runs to its end and names every training it needs (:mod:`raptor.sweep`).
+    """
+    global _planned, _stand_in
+    if _planned is not None:
+        raise RuntimeError("planning() does not nest")
+    _planned, _stand_in = {}, stand_in
+    try:
+        yield
+    finally:
+        _planned, _stand_in = None, None
 
 
 def _log_use(kind: str, config: Mapping[str, Any]) -> None:

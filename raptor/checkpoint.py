@@ -1,8 +1,8 @@
 """Atomic, verifiable safetensors checkpoints (never pickle).
 
 A checkpoint is one ``.safetensors`` file: the model's (and optionally the optimiser's) tensors,
-plus string metadata holding the configuration it belongs to and a JSON record of everything that
-is not a tensor. Writes go to a temporary file in the same folder, are fsynced, and are renamed
+plus string metadata holding the configuration it belongs to, a JSON record of everything that
+is not a tensor and a digest of all three, so a flipped byte anywhere is caught on reading. Writes go to a temporary file in the same folder, are fsynced, and are renamed
 into place, so a reader sees either the old or the new file, never a partial one.
 """
 
@@ -11,9 +11,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import pickle
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +30,22 @@ def fingerprint(config: Mapping[str, Any]) -> str:
     """A stable hash of a JSON-serialisable configuration (keys sorted)."""
     blob = json.dumps(config, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def digest(tensors: Mapping[str, torch.Tensor]) -> str:
+    """SHA-256 over names, dtypes, shapes and bytes of ``tensors``."""
+    h = hashlib.sha256()
+    for name in sorted(tensors):
+        t = tensors[name].detach().contiguous().cpu()
+        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return h.hexdigest()
+
+
+def _file_digest(tensors: Mapping[str, torch.Tensor], meta: Mapping[str, str]) -> str:
+    """The digest a checkpoint carries: its tensors, configuration and record together."""
+    return hashlib.sha256("|".join((digest(tensors), meta.get("config", ""), meta.get("record", ""))).encode()
+                          ).hexdigest()
 
 
 def atomic_write(path: str | os.PathLike, write: Any) -> None:
@@ -56,12 +71,14 @@ def save_tensors(path: str | os.PathLike, tensors: Mapping[str, torch.Tensor],
             "fingerprint": fingerprint(config),
             "record": json.dumps(record or {}, default=str)}
     flat = {k: v.detach().contiguous().cpu() for k, v in tensors.items()}
+    meta["digest"] = _file_digest(flat, meta)
     atomic_write(path, lambda tmp: save_file(flat, tmp, metadata=meta))
 
 
 def load_tensors(path: str | os.PathLike, config: Mapping[str, Any] | None = None
                  ) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    """Read a checkpoint; if ``config`` is given it must match the one it was saved with."""
+    """Read a checkpoint, verified against its digest (files written before digests existed
+    have none); if ``config`` is given it must match the one it was saved with."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"no checkpoint at {path}")
@@ -72,6 +89,8 @@ def load_tensors(path: str | os.PathLike, config: Mapping[str, Any] | None = Non
         record = json.loads(meta["record"])
     except (SafetensorError, OSError, KeyError, ValueError) as err:
         raise CheckpointError(f"corrupt checkpoint {path}: {err}") from err
+    if "digest" in meta and meta["digest"] != _file_digest(tensors, meta):
+        raise CheckpointError(f"corrupt checkpoint {path}: its contents do not match its digest")
     if config is not None and meta.get("fingerprint") != fingerprint(config):
         saved = json.loads(meta.get("config", "{}"))
         diff = sorted(k for k in set(saved) | set(config) if saved.get(k) != config.get(k))
@@ -97,9 +116,15 @@ def save_training_state(path: str | os.PathLike, *, model: nn.Module,
 
 def load_training_state(path: str | os.PathLike, *, model: nn.Module,
                         optimizer: torch.optim.Optimizer | None,
-                        config: Mapping[str, Any]) -> dict[str, Any]:
-    """Restore what :func:`save_training_state` wrote; returns the record."""
+                        config: Mapping[str, Any],
+                        check: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Restore what :func:`save_training_state` wrote; returns the record.
+
+    ``check(record)`` may raise :class:`CheckpointError` (e.g. a file the record names is
+    missing); it runs after the file is verified and before ``model`` or ``optimizer`` change."""
     tensors, record = load_tensors(path, config)
+    if check is not None:
+        check(record)
     model.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
     groups = record.pop("optim_param_groups", None)
     if optimizer is not None:
@@ -115,17 +140,28 @@ def load_training_state(path: str | os.PathLike, *, model: nn.Module,
 def read_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
     """Tensors of a weights file: safetensors, or a torch file read with ``weights_only=True``."""
     path = Path(path)
+    allowed = ("allowed: a safetensors file, or a torch file (torch.save) of a state dict, "
+               "possibly under 'model' or 'state_dict'")
     if not path.is_file():
         raise CheckpointError(f"weights file not found: {path}")
+    if path.stat().st_size == 0:
+        raise CheckpointError(f"weights file {path} is empty; {allowed}")
     try:
         if path.suffix == ".safetensors":
             return load_file(path)
         state = torch.load(path, map_location="cpu", weights_only=True)
-    except (SafetensorError, RuntimeError, OSError, pickle.UnpicklingError) as err:
-        raise CheckpointError(f"unreadable weights file {path}: {err}") from err
+    # bytes that are no torch archive fail anywhere in the unpickler (KeyError, EOFError,
+    # IndexError, ...): any failure to read the file is the user's file, not a bug here
+    except Exception as err:
+        raise CheckpointError(f"unreadable weights file {path} ({type(err).__name__}: {err}); "
+                              f"{allowed}") from err
     for key in ("model", "state_dict"):
         if isinstance(state, dict) and isinstance(state.get(key), dict):
             state = state[key]
+    if not isinstance(state, dict) or not all(
+            isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()):
+        raise CheckpointError(f"weights file {path} holds a {type(state).__name__}, not a state "
+                              f"dict of named tensors; {allowed}")
     return state
 
 

@@ -19,7 +19,7 @@ from torch import Tensor, nn
 from raptor.low_rank import (DMDResult, UpdateRanks, check_rank, coherence_rows, dmd, gram,
                              normalise_rows, ranks_from_gram)
 from raptor.paper import DMD_RANK
-from raptor.sphere import (ArrayLike, MeanStd, Moments, angle_unit, as_tensor, check_groups,
+from raptor.sphere import (EPS, ArrayLike, MeanStd, Moments, angle_unit, as_tensor, check_groups,
                            check_traj, cos_dist_unit, directions, is_int, per_group, token_rows,
                            updates)
 from raptor.trajectories import TokenGroups, run_layers, trajectory_model
@@ -211,6 +211,22 @@ def perturb(model: nn.Module, tokens: ArrayLike, layer: int, eps: float,
         perturbed=pert.cpu().numpy(), distance=dist,
         sensitivity={n: float(v[-1]) / abs(eps) for n, v in dist.items()},
         angular_sensitivity={n: float(v.mean[0]) / abs(eps) for n, v in ang.items()})
+
+
+def image_deviation(p: Perturbation, groups: TokenGroups) -> dict[str, dict[str, np.ndarray]]:
+    """Per image and layer after the injection ``(N, L−layer+1)``, means over the group's tokens:
+    ``"distance"``, ``d_cos(x̂^{(ε)}, x̂)`` (its mean over images is ``p.distance``), and
+    ``"relative"``, the angle ``∠(x̂^{(ε)}_j, x̂_j)`` times ``‖x_j‖ / ‖x_layer‖`` (clean norms):
+    the deviation's on-sphere size in units of the state's norm at the injection layer, which
+    norm growth alone does not shrink (Fig. 10A)."""
+    clean, pert = torch.from_numpy(p.clean), torch.from_numpy(p.perturbed)
+    items = check_groups(groups, clean.shape[2])
+    dc, dp = directions(clean), directions(pert)
+    norms = torch.linalg.vector_norm(clean, dim=-1)
+    relative = angle_unit(dp, dc) * norms / norms[:, :1].clamp_min(EPS)
+    return {name: {"distance": cos_dist_unit(dp, dc)[:, :, s].mean(2).double().numpy(),
+                   "relative": relative[:, :, s].mean(2).double().numpy()}
+            for name, s in items}
 
 
 @dataclass(frozen=True)

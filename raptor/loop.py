@@ -10,6 +10,7 @@ exactly the batches it would have seen.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -37,6 +38,44 @@ class Optimisation(Protocol):
     def min_lr(self) -> float: ...
     @property
     def grad_clip(self) -> float | None: ...
+
+
+def resolve_device(device: str) -> str:
+    """``device`` checked: ``"auto"`` is ``"cuda"`` when CUDA is available, else ``"cpu"``;
+    ``"cpu"``, ``"cuda"`` and ``"cuda:<index>"`` are kept (CUDA must then be available)."""
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    kind, _, index = device.partition(":") if isinstance(device, str) else ("", "", "")
+    if kind not in ("cpu", "cuda") or (index and (kind == "cpu" or not index.isdigit())):
+        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:<index>', got {device!r}")
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device={device!r} but CUDA is not available here; use 'auto' or 'cpu'")
+    return device
+
+
+def check_recipe(recipe: Optimisation) -> None:
+    """Raise :class:`ValueError` naming the field unless ``lr`` is finite and > 0, ``min_lr`` in
+    [0, lr], ``weight_decay`` finite and >= 0, ``warmup_steps`` an integer >= 0 and ``grad_clip``
+    finite and > 0 or None (no clipping)."""
+    def number(name: str, low: float, high: float, open_low: bool, none: bool = False) -> None:
+        value = getattr(recipe, name)
+        if none and value is None:
+            return
+        if (not isinstance(value, (int, float)) or isinstance(value, bool)
+                or not math.isfinite(value) or not low <= value <= high
+                or (open_low and value == low)):
+            span = f"{'(' if open_low else '['}{low}, {high}{']' if high < math.inf else ')'}"
+            raise ValueError(f"{name} must be a finite number in {span}"
+                             f"{' or None' if none else ''}, got {value!r}")
+
+    number("lr", 0, math.inf, True)
+    lr = recipe.lr
+    number("min_lr", 0, lr, False)
+    number("weight_decay", 0, math.inf, False)
+    number("grad_clip", 0, math.inf, True, none=True)
+    warmup = recipe.warmup_steps
+    if not isinstance(warmup, int) or isinstance(warmup, bool) or warmup < 0:
+        raise ValueError(f"warmup_steps must be an integer >= 0, got {warmup!r}")
 
 
 def warmup_cosine(step: int, total: int, warmup: int, base_lr: float, min_lr: float = 0.0) -> float:
@@ -80,14 +119,20 @@ def adamw(params: Iterable[nn.Parameter], recipe: Optimisation) -> torch.optim.A
 
 
 def resume(path: Path | None, *, model: nn.Module, optimizer: torch.optim.Optimizer,
-           config: dict[str, Any]) -> dict[str, Any] | None:
+           config: dict[str, Any], check: Callable[[dict[str, Any]], None] | None = None
+           ) -> dict[str, Any] | None:
     """The record at ``path``, ``model`` and ``optimizer`` restored from it; ``None`` (start
-    afresh) without a checkpoint there or with one of another ``config``."""
+    afresh, ``model`` and ``optimizer`` untouched) without a checkpoint there, or with a warning
+    naming the file when it is corrupt, of another ``config`` or fails ``check(record)`` (see
+    :func:`~raptor.checkpoint.load_training_state`)."""
     if path is None or not path.exists():
         return None
     try:
-        return load_training_state(path, model=model, optimizer=optimizer, config=config)
-    except CheckpointError:
+        return load_training_state(path, model=model, optimizer=optimizer, config=config,
+                                   check=check)
+    except CheckpointError as err:
+        warnings.warn(f"not resuming from {path}: {err}; training starts from step 0",
+                      stacklevel=2)
         return None
 
 
@@ -108,6 +153,8 @@ def train(stage: str, batches: Iterable[tuple[int, Batch]],
     """
     bar = tqdm(total=total, initial=initial, desc=stage, disable=not progress)
     done = initial
+    kept = f"the checkpoint of step {initial} is kept" if initial and checkpoint else \
+        "no checkpoint was written"
     for step, batch in batches:
         if step >= total:
             break
@@ -115,12 +162,12 @@ def train(stage: str, batches: Iterable[tuple[int, Batch]],
         for group in optimizer.param_groups:
             group["lr"] = lr
         value, reported = loss(step, batch)
-        _guard(reported, "loss", stage, step, checkpoint)
+        _guard(reported, "loss", stage, step, kept)
         optimizer.zero_grad(set_to_none=True)
         value.backward()
         if recipe.grad_clip is not None:
             norms = [nn.utils.clip_grad_norm_(group, recipe.grad_clip) for group in clip_groups]
-            _guard(torch.stack(norms), "gradient", stage, step, checkpoint)
+            _guard(torch.stack(norms), "gradient", stage, step, kept)
         optimizer.step()
         if after_step is not None:
             after_step(step, reported, lr)
@@ -130,12 +177,11 @@ def train(stage: str, batches: Iterable[tuple[int, Batch]],
             bar.set_postfix(loss=f"{reported.sum().item():.4g}")
         if checkpoint is not None and done % checkpoint_every == 0 and done < total:
             checkpoint(done)
+            kept = f"the checkpoint of step {done} is kept"
     bar.close()
     return done
 
 
-def _guard(values: torch.Tensor, what: str, stage: str, step: int,
-           checkpoint: Callable[[int], None] | None) -> None:
+def _guard(values: torch.Tensor, what: str, stage: str, step: int, kept: str) -> None:
     if not torch.isfinite(values).all():
-        kept = "the last good checkpoint is kept" if checkpoint is not None else "no checkpoint"
         raise FloatingPointError(f"non-finite {what} in {stage} at step {step}; {kept}")

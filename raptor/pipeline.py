@@ -21,7 +21,9 @@ every dataset root, the linear head's shape, a distillation already in ``--out``
 - Under ``torchrun`` all ranks distil (DDP, :mod:`raptor.distributed`); rank 0 alone saves the
   student and runs the probes (single device) while the other ranks exit.
 - A distillation done with another configuration is an error (a student is never discarded
-  silently); a probe done with another configuration is run again.
+  silently); a probe done with another configuration is run again. The teacher's weights (and
+  ``--linear-head``) enter the keys by their digest, so other weights under the same file name
+  are another configuration; a step file that fails its digest is redone, with a warning.
 - The dense probes use bf16 autocast (``amp``) only on CUDA.
 """
 
@@ -45,8 +47,9 @@ from timm.models.vision_transformer import VisionTransformer
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
+from raptor.artifacts import sha256
 from raptor.cli import add_options, field_defaults, numbers
-from raptor.checkpoint import (CheckpointError, atomic_write, fingerprint, load_tensors,
+from raptor.checkpoint import (CheckpointError, atomic_write, digest, fingerprint, load_tensors,
                                save_tensors)
 from raptor.data import DatasetNotFoundError, ThreadedImages, get_datasets, subset
 from raptor.dense_data import ADE20k, NYUv2Depth
@@ -155,6 +158,9 @@ class PipelineConfig:
             raise ValueError(f"--model-kwargs must be a JSON object, got {self.model_kwargs!r}")
         if "img_size" in self.model_kwargs:
             raise ValueError("--model-kwargs must not set img_size: use --img-size")
+        if self.out.exists() and not self.out.is_dir():
+            raise ValueError(f"--out {self.out} is an existing file; give a folder (a new one, "
+                             f"or the run folder of a run to resume)")
 
 
 @dataclass
@@ -234,6 +240,10 @@ def _architecture(cfg: PipelineConfig) -> VisionTransformer:
                          f"channels; ImageNet images are RGB: in_chans must be 3")
     if not model.has_class_token:
         raise ValueError(f"--model {cfg.model!r} has no cls token; the probes of §5 need one")
+    patch = model.patch_embed.patch_size[0]
+    if cfg.img_size % patch:
+        raise ValueError(f"--img-size={cfg.img_size} must be a multiple of {cfg.model}'s patch "
+                         f"size {patch} (e.g. {max(1, round(cfg.img_size / patch)) * patch})")
     repeats, depth = cfg.distill.repeats, len(model.blocks)
     if sum(repeats) != depth:
         raise ValueError(f"the partition {','.join(map(str, repeats))} sums to {sum(repeats)}, "
@@ -312,9 +322,8 @@ def _plan(cfg: PipelineConfig) -> _Plan:
         raise ValueError(f"--batch-size={cfg.distill.batch_size} must be divisible by the world "
                          f"size {world} and at most the {len(distill_set)} training images")
     threads = cfg.loader_threads or cpu_share(16)
-    weights = ({"file": cfg.weights.name, "bytes": cfg.weights.stat().st_size}
-               if cfg.weights is not None else "hub")
-    distill_key = {"model": cfg.model, "model_kwargs": _model_kwargs(cfg), "weights": weights,
+    distill_key = {"model": cfg.model, "model_kwargs": _model_kwargs(cfg),
+                   "weights": digest(teacher.state_dict()),  # content, whatever the file's name
                    "distill": dataclasses.asdict(cfg.distill), "format": 1}
     keys = {"stage1": distill_key, "stage2": distill_key}
     for who in ("student", "teacher") if cfg.probe_teacher else ("student",):
@@ -324,7 +333,7 @@ def _plan(cfg: PipelineConfig) -> _Plan:
                 "probe": dataclasses.asdict(_probe_config(cfg, probe, cfg.distill.device)),
                 "images": [len(train), len(val)],
                 "ade20k_size": cfg.ade20k_size if probe == "ade20k" else None,
-                "linear_head": cfg.linear_head.name if cfg.linear_head and probe == "imagenet"
+                "linear_head": sha256(cfg.linear_head) if cfg.linear_head and probe == "imagenet"
                 else None, "format": 1}
     plan = _Plan(cfg, teacher, ThreadedImages(distill_set, threads), probe_data, num_classes,
                  keys, rank, world)

@@ -10,11 +10,14 @@ this run, so a rerun skips it and a run can move between machines with its folde
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from safetensors import SafetensorError, safe_open
+
+from raptor.checkpoint import CheckpointError, load_tensors
 
 STUDENT_FILE = "student.safetensors"
 WORK_FILE = "distill.work.safetensors"
@@ -30,13 +33,17 @@ def step_path(out: Path, step: str) -> Path:
 
 
 def saved(path: Path) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    """``(config, record)`` from a checkpoint's metadata (its tensors are not read); ``None`` if
-    there is no readable checkpoint at ``path``."""
+    """``(config, record)`` of the checkpoint at ``path``, verified against its digest; ``None``
+    if there is none, or (with a warning naming the file) if it is damaged: its step is redone."""
+    if not path.exists():
+        return None
     try:
+        load_tensors(path)
         with safe_open(path, framework="pt") as f:
             meta = f.metadata() or {}
         return json.loads(meta["config"]), json.loads(meta["record"])
-    except (OSError, SafetensorError, KeyError, ValueError):
+    except (CheckpointError, OSError, SafetensorError, KeyError, ValueError) as err:
+        warnings.warn(f"{path} is damaged ({err}); its step will be run again", stacklevel=2)
         return None
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import warnings
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -26,7 +27,7 @@ from torch import nn
 from raptor.cache import get_or_build, load_entry
 from raptor.checkpoint import (load_state_checked, load_tensors, read_state_dict, save_tensors,
                                save_training_state)
-from raptor.loop import adamw, batches_from, resume, train
+from raptor.loop import adamw, batches_from, check_recipe, resolve_device, resume, train
 from raptor.trajectories import layer_stop
 
 DINOV2_B = "vit_base_patch14_reg4_dinov2.lvd142m"
@@ -132,7 +133,8 @@ class TeacherConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Classifier training: AdamW + warmup/cosine on a named dataset (see :mod:`raptor.data`)."""
+    """Classifier training: AdamW + warmup/cosine on a named dataset (see :mod:`raptor.data`);
+    ``grad_clip=None`` trains without clipping."""
 
     dataset: str = "fashion-mnist"
     steps: int = 600
@@ -141,7 +143,7 @@ class TrainConfig:
     weight_decay: float = 0.05
     warmup_steps: int = 50
     min_lr: float = 1e-5
-    grad_clip: float = 1.0
+    grad_clip: float | None = 1.0
     seed: int = 0
     train_limit: int | None = None
     eval_every: int = 200
@@ -149,12 +151,19 @@ class TrainConfig:
     snapshot_steps: tuple[int, ...] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
-        for name in ("steps", "batch_size", "eval_every"):
-            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
-                raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
-        if self.lr <= 0 or self.weight_decay < 0:
-            raise ValueError(f"need lr > 0 and weight_decay >= 0, got {self.lr}, "
-                             f"{self.weight_decay}")
+        from raptor.data import DATASETS
+
+        if self.dataset not in DATASETS:
+            raise ValueError(f"dataset must be one of {DATASETS}, got {self.dataset!r}")
+        for name, low, none in (("steps", 1, False), ("batch_size", 1, False),
+                                ("eval_every", 1, False), ("seed", 0, False),
+                                ("train_limit", 1, True), ("val_limit", 1, True)):
+            value = getattr(self, name)
+            if not (none and value is None) and (
+                    not isinstance(value, int) or isinstance(value, bool) or value < low):
+                raise ValueError(f"{name} must be an integer >= {low}{' or None' if none else ''}"
+                                 f", got {value!r}")
+        check_recipe(self)
         if any(not 0 < s <= self.steps for s in self.snapshot_steps):
             raise ValueError(f"snapshot_steps must lie in [1, steps={self.steps}], "
                              f"got {self.snapshot_steps}")
@@ -196,30 +205,38 @@ def load_pretrained(name: str, weights: str | Path | None = None, *, allow_downl
 def train_classifier(model: nn.Module, train_set: torch.utils.data.Dataset,
                      val_set: torch.utils.data.Dataset, cfg: TrainConfig, *,
                      config: dict[str, Any], work_path: Path | None = None,
-                     checkpoint_every: int = 200, progress: bool = True
+                     checkpoint_every: int = 200, progress: bool = True, device: str = "cpu"
                      ) -> tuple[dict[str, Any], dict[int, dict[str, torch.Tensor]]]:
     """Train ``model`` as a classifier (cross-entropy on its head) with :func:`raptor.loop.train`.
 
     Resumable from ``work_path``; deterministic on CPU: the batch order depends on ``(seed, epoch)``
-    and the dropout / layer-drop noise of step ``s`` on ``(seed, s)``. Returns a record (loss
+    and the dropout / layer-drop noise of step ``s`` on ``(seed, s)``. The model is moved to
+    ``device`` (see :func:`~raptor.loop.resolve_device`) and left there. Returns a record (loss
     curve, validation accuracy along training, wall time) and the weights at ``cfg.snapshot_steps``.
     """
+    on = torch.device(resolve_device(device))
+    model.to(on)
     optimizer = adamw(model.parameters(), cfg)
     record: dict[str, Any] = {"loss": [], "val": [], "seconds": 0.0}
     snapshots: dict[int, dict[str, torch.Tensor]] = {}
     start = 0
-    saved = resume(work_path, model=model, optimizer=optimizer, config=config)
+
+    def snapshots_of(saved: dict[str, Any]) -> None:  # verified before the weights are restored
+        snapshots.update({s: load_tensors(_snapshot_path(work_path, s), config)[0]
+                          for s in saved["snapshots"]})
+
+    saved = resume(work_path, model=model, optimizer=optimizer, config=config, check=snapshots_of)
     if saved is not None:
         record, start = saved, saved.pop("step")
-        snapshots = {s: load_tensors(_snapshot_path(work_path, s), config)[0]
-                     for s in record.pop("snapshots")}
+        del record["snapshots"]
     t0 = time.perf_counter() - record["seconds"]
 
     def loss(step: int, batch: tuple[torch.Tensor, torch.Tensor]
              ) -> tuple[torch.Tensor, torch.Tensor]:
         model.train()
         torch.manual_seed(cfg.seed * 1_000_003 + step)
-        value = F.cross_entropy(model(batch[0]), batch[1])
+        images, labels = (t.to(on) for t in batch)
+        value = F.cross_entropy(model(images), labels)
         return value, value.detach()
 
     def after_step(step: int, value: torch.Tensor, lr: float) -> None:
@@ -248,62 +265,80 @@ def train_classifier(model: nn.Module, train_set: torch.utils.data.Dataset,
 @torch.no_grad()
 def evaluate(model: nn.Module, dataset: torch.utils.data.Dataset, batch_size: int = 500
              ) -> dict[str, float]:
-    """Top-1 accuracy and mean cross-entropy of ``model`` on ``dataset``."""
+    """Top-1 accuracy and mean cross-entropy of ``model`` on ``dataset`` (on the model's device);
+    an empty dataset is an error, non-finite pixels a warning."""
+    if len(dataset) == 0:
+        raise ValueError("evaluate needs a dataset with at least one image, got an empty one")
     model.eval()
-    correct, loss, n = 0, 0.0, 0
+    on = next(model.parameters()).device
+    correct, loss, n, bad = 0, 0.0, 0, 0
     for images, labels in torch.utils.data.DataLoader(dataset, batch_size=batch_size):
+        bad += int((~torch.isfinite(images.flatten(1))).any(1).sum())
+        images, labels = images.to(on), labels.to(on)
         logits = model(images)
         loss += F.cross_entropy(logits, labels, reduction="sum").item()
         correct += (logits.argmax(-1) == labels).sum().item()
         n += len(labels)
+    if bad:
+        warnings.warn(f"evaluate: {bad} of {n} images hold NaN or infinite pixels; the accuracy "
+                      f"and loss count them as they come out", stacklevel=2)
     return {"acc": round(correct / n, 5), "loss": round(loss / n, 5)}
 
 
-def teacher_key(cfg: TeacherConfig, train: TrainConfig | None, seed: int) -> dict[str, Any]:
-    """The cache key of a teacher: its architecture, training recipe and seed."""
-    return {"arch": dataclasses.asdict(cfg),
-            "train": dataclasses.asdict(train) if train is not None else None,
-            "seed": seed, "format": 1}
+def teacher_key(cfg: TeacherConfig, train: TrainConfig | None, seed: int, device: str = "cpu"
+                ) -> dict[str, Any]:
+    """The cache key of a teacher: its architecture, training recipe and seed, and the kind of
+    device it trains on unless the CPU (CUDA's arithmetic gives other weights)."""
+    key = {"arch": dataclasses.asdict(cfg),
+           "train": dataclasses.asdict(train) if train is not None else None,
+           "seed": seed, "format": 1}
+    kind = resolve_device(device).split(":")[0]
+    return key if kind == "cpu" or train is None else {**key, "device": kind}
 
 
 def get_teacher(cfg: TeacherConfig, train: TrainConfig | None = None, *, seed: int = 0,
-                data_root: str | Path | None = None, progress: bool = True
+                data_root: str | Path | None = None, progress: bool = True, device: str = "auto"
                 ) -> tuple[VisionTransformer, dict[str, Any]]:
-    """The teacher with this configuration: loaded from the cache, or trained and stored.
+    """The teacher with this configuration: loaded from the cache, or trained on ``device``
+    (:func:`~raptor.loop.resolve_device`) and stored.
 
     ``train=None`` gives the untrained (randomly initialised) network of the paper's controls.
-    Returns the model in eval mode and its record (training curves, accuracy, snapshots' steps).
+    Returns the model in eval mode on the CPU and its record (training curves, accuracy,
+    snapshots' steps).
     """
     from raptor.data import get_datasets
 
     model = build_teacher(cfg, seed)
     if train is None:
         return model.eval(), {"untrained": True}
-    key = teacher_key(cfg, train, seed)
+    device = resolve_device(device)
+    key = teacher_key(cfg, train, seed, device)
 
     def build(work: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
         train_set, val_set = get_datasets(train.dataset, root=data_root, img_size=cfg.img_size,
                                           train_limit=train.train_limit,
                                           val_limit=train.val_limit, seed=train.seed)
         record, snaps = train_classifier(model, train_set, val_set, train, config=key,
-                                         work_path=work, progress=progress)
+                                         work_path=work, progress=progress, device=device)
         tensors = dict(model.state_dict())
         for step, state in snaps.items():
             tensors.update({f"snapshot.{step}.{k}": v for k, v in state.items()})
         return tensors, record
 
     tensors, record = get_or_build("teacher", key, build)
-    model.load_state_dict({k: v for k, v in tensors.items() if not k.startswith("snapshot.")})
+    model.cpu().load_state_dict({k: v for k, v in tensors.items()
+                                 if not k.startswith("snapshot.")})
     return model.eval(), record
 
 
 def teacher_snapshot(cfg: TeacherConfig, train: TrainConfig, step: int, *, seed: int = 0,
-                     data_root: str | Path | None = None) -> VisionTransformer:
+                     data_root: str | Path | None = None, device: str = "auto"
+                     ) -> VisionTransformer:
     """The teacher's weights at ``step`` (one of ``train.snapshot_steps``), e.g. for Fig. 13."""
     if step not in train.snapshot_steps:
         raise ValueError(f"step {step} is not a snapshot; available: {train.snapshot_steps}")
-    get_teacher(cfg, train, seed=seed, data_root=data_root, progress=False)
-    tensors, _ = load_entry("teacher", teacher_key(cfg, train, seed))
+    get_teacher(cfg, train, seed=seed, data_root=data_root, progress=False, device=device)
+    tensors, _ = load_entry("teacher", teacher_key(cfg, train, seed, device))
     prefix = f"snapshot.{step}."
     model = build_teacher(cfg, seed)
     model.load_state_dict({k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)})

@@ -46,7 +46,7 @@ from raptor.losses import Objective, Weights, present_weights, tf_lambda
 from raptor.model import (INITS, MLP_VARIANTS, Raptor, check_repeats, count_parameters,
                           flops_per_image)
 from raptor.paper import RECIPE
-from raptor.loop import adamw, batches_from, resume, train
+from raptor.loop import adamw, batches_from, check_recipe, resume, train
 from raptor.teachers import TeacherConfig, TrainConfig, ViTTeacher, get_teacher, teacher_key
 from raptor.trajectories import TokenGroups, trajectory
 
@@ -64,10 +64,10 @@ class DistillConfig:
     select stage 1's losses: both anneal TF into AR over ``anneal_frac`` of stage 1, one alone is
     used throughout (Table 2's "TF only"). ``stage2=False`` skips stage 2 (``stage2_steps`` is
     then set to 0). ``init="random"`` follows the authors' randomly initialised blocks.
-    ``dataset`` and ``train_limit`` choose the training images in :func:`get_student`
-    (:func:`distill` is given its dataset). ``cache_teacher`` keeps the teacher's trajectories
-    of the whole training set in memory. ``bf16`` (autocast, teacher included) and ``compile``
-    (each block) are CUDA-only.
+    ``grad_clip=None`` trains without clipping. ``dataset`` and ``train_limit`` choose the
+    training images in :func:`get_student` (:func:`distill` is given its dataset).
+    ``cache_teacher`` keeps the teacher's trajectories of the whole training set in memory.
+    ``bf16`` (autocast, teacher included) and ``compile`` (each block) are CUDA-only.
     """
 
     repeats: tuple[int, ...]
@@ -78,7 +78,7 @@ class DistillConfig:
     weight_decay: float = RECIPE.weight_decay
     warmup_steps: int = 100
     min_lr: float = RECIPE.min_lr
-    grad_clip: float = RECIPE.grad_clip
+    grad_clip: float | None = RECIPE.grad_clip
     anneal_frac: float = RECIPE.anneal_frac
     stage1_weights: Weights = RECIPE.stage1_weights
     stage2_weights: Weights = RECIPE.stage2_weights
@@ -102,20 +102,15 @@ class DistillConfig:
 
         set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731
         set_("repeats", check_repeats(self.repeats))
-        for name in ("stage1_steps", "stage2_steps", "warmup_steps", "seed"):
+        for name in ("stage1_steps", "stage2_steps", "seed"):
             _check_int(name, getattr(self, name), 0)
         _check_int("batch_size", self.batch_size, 1)
         if self.train_limit is not None:
             _check_int("train_limit", self.train_limit, 1)
-        for name, low, high, open_low in (("lr", 0, math.inf, True), ("min_lr", 0, self.lr, False),
-                                          ("weight_decay", 0, math.inf, False),
-                                          ("grad_clip", 0, math.inf, True),
-                                          ("anneal_frac", 0, 1, True)):
-            value = getattr(self, name)
-            if (not isinstance(value, (int, float)) or isinstance(value, bool)
-                    or not low <= value <= high or (open_low and value == low)):
-                raise ValueError(f"{name} must be a number in {'(' if open_low else '['}{low}, "
-                                 f"{high}], got {value!r}")
+        check_recipe(self)
+        if (not isinstance(self.anneal_frac, (int, float)) or isinstance(self.anneal_frac, bool)
+                or not 0 < self.anneal_frac <= 1):
+            raise ValueError(f"anneal_frac must be a number in (0, 1], got {self.anneal_frac!r}")
         for name in ("stage1_weights", "stage2_weights"):
             value = getattr(self, name)
             if (not isinstance(value, (list, tuple)) or len(value) != 3
@@ -361,10 +356,13 @@ def _average(run: _Run, values: torch.Tensor) -> torch.Tensor:
 
 
 def student_key(teacher_cfg: TeacherConfig, teacher_train: TrainConfig | None, teacher_seed: int,
-                cfg: DistillConfig) -> dict[str, Any]:
-    """The cache key of a student: its teacher's key and its distillation configuration."""
-    return {"teacher": teacher_key(teacher_cfg, teacher_train, teacher_seed),
-            "distill": dataclasses.asdict(cfg), "format": 1}
+                cfg: DistillConfig, teacher: nn.Module | str) -> dict[str, Any]:
+    """The cache key of a student: its teacher's key, the digest of the teacher's weights
+    (``teacher``: the model, or that digest), so a rebuilt teacher gets new students, and the
+    distillation configuration."""
+    weights = teacher if isinstance(teacher, str) else digest(teacher.state_dict())
+    return {"teacher": teacher_key(teacher_cfg, teacher_train, teacher_seed, cfg.device),
+            "teacher_weights": weights, "distill": dataclasses.asdict(cfg), "format": 1}
 
 
 def get_student(teacher_cfg: TeacherConfig, teacher_train: TrainConfig | None, teacher_seed: int,
@@ -373,11 +371,12 @@ def get_student(teacher_cfg: TeacherConfig, teacher_train: TrainConfig | None, t
     """The student of ``cfg`` for that teacher: from the cache, or distilled and stored.
 
     Chapters asking for the same teacher and configuration share one student. An interrupted
-    build resumes from its work file. Returns the Raptor (eval mode, on the CPU) and its record.
+    build resumes from its work file. The teacher trains on ``cfg.device`` if it must. Returns
+    the Raptor (eval mode, on the CPU) and its record.
     """
     teacher, _ = get_teacher(teacher_cfg, teacher_train, seed=teacher_seed, data_root=data_root,
-                             progress=progress)
-    key = student_key(teacher_cfg, teacher_train, teacher_seed, cfg)
+                             progress=progress, device=cfg.device)
+    key = student_key(teacher_cfg, teacher_train, teacher_seed, cfg, teacher)
     return student_of(teacher, key, cfg, img_size=teacher_cfg.img_size, data_root=data_root,
                       progress=progress)
 

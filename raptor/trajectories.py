@@ -21,6 +21,8 @@ from torch import nn
 from torch.utils.data import DataLoader
 from tqdm import tqdm
 
+from raptor.loop import resolve_device
+
 GROUP_NAMES = ("cls", "registers", "patches")
 
 
@@ -134,31 +136,38 @@ def head_logits(model: nn.Module, final_tokens: torch.Tensor) -> torch.Tensor:
 
 
 @torch.no_grad()
-def iter_trajectories(model: nn.Module, batches: Iterable, *, device: str | torch.device = "cpu",
+def iter_trajectories(model: nn.Module, batches: Iterable, *, device: str = "auto",
                       max_images: int | None = None, dtype: torch.dtype = torch.float32,
                       progress: bool = True) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """Stream ``(trajectory, labels)`` per batch, for datasets that do not fit in memory.
 
     ``batches`` yields ``(images, labels)``; at most ``max_images`` images are used. The model is
-    put in eval mode. Trajectories are returned on the CPU in ``dtype``.
+    put in eval mode and runs on ``device`` (:func:`~raptor.loop.resolve_device`: ``"auto"`` is
+    CUDA when available); it is given back on its own device at the end. Trajectories are
+    returned on the CPU in ``dtype``.
     """
     if max_images is not None and max_images < 1:
         raise ValueError(f"max_images must be >= 1 or None, got {max_images}")
+    device = resolve_device(str(device))
+    home = next(model.parameters()).device
     model.eval().to(device)
     seen = 0
     total = max_images if max_images is not None else (
         len(batches.dataset) if isinstance(batches, DataLoader) else None)
     bar = tqdm(total=total, desc="trajectories", unit="img", disable=not progress)
-    for images, labels in batches:
-        if max_images is not None:
-            images, labels = images[: max_images - seen], labels[: max_images - seen]
-        traj = trajectory(model, images.to(device)).to("cpu", dtype)
-        seen += len(images)
-        bar.update(len(images))
-        yield traj, labels
-        if max_images is not None and seen >= max_images:
-            break
-    bar.close()
+    try:
+        for images, labels in batches:
+            if max_images is not None:
+                images, labels = images[: max_images - seen], labels[: max_images - seen]
+            traj = trajectory(model, images.to(device)).to("cpu", dtype)
+            seen += len(images)
+            bar.update(len(images))
+            yield traj, labels
+            if max_images is not None and seen >= max_images:
+                break
+    finally:
+        bar.close()
+        model.to(home)
 
 
 def collect_trajectories(model: nn.Module, batches: Iterable, **kwargs) -> tuple[torch.Tensor,

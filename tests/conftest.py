@@ -104,6 +104,31 @@ def fake_imagenet() -> Callable[..., Path]:
 
 
 @pytest.fixture(scope="session")
+def fake_cifar100() -> Callable[..., Path]:
+    """``fake_cifar100(root, n_train=8, n_test=4, seed=0)``: CIFAR-100 in torchvision's python
+    layout, ``root/cifar-100-python/{train,test,meta}`` (pickled dicts of uint8 rows of 3072
+    pixels, fine and coarse labels; 100 fine class names). Returns ``root``."""
+    import pickle
+
+    def make(root: Path, n_train: int = 8, n_test: int = 4, seed: int = 0) -> Path:
+        rng = np.random.default_rng(seed)
+        folder = root / "cifar-100-python"
+        folder.mkdir(parents=True, exist_ok=True)
+        for split, n in (("train", n_train), ("test", n_test)):
+            fine = (np.arange(n) * 37 % 100).tolist()
+            entry = {"data": rng.integers(0, 256, (n, 3072), dtype=np.uint8),
+                     "fine_labels": fine, "coarse_labels": [f // 5 for f in fine],
+                     "filenames": [f"img_{i}.png" for i in range(n)], "batch_label": split}
+            (folder / split).write_bytes(pickle.dumps(entry, protocol=2))
+        meta = {"fine_label_names": [f"class_{i}" for i in range(100)],
+                "coarse_label_names": [f"super_{i}" for i in range(20)]}
+        (folder / "meta").write_bytes(pickle.dumps(meta, protocol=2))
+        return root
+
+    return make
+
+
+@pytest.fixture(scope="session")
 def fake_ade() -> Callable[..., Path]:
     """``fake_ade(root, labels, seed=0)``: ``root/ADEChallengeData2016`` with, for each
     ``labels[split][stem]`` (a label map: 0 = other, 1..150), a noise JPEG and the uint8 PNG.

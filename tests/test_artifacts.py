@@ -129,3 +129,34 @@ def test_a_tier_teacher_retrains_to_its_manifest_metrics(tmp_path, monkeypatch):
     monkeypatch.setenv("RAPTOR_CACHE", str(tmp_path))
     _, record = get_teacher(cfg, train, seed=key["seed"], progress=False)
     assert abs(record["val"][-1]["acc"] - entry["metrics"]["val_acc"]) <= RETRAIN_ACC_TOL
+
+
+def test_every_tier_student_loads_under_its_content_key(monkeypatch, tmp_path):
+    """Each student of the repository's tier is found by the key the code computes now: its
+    teacher's key, the digest of that teacher's weights (as loaded from the tier; a snapshot's
+    for a snapshot student) and its distillation; and its tensors load into that Raptor."""
+    from raptor.cache import load_entry
+    from raptor.teachers import TeacherConfig, TrainConfig, get_teacher, teacher_snapshot
+    from raptor.train import DistillConfig, build_student, student_key
+
+    root = Path(artifacts.__file__).resolve().parents[1] / "artifacts"
+    monkeypatch.setenv("RAPTOR_ARTIFACTS", str(root))
+    monkeypatch.setenv("RAPTOR_CACHE", str(tmp_path))  # empty: the tier alone
+    students = {n: e for n, e in artifacts.read_manifest(root).items() if e["kind"] == "student"}
+    assert students
+    for name, entry in students.items():
+        old = entry["config"]
+        t = old["teacher"]
+        arch, seed, cfg = TeacherConfig(**t["arch"]), t["seed"], DistillConfig(**old["distill"])
+        train = None if t["train"] is None else TrainConfig(
+            **{**t["train"], "snapshot_steps": tuple(t["train"]["snapshot_steps"])})
+        if "snapshot" in old:
+            teacher = teacher_snapshot(arch, train, old["snapshot"], seed=seed, device="cpu")
+        else:
+            teacher, _ = get_teacher(arch, train, seed=seed, progress=False, device="cpu")
+        key = student_key(arch, train, seed, cfg, teacher)
+        key = {**key, "snapshot": old["snapshot"]} if "snapshot" in old else key
+        assert entry_name("student", key) == name
+        tensors, _ = load_entry("student", key)
+        build_student(teacher, cfg).blocks.load_state_dict(tensors)
+    assert list(tmp_path.rglob("*.safetensors")) == []  # nothing was trained

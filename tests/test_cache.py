@@ -160,3 +160,75 @@ def test_teacher_build_leaves_only_the_entry(tmp_path: Path) -> None:
     get_or_build("teacher", CONFIG, build)
     folder = entry_path("teacher", CONFIG).parent
     assert [p.name for p in folder.iterdir()] == [entry_path("teacher", CONFIG).name]
+
+
+# A process that asks the cache for one entry (the second one only once the first is building);
+# its builder logs the call, holds the entry's lock until the file `release` exists and returns
+# random (unseeded) weights.
+RACER = """
+import sys, time, torch
+from pathlib import Path
+from raptor.cache import digest, get_or_build
+folder = Path(sys.argv[1])
+while sys.argv[2] == "second" and not (folder / "calls").exists():
+    time.sleep(0.05)
+def build(work):
+    with open(folder / "calls", "a") as f:
+        f.write("built\\n")
+    while not (folder / "release").exists():
+        time.sleep(0.05)
+    return {"w": torch.randn(16)}, {}
+tensors, _ = get_or_build("toy", {"model": "race"}, build)
+print(digest(tensors))
+"""
+
+
+def _racer(folder: Path, name: str):
+    import subprocess
+    import sys
+
+    err = open(folder / f"{name}.err", "w")
+    return subprocess.Popen([sys.executable, "-c", RACER, str(folder), name], stdout=subprocess.PIPE,
+                            stderr=err, text=True)
+
+
+def _until(ok, what: str, timeout: float = 120.0) -> None:
+    import time
+
+    end = time.monotonic() + timeout
+    while not ok():
+        assert time.monotonic() < end, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def _calls(folder: Path) -> int:
+    return len((folder / "calls").read_text().split()) if (folder / "calls").exists() else 0
+
+
+def test_two_processes_build_an_entry_once(tmp_path: Path) -> None:
+    first, second = _racer(tmp_path, "first"), _racer(tmp_path, "second")
+    _until(lambda: _calls(tmp_path) == 1, "the first process to build")
+    _until(lambda: "waiting for" in (tmp_path / "second.err").read_text(), "the second to wait")
+    assert f"pid {first.pid}" in (tmp_path / "second.err").read_text()
+    (tmp_path / "release").touch()
+    outs = [p.communicate(timeout=120)[0].strip() for p in (first, second)]
+    assert [p.returncode for p in (first, second)] == [0, 0]
+    assert _calls(tmp_path) == 1
+    assert outs[0] == outs[1] == digest(load_entry("toy", {"model": "race"})[0])
+    assert [p.name for p in entry_path("toy", {"model": "race"}).parent.iterdir()] == [
+        entry_path("toy", {"model": "race"}).name]
+
+
+def test_a_killed_builder_leaves_no_stale_lock(tmp_path: Path) -> None:
+    import signal
+
+    first, second = _racer(tmp_path, "first"), _racer(tmp_path, "second")
+    _until(lambda: _calls(tmp_path) == 1, "the first process to build")
+    _until(lambda: "waiting for" in (tmp_path / "second.err").read_text(), "the second to wait")
+    first.send_signal(signal.SIGKILL)
+    first.wait(timeout=60)
+    _until(lambda: _calls(tmp_path) == 2, "the waiting process to build")
+    (tmp_path / "release").touch()
+    out = second.communicate(timeout=120)[0].strip()
+    assert second.returncode == 0
+    assert out == digest(load_entry("toy", {"model": "race"})[0])

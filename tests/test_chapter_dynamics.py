@@ -5,13 +5,15 @@ from pathlib import Path
 
 import matplotlib
 import numpy as np
+import torch
 import pytest
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from raptor.book.chapters import dynamics as ch  # noqa: E402
-from raptor.book.claims import FAILS, HOLDS, Claim  # noqa: E402
+from raptor.book.claims import (FAILS, HOLDS, INCONCLUSIVE, UNTESTABLE,  # noqa: E402
+                                VERDICTS, Claim)
 from raptor.book.result import load, save  # noqa: E402
 from raptor.book.spec import SpecError, TeacherSpec, from_parameters  # noqa: E402
 
@@ -23,13 +25,35 @@ def verdict(c: Claim) -> str:
     return c.verdict
 
 
-def test_c16_directions_converge() -> None:
-    rising = {g: np.linspace(0.0, 1.0, L + 1) for g in ("cls", "patches")}
-    assert verdict(ch.c16_directions_converge(rising)) == HOLDS
-    falling = {g: v[::-1] for g, v in rising.items()}
-    assert verdict(ch.c16_directions_converge(falling)) == FAILS
-    far = {g: np.r_[np.linspace(0, 0.5, L), 1.0] for g in ("cls", "patches")}  # γ_(L-1) = 0.5
+def logistic(mid: float, scale: float = 0.8) -> np.ndarray:
+    return 1 / (1 + np.exp(-(DEPTH - mid) / scale))
+
+
+def test_c16_s_shape_saturation_and_order() -> None:
+    gamma = {"cls": logistic(5.5), "registers": logistic(3.0), "patches": logistic(4.2)}
+    c = ch.c16_directions_converge(gamma)
+    assert verdict(c) == HOLDS and "γ reaches 0.9 at layer registers 4.8 / patches" in c.ours
+    # A straight rise is not an S (the line wins), however monotone.
+    straight = {g: np.linspace(0.1, 1.0, L + 1) + 0.002 * (-1) ** DEPTH for g in gamma}
+    assert verdict(ch.c16_directions_converge(straight)) == FAILS
+    # cls reaching 0.9 before registers breaks the paper's order.
+    assert verdict(ch.c16_directions_converge({**gamma, "cls": logistic(2.0)})) == FAILS
+    # S-shaped but far from 1 at layer L−1.
+    far = {g: np.r_[0.5 * logistic(3.5)[:-1], 1.0] for g in ("cls", "patches")}
     assert verdict(ch.c16_directions_converge(far)) == FAILS
+    # A wide S-curve with noise: logistic and line within ±2 AICc of each other.
+    wide = 0.2 + 0.8 * logistic(4.0, 1.5) + np.random.default_rng(3).normal(0, 0.01, L + 1)
+    noisy = {"cls": np.r_[wide[:-1], 1.0]}
+    assert ch.sigmoid_vs_linear(noisy["cls"]).delta_aicc == pytest.approx(0, abs=2)
+    assert verdict(ch.c16_directions_converge(noisy)) == INCONCLUSIVE
+    short = ch.c16_directions_converge({"cls": logistic(2.0)[:5]})
+    assert verdict(short) == UNTESTABLE
+
+
+def test_crossing_interpolates() -> None:
+    assert ch.crossing(np.array([0.0, 0.5, 1.0]), 0.75) == pytest.approx(1.5)
+    assert ch.crossing(np.array([0.95, 1.0]), 0.9) == 0.0
+    assert ch.crossing(np.array([0.1, 0.2]), 0.9) == float("inf")
 
 
 def test_c17_norms_grow() -> None:
@@ -37,28 +61,87 @@ def test_c17_norms_grow() -> None:
     assert verdict(ch.c17_norms_grow({"cls": 1 + DEPTH, "patches": 10 - DEPTH})) == FAILS
 
 
-def test_c18_class_basins() -> None:
-    assert verdict(ch.c18_class_basins(0.5, 0.3)) == HOLDS
-    assert verdict(ch.c18_class_basins(0.3, 0.5)) == FAILS
-    assert verdict(ch.c18_class_basins(1.5, 1.2)) == FAILS  # tighter, but not below 1
+def clustered(spread: float, n: int = 120, classes: int = 3, seed: int = 0, apart: float = 1.0
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """Directions around ``classes`` class means ``e_0 + apart·e_(c+1)`` with noise ``spread``."""
+    rng = np.random.default_rng(seed)
+    labels = np.arange(n) % classes
+    x = np.eye(8)[0] + apart * np.eye(8)[labels + 1] + spread * rng.normal(size=(n, 8))
+    return x / np.linalg.norm(x, axis=1, keepdims=True), labels
 
 
-def test_c19_self_correction() -> None:
-    bends = {"cls": np.array([0.0, 0.2, 0.1]), "patches": np.array([0.0, 0.1, 0.05])}
-    c = ch.c19_self_correction(bends, layer=4, eps=0.5)
-    assert verdict(c) == HOLDS and c.detail.endswith("layer 4, ε=0.5")
-    grows = {"cls": np.array([0.0, 0.1, 0.2]), "patches": np.array([0.0, 0.1, 0.05])}
-    assert verdict(ch.c19_self_correction(grows, layer=4, eps=0.5)) == FAILS
+def test_c18_class_basins_on_intervals() -> None:
+    loose, labels = clustered(1.0)
+    tight, _ = clustered(0.1, seed=1)
+    c = ch.c18_class_basins(loose, tight, labels)
+    assert verdict(c) == HOLDS and c.detail.endswith("95% bootstrap over images")
+    assert verdict(ch.c18_class_basins(tight, loose, labels)) == FAILS
+    # Tighter at L, but still spread wider than the class means lie apart (ratio > 1).
+    wide, _ = clustered(0.3, apart=0.05)
+    wider, _ = clustered(0.6, seed=1, apart=0.05)
+    assert verdict(ch.c18_class_basins(wider, wide, labels)) == FAILS
+    # The same spread at both layers: the change's interval straddles 0.
+    again, _ = clustered(0.5, seed=2)
+    same, _ = clustered(0.5, seed=3)
+    assert verdict(ch.c18_class_basins(again, same, labels)) == INCONCLUSIVE
 
 
-def test_c20_sensitivity_by_depth() -> None:
+def deviation(curve: list[float], sd: float, n: int = 200, seed: int = 0) -> np.ndarray:
+    """Per-image deviation curves ``(n, len(curve))`` around ``curve``."""
+    rng = np.random.default_rng(seed)
+    return np.asarray(curve) + rng.normal(0, sd, (n, len(curve)))
+
+
+def test_c19_self_correction_on_norm_scaled_deviation() -> None:
+    share = {"cls": 0.05, "patches": 0.04}
+    bends = {"cls": deviation([0.05, 0.08, 0.06, 0.04], 0.01),
+             "patches": deviation([0.04, 0.05, 0.03, 0.02], 0.01, seed=1)}
+    c = ch.c19_self_correction(bends, share, layer=4)
+    assert verdict(c) == HOLDS
+    assert c.ours.startswith("cls: ε = 5.0% of ‖x‖, deviation 0.05")
+    assert "at layer 5 → 0.04" in c.ours
+    assert c.detail.startswith("injection at layer 4; deviation = angle to the clean path")
+    # Still growing at layer L: no bending back.
+    grows = {**bends, "patches": deviation([0.04, 0.05, 0.06, 0.07], 0.01, seed=1)}
+    assert verdict(ch.c19_self_correction(grows, share, layer=4)) == FAILS
+    # ... while the cosine distance falls: the detail says that is norm growth.
+    falls = {"cls": np.array([0.0, 0.02, 0.01]), "patches": np.array([0.0, 0.03, 0.01])}
+    c = ch.c19_self_correction(grows, share, layer=4, distance=falls)
+    assert c.detail.endswith("; does not hold: patches; the cosine distance does fall for "
+                             "patches, but no more than norm growth explains")
+    # Pure noise around a flat curve: selecting the peak on other images keeps it from holding.
+    for seed in range(5):
+        flat = {"cls": deviation([0.08, 0.08, 0.08, 0.08], 0.05, n=100, seed=seed)}
+        assert verdict(ch.c19_self_correction(flat, {"cls": 0.05}, layer=4)) != HOLDS
+    # A fall from a clear peak smaller than the images' spread at layer L.
+    small = deviation([0.05, 0.5, 0.3, 0.47], 0.0, n=40)
+    small[:, -1] += np.random.default_rng(5).normal(0, 0.3, 40)
+    small[::2, -1] = 0.47  # the peak is located on the even images: at layer 5
+    c = ch.c19_self_correction({"cls": small}, {"cls": 0.05}, layer=4)
+    assert verdict(c) == INCONCLUSIVE and "peak 0.500 at layer 5" in c.ours
+
+
+def sensitivity(patches: np.ndarray, cls: np.ndarray, sd: float, n: int = 200
+                ) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(0)
+    noise = lambda: np.exp(rng.normal(0, sd, (n, L)))  # noqa: E731
+    return {"patches": patches * noise(), "cls": cls * noise()}
+
+
+def test_c20_tests_the_numbers_it_shows() -> None:
     patches = np.exp(-0.5 * np.arange(L))
     cls_late = np.r_[np.ones(L - 1), 2.0]
-    assert verdict(ch.c20_sensitivity_by_depth({"cls": cls_late, "patches": patches})) == HOLDS
-    cls_falls = cls_late[::-1]
-    assert verdict(ch.c20_sensitivity_by_depth({"cls": cls_falls, "patches": patches})) == FAILS
-    assert verdict(ch.c20_sensitivity_by_depth({"cls": cls_late, "patches": patches[::-1]})
+    c = ch.c20_sensitivity_by_depth(sensitivity(patches, cls_late, 0.1))
+    assert verdict(c) == HOLDS
+    assert "cls at layer 7 / at layer 4 = 2.0" in c.ours and "patch log-slope -0.50" in c.ours
+    cls_falls = np.linspace(2.0, 1.0, L)
+    assert verdict(ch.c20_sensitivity_by_depth(sensitivity(patches, cls_falls, 0.1))) == FAILS
+    assert verdict(ch.c20_sensitivity_by_depth(sensitivity(patches[::-1], cls_late, 0.1))
                    ) == FAILS
+    # cls at L−1 is 5% above L/2 but images scatter by a factor e: inconclusive.
+    cls_barely = np.r_[np.ones(L - 1), 1.05]
+    assert verdict(ch.c20_sensitivity_by_depth(sensitivity(patches, cls_barely, 1.0))
+                   ) == INCONCLUSIVE
 
 
 def test_c21_angular_speed() -> None:
@@ -74,32 +157,69 @@ def test_c21_angular_speed() -> None:
     assert verdict(ch.c21_angular_speed(late_jump, [2])) == FAILS
 
 
-def test_c22_update_rank_falls() -> None:
-    falling = {"cls": 30 - np.arange(L), "patches": 40 - 2 * np.arange(L)}
-    assert verdict(ch.c22_update_rank_falls(falling)) == HOLDS
-    assert verdict(ch.c22_update_rank_falls({**falling, "patches": 10 + np.arange(L)})) == FAILS
+def test_c22_stable_and_effective_rank_fall() -> None:
+    stable = {"cls": 10 - np.arange(L), "patches": 20 - 2 * np.arange(L)}
+    effective = {g: v + 5.0 for g, v in stable.items()}
+    c = ch.c22_update_rank_falls(stable, effective, [2, 5], width=64)
+    assert verdict(c) == HOLDS and "'≈ 6' not tested" in c.detail
+    rising = {**stable, "patches": 10 + np.arange(L)}
+    assert verdict(ch.c22_update_rank_falls(rising, effective, [2, 5], width=64)) == FAILS
+    assert verdict(ch.c22_update_rank_falls(stable, {**effective, "cls": 5 + np.arange(L)},
+                                            [2, 5], width=64)) == FAILS
+    # Falling, but not significantly (ρ = −0.31 over 8 layers).
+    wobbly = {**stable, "cls": np.array([5.0, 7, 4, 6, 3, 8, 2, 4])}
+    assert verdict(ch.c22_update_rank_falls(wobbly, effective, [2, 5], width=64)
+                   ) == INCONCLUSIVE
+    # At D = 768, "≈ 6" is tested on the last phase (layers 6–8): 5–7 holds, 15–17 does not.
+    near_six = {g: np.r_[30, 25, 20, 15, 10, 7, 6, 5.0] for g in ("cls", "patches")}
+    held = ch.c22_update_rank_falls(near_six, near_six, [2, 5], width=768)
+    assert verdict(held) == HOLDS and held.detail.endswith("within ±3 of 6")
+    high = {g: v + 10 for g, v in near_six.items()}
+    assert verdict(ch.c22_update_rank_falls(high, high, [2, 5], width=768)) == FAILS
+    assert verdict(ch.c22_update_rank_falls(high, high, [2, 5], width=64)) == HOLDS
 
 
-def test_c23_coherence_rises() -> None:
-    kappa = np.linspace(0.2, 0.9, L)
-    assert verdict(ch.c23_coherence_rises(kappa, [2, 5])) == HOLDS
-    assert verdict(ch.c23_coherence_rises(kappa[::-1], [2, 5])) == FAILS
+def kappa_images(mean: np.ndarray, sd: float, n: int = 200) -> np.ndarray:
+    return mean + np.random.default_rng(0).normal(0, sd, (n, len(mean)))
 
 
-def test_c24_dmd_near_one() -> None:
+def test_c23_sharp_late_rise() -> None:
+    jump = np.array([0.3, 0.31, 0.32, 0.33, 0.34, 0.35, 0.8, 0.82])  # +0.45 of 0.52 at layer 7
+    c = ch.c23_coherence_rises(kappa_images(jump, 0.02), [2, 5])
+    assert verdict(c) == HOLDS and "at layer l+1 = 7 (last phase)" in c.ours
+    steady = np.linspace(0.2, 0.9, L)  # each layer carries 1/7 of the rise
+    assert verdict(ch.c23_coherence_rises(kappa_images(steady, 0.02), [2, 5])) == FAILS
+    early = jump[[0, 6, 7, 7, 7, 7, 7, 7]] + np.linspace(0, 0.01, L)  # sharp, but at layer 2
+    assert verdict(ch.c23_coherence_rises(kappa_images(early, 0.02), [2, 5])) == FAILS
+    assert verdict(ch.c23_coherence_rises(kappa_images(steady[::-1], 0.02), [2, 5])) == FAILS
+    # Half the rise in one layer, give or take the images' spread.
+    half = np.array([0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.8, 0.8])
+    assert verdict(ch.c23_coherence_rises(kappa_images(half, 0.3), [2, 5])) == INCONCLUSIVE
+
+
+def test_c24_radius_up_to_round_off_and_cls_closest() -> None:
     lam = {"cls": np.array([0.99, 0.5]), "registers": np.array([0.9]),
            "patches": np.array([0.8 + 0.1j, 0.8 - 0.1j])}
-    c = ch.c24_dmd_near_one(lam, rank=10)
-    assert verdict(c) == HOLDS and c.detail.endswith("rank 10, on group-averaged directions; "
-                                                     "tolerance 0.02")
-    assert verdict(ch.c24_dmd_near_one({**lam, "cls": np.array([1.05])}, rank=10)) == FAILS
-    assert verdict(ch.c24_dmd_near_one({**lam, "cls": np.array([0.7])}, rank=10)) == FAILS
+    inside = {g: np.abs(v).max() + np.linspace(-0.01, 0.005, 200) for g, v in lam.items()}
+    c = ch.c24_dmd_near_one(lam, inside, rank=10)
+    assert verdict(c) == HOLDS and "exact DMD of rank 2 on group-averaged directions (the " \
+        "paper's r = 10 needs ≥ 10 layer transitions; this teacher has 2)" in c.detail
+    out = {**lam, "cls": np.array([1.006])}
+    above = {**inside, "cls": 1.006 + np.linspace(-0.002, 0.002, 200)}
+    failed = ch.c24_dmd_near_one(out, above, rank=10)
+    assert verdict(failed) == FAILS and failed.detail.endswith("; does not hold: cls |λ| ≤ 1")
+    assert verdict(ch.c24_dmd_near_one({**lam, "cls": np.array([0.7])}, inside, rank=10)) == FAILS
+    spans = {**inside, "cls": 1.0 + np.linspace(-0.01, 0.01, 200)}
+    assert verdict(ch.c24_dmd_near_one(lam, spans, rank=10)) == INCONCLUSIVE
 
 
 def test_thresholds_name_their_source() -> None:
     found = [v for v in vars(ch).values() if isinstance(v, ch.Threshold)]
-    assert len(found) == 9
-    assert all(t.source.startswith("[ours] ") and len(t.source) > 40 for t in found)
+    assert len(found) == 13
+    ours = [t for t in found if t.source.startswith("[ours] ")]
+    assert all(len(t.source) > 40 for t in ours)
+    assert [t for t in found if t not in ours] == [ch.FINAL_RANK]
+    assert "§4, Fig. 12 left" in ch.FINAL_RANK.source
 
 
 @pytest.mark.parametrize("changes, name", [
@@ -157,7 +277,8 @@ def test_smoke_compute_round_trips(smoke_result, tmp_path: Path) -> None:
 
     claims = ch.claims(result)
     assert [c.id for c in claims] == [f"C{i}" for i in range(16, 25)]
-    assert all(isinstance(c, Claim) and c.verdict in (HOLDS, FAILS) for c in claims)
+    assert all(isinstance(c, Claim) and c.verdict in VERDICTS for c in claims)
+    assert claims[0].verdict == UNTESTABLE  # γ over L + 1 = 5 layers: too few for the fit
 
     save(result, tmp_path / "dynamics")
     back = load(ch.Result, tmp_path / "dynamics")
@@ -169,3 +290,31 @@ def test_smoke_compute_round_trips(smoke_result, tmp_path: Path) -> None:
                  ch.angular_speed_figure, ch.low_rank_dmd_figure):
         plt.close(make(back))
     assert list(ch.dmd_table(back).columns) == groups
+
+
+def test_image_deviation_is_per_image_and_in_injection_norm_units(tiny_teacher) -> None:
+    from raptor import dynamics
+    from raptor.trajectories import TokenGroups
+
+    model = tiny_teacher()
+    groups = TokenGroups.from_model(model)
+    tokens = 3 * torch.randn(6, 18, 32, generator=torch.Generator().manual_seed(0))
+    p = dynamics.perturb(model, tokens, 1, 0.5, groups=groups)
+    dev = dynamics.image_deviation(p, groups)
+    for g, d in dev.items():
+        assert d["distance"].shape == d["relative"].shape == (6, len(model.blocks) - 1 + 1)
+        np.testing.assert_allclose(d["distance"].mean(axis=0), p.distance[g], rtol=1e-5)
+    # The oracle for one patch token at the last layer: angle × ‖x_L‖ / ‖x_1‖.
+    c, q = p.clean[0, :, 5].astype(float), p.perturbed[0, :, 5].astype(float)
+    cos = c[-1] @ q[-1] / np.linalg.norm(c[-1]) / np.linalg.norm(q[-1])
+    angle = np.arccos(np.clip(cos, -1, 1))
+    one = dynamics.image_deviation(
+        dynamics.Perturbation(p.layer, p.eps, p.direction, p.clean[:, :, 5:6],
+                              p.perturbed[:, :, 5:6], {}, {}, {}),
+        TokenGroups.from_counts(0, 0, 1))
+    assert one["patches"]["relative"][0, -1] == pytest.approx(
+        angle * np.linalg.norm(c[-1]) / np.linalg.norm(c[0]), rel=1e-4)
+    # A radial perturbation (along the token itself) turns no direction at injection.
+    radial = dynamics.perturb(model, tokens, 1, 0.5, direction=tokens, groups=groups)
+    for d in dynamics.image_deviation(radial, groups).values():
+        assert np.abs(d["relative"][:, 0]).max() < 1e-5

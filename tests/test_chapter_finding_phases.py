@@ -12,32 +12,35 @@ from raptor.book.spec import SpecError, from_parameters
 
 NOTEBOOK = Path(__file__).parents[1] / "book" / chapter.NOTEBOOK
 
-# The profiles as the old raptor/profiles.py set them for this chapter.
-OLD_SMOKE = {"L": 4, "D": 32, "heads": 2, "steps": 30, "batch_size": 64, "train_limit": 1024,
-             "n_images": 64, "k_values": [2, 3], "image_counts": [16, 64], "n_resamples": 3}
-OLD_PAPER = {"dataset": "cifar100", "L": 12, "D": 768, "heads": 12, "patch_size": 14,
-             "img_size": 224, "registers": 0, "steps": 8_000, "batch_size": 256, "lr": 5e-4,
-             "train_limit": None, "n_images": 10_000,
-             "image_counts": [100, 300, 1000, 3000, 10_000]}
+# The profiles' parameters: subsets are proper subsets of the images (never the whole set).
+SMOKE = {"L": 4, "D": 32, "heads": 2, "steps": 30, "batch_size": 64, "train_limit": 1024,
+         "n_images": 64, "k_values": [2, 3], "image_counts": [16, 32], "n_resamples": 3}
+PAPER = {"dataset": "cifar100", "L": 12, "D": 768, "heads": 12, "patch_size": 14,
+         "img_size": 224, "registers": 0, "steps": 8_000, "batch_size": 256, "lr": 5e-4,
+         "train_limit": None, "n_images": 10_000,
+         "image_counts": [100, 300, 1000, 3000, 5000]}
 
 
 # --- claims and statistics on synthetic inputs ----------------------------------------------
 
 def test_c2_holds_with_stable_boundaries() -> None:
-    held = chapter.c2_boundaries_stable({2: 0, 3: 1}, {2: 1.0, 3: 0.9}, images=1000,
-                                        teacher_seeds=(0, 1), n_resamples=10)
+    held = chapter.c2_boundaries_stable({2: 0, 3: 1}, {2: 1.0, 3: 0.9}, images=500,
+                                        teacher_seeds=(0, 1), n_resamples=10,
+                                        as_null={2: False, 3: False})
     assert held.verdict == HOLDS
-    assert held.ours == ("largest boundary shift across seeds 1 layer(s); cut at 1000 images "
-                         "reproduced in k=2: 100%, k=3: 90%")
-    assert held.detail == ("teacher seeds [0, 1]; 10 resamples per image count; holds if "
-                           "boundaries move ≤ 1 layer across seeds and subsets reproduce the cut")
+    assert held.ours == ("largest boundary shift across seeds 1 layer(s); cut at 500 images "
+                         "reproduced in k=2: 100%, k=3: 90%; the stationary null's cut is the "
+                         "same for no k")
 
 
-@pytest.mark.parametrize("shift, reproduced", [({2: 2, 3: 0}, {2: 1.0, 3: 1.0}),
-                                               ({2: 0, 3: 0}, {2: 1.0, 3: 0.8})])
-def test_c2_fails_when_boundaries_move_or_subsets_disagree(shift, reproduced) -> None:
+@pytest.mark.parametrize("shift, reproduced, as_null", [
+    ({2: 2, 3: 0}, {2: 1.0, 3: 1.0}, {2: False, 3: False}),
+    ({2: 0, 3: 0}, {2: 1.0, 3: 0.8}, {2: False, 3: False}),
+    ({2: 0, 3: 0}, {2: 1.0, 3: 1.0}, {2: False, 3: True})])
+def test_c2_fails_when_boundaries_move_subsets_disagree_or_the_null_agrees(
+        shift, reproduced, as_null) -> None:
     assert chapter.c2_boundaries_stable(shift, reproduced, images=64, teacher_seeds=(0,),
-                                        n_resamples=3).verdict == FAILS
+                                        n_resamples=3, as_null=as_null).verdict == FAILS
 
 
 def test_images_needed_is_the_first_count_stable_from_then_on() -> None:
@@ -72,8 +75,9 @@ def test_paper_partitions_table() -> None:
 
 @pytest.mark.parametrize("name, value", [
     ("p_values", [1.0]), ("p_values", []), ("teacher_seeds", []), ("teacher_seeds", [-1]),
-    ("n_images", 0), ("k_values", [9]), ("k_values", [0]), ("k_values", []),
+    ("n_images", 0), ("k_values", [13]), ("k_values", [0]), ("k_values", []),
     ("eps_values", [0.0]), ("eps_values", []), ("image_counts", [2000]), ("image_counts", [0]),
+    ("image_counts", [1000]),
     ("n_resamples", 0),
 ])
 def test_bad_parameters_are_named(name: str, value: object) -> None:
@@ -86,10 +90,9 @@ def test_dinov2_needs_imagenet_root() -> None:
         from_parameters(chapter.Spec, {"dinov2_weights": "w.safetensors"})
 
 
-def test_profiles_are_the_old_ones() -> None:
-    assert chapter.SMOKE == from_parameters(chapter.Spec, OLD_SMOKE)
-    assert chapter.PAPER == from_parameters(chapter.Spec, OLD_PAPER)
-    assert chapter.Spec().counts == [10, 25, 50, 100, 250, 1000]
+def test_profiles() -> None:
+    assert chapter.SMOKE == from_parameters(chapter.Spec, SMOKE)
+    assert chapter.PAPER == from_parameters(chapter.Spec, PAPER)
 
 
 # --- the chapter at smoke --------------------------------------------------------------------
@@ -98,15 +101,14 @@ def test_profiles_are_the_old_ones() -> None:
 def test_smoke_compute_round_trips(smoke_result, tmp_path: Path) -> None:
     result = smoke_result(chapter.NAME)
     spec = chapter.SMOKE
-    assert [(t.p, t.seed) for t in result.teachers] == [(0.0, 0), (0.0, 1), (0.3, 0)]
+    assert [(t.p, t.seed) for t in result.teachers] == [(0.0, 0), (0.0, 1), (0.0, 2), (0.3, 0)]
     for t in result.teachers:
         assert t.S.shape == (spec.teacher.depth,) * 2 and 0 <= t.accuracy <= 1
-        assert list(t.cuts) == list(spec.k_values)
+        assert list(t.cuts) == list(t.excess) == list(spec.k_values)
+        assert all(t.excess[k].cut == t.cuts[k] for k in spec.k_values)
     assert len(result.comparison) == len(result.teachers) * len(spec.eps_values)
     assert list(result.seed_shift) == list(spec.k_values)
-    assert {k: list(row) for k, row in result.stability.items()} == {2: [16, 64], 3: [16, 64]}
-    # All 64 images are the full set: every resample reproduces the full-data cut.
-    assert all(row[64] == 1.0 for row in result.stability.values())
+    assert {k: list(row) for k, row in result.stability.items()} == {2: [16, 32], 3: [16, 32]}
     again = load(chapter.Result, save(result, tmp_path / "result"))
     assert again.spec == spec and again.comparison == result.comparison
     assert again.seed_shift == result.seed_shift and again.stability == result.stability

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from raptor.book.chapters import functional_phases as chapter
-from raptor.book.claims import FAILS, HOLDS, UNTESTABLE, Claim
+from raptor.book.claims import FAILS, HOLDS, INCONCLUSIVE, UNTESTABLE, Claim
 from raptor.book.result import load, save
 from raptor.book.spec import SpecError, from_parameters
 
@@ -57,37 +57,73 @@ def test_c4_swaps() -> None:
     assert chapter.c4_swaps([], [0.5]).verdict == UNTESTABLE
 
 
-def test_c9_untrained_easier() -> None:
-    trained = {"cls": 0.957, "patches": 0.98}
-    held = chapter.c9_untrained_easier({"cls": 0.98, "patches": 0.999}, trained)
-    assert held.verdict == HOLDS
-    assert held.ours == "R² cls/patches: untrained 0.980/0.999, trained 0.957/0.980"
-    assert chapter.c9_untrained_easier({"cls": 0.98, "patches": 0.97}, trained).verdict == FAILS
+SIZES = np.full(20, 50.0)  # 20 units of 50 images
 
 
-def test_c10_skip_removal() -> None:
-    assert chapter.c10_skip_removal(0.999, 0.95).verdict == HOLDS
-    failed = chapter.c10_skip_removal(0.999, 0.749)
-    assert failed.verdict == FAILS and failed.ours == "patch R² 0.999 → 0.749"
-    assert failed.detail == "drop of patch R² below 0.1 [ours]"
+def units(mean: float, sd: float = 0.01, seed: int = 0) -> np.ndarray:
+    """Per-unit values around ``mean`` (evaluation noise of sd ``sd``)."""
+    return mean + np.random.default_rng(seed).normal(0, sd, len(SIZES))
 
 
-def test_c11_overfitting() -> None:
-    steps, r2 = [50, 150, 300, 600], [0.9587, 0.9104, 0.8371, 0.8369]
-    failed = chapter.c11_overfitting(100, steps, r2, [0.5134, 0.693, 0.689, 0.7155])
-    assert failed.verdict == FAILS  # cls R² drops but accuracy rises
-    assert failed.ours == ("val-loss minimum at step 100; cls R² 0.959 → 0.837, "
-                           "acc 0.513 → 0.716")
-    held = chapter.c11_overfitting(150, steps, r2, [0.5, 0.7, 0.69, 0.65])
-    assert held.verdict == HOLDS and "cls R² 0.910 → 0.837, acc 0.700 → 0.650" in held.ours
-    assert chapter.c11_overfitting(20, steps, r2, [0.5, 0.4, 0.3, 0.2]).verdict == HOLDS
-    untestable = chapter.c11_overfitting(600, steps, r2, [0.5, 0.7, 0.69, 0.65])
-    assert untestable.verdict == UNTESTABLE and untestable.ours.endswith("no snapshot after the "
-                                                                         "minimum")
+def test_c9_untrained_easier_on_intervals() -> None:
+    trained = {"cls": units(0.957), "patches": units(0.98, seed=1)}
+    untrained = {"cls": units(0.98, seed=2), "patches": units(0.999, seed=3)}
+    held = chapter.c9_untrained_easier(untrained, trained, SIZES)
+    assert held.verdict == HOLDS and held.ours.startswith("R² cls/patches: untrained 0.98")
+    assert "20 units of ≤ 50 validation images" in held.detail
+    worse = {"cls": units(0.98, seed=2), "patches": units(0.96, seed=3)}
+    assert chapter.c9_untrained_easier(worse, trained, SIZES).verdict == FAILS
+    # A gap of 0.001 against a per-unit sd of 0.02: the interval spans 0.
+    close = {"cls": units(0.958, 0.02, seed=4), "patches": units(0.981, 0.02, seed=5)}
+    assert chapter.c9_untrained_easier(close, trained, SIZES).verdict == INCONCLUSIVE
+
+
+def test_c10_skip_removal_on_intervals() -> None:
+    assert chapter.c10_skip_removal(units(0.999), units(0.95, seed=1), SIZES).verdict == HOLDS
+    failed = chapter.c10_skip_removal(units(0.999), units(0.749, seed=1), SIZES)
+    assert failed.verdict == FAILS and "→ 0.749; drop +0.248 [+0.24" in failed.ours
+    assert failed.detail.startswith("drop of patch R² below 0.1 [ours]; 95% bootstrap")
+    near = chapter.c10_skip_removal(units(0.999, 0.05), units(0.899, 0.05, seed=1), SIZES)
+    assert near.verdict == INCONCLUSIVE
+
+
+STEPS = [50, 150, 300, 600]
+
+
+def snapshots(cls: list[float], acc: list[float], patches: float = 0.97,
+              sd: float = 0.005) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    r2 = {"cls": np.array([units(v, sd, seed=i) for i, v in enumerate(cls)]),
+          "patches": np.array([units(patches, sd, seed=9 + i) for i in range(len(cls))])}
+    return r2, np.array([units(a, sd, seed=20 + i) for i, a in enumerate(acc)])
+
+
+def test_c11_reference_is_at_or_after_the_minimum() -> None:
+    # The committed cpu run: minimum at step 100, so the reference is step 150, not step 50.
+    r2, acc = snapshots([0.9587, 0.9104, 0.8371, 0.8369], [0.5134, 0.693, 0.689, 0.7155])
+    failed = chapter.c11_overfitting(100, STEPS, r2, acc, SIZES)
+    assert failed.verdict == FAILS  # cls R² falls to 0.84 (< 0.9) and accuracy rises
+    assert "reference snapshot 150" in failed.ours and "step 150 → 600" in failed.ours
+    r2, acc = snapshots([0.96, 0.95, 0.93, 0.91], [0.7, 0.72, 0.70, 0.66])
+    held = chapter.c11_overfitting(150, STEPS, r2, acc, SIZES)
+    assert held.verdict == HOLDS and "step 150 → 600: cls R² -0.04" in held.ours
+    # R² not high before the minimum: "stays high until" fails even though both drop later.
+    r2, acc = snapshots([0.80, 0.95, 0.93, 0.91], [0.7, 0.72, 0.70, 0.66])
+    assert chapter.c11_overfitting(150, STEPS, r2, acc, SIZES).verdict == FAILS
+    # A drop within evaluation noise is inconclusive.
+    r2, acc = snapshots([0.96, 0.95, 0.95, 0.949], [0.7, 0.72, 0.70, 0.66], sd=0.02)
+    assert chapter.c11_overfitting(150, STEPS, r2, acc, SIZES).verdict == INCONCLUSIVE
+
+
+def test_c11_untestable_without_snapshots_around_the_minimum() -> None:
+    r2, acc = snapshots([0.96, 0.95, 0.93, 0.91], [0.7, 0.72, 0.70, 0.66])
+    at_end = chapter.c11_overfitting(600, STEPS, r2, acc, SIZES)
+    assert at_end.verdict == UNTESTABLE and at_end.ours.endswith("no snapshot after the one at it")
+    assert chapter.c11_overfitting(700, STEPS, r2, acc, SIZES).verdict == UNTESTABLE
 
 
 def test_thresholds_cite_the_paper_or_say_ours() -> None:
-    for t in (chapter.INTRA_KEEP_MIN, chapter.INTER_KEEP_MAX, chapter.SKIP_DROP_MAX):
+    for t in (chapter.INTRA_KEEP_MIN, chapter.INTER_KEEP_MAX, chapter.SKIP_DROP_MAX,
+              chapter.R2_HIGH):
         assert t.source.startswith("[ours]") and "§2" in t.source
     assert "§2, Fig. 3" in chapter.SIGMA_MIN.source
 

@@ -2,12 +2,14 @@
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from raptor.book.chapters import raptor as chapter
-from raptor.book.claims import FAILS, HOLDS, Claim
+from raptor.book.claims import BY_CONSTRUCTION, FAILS, HOLDS, INCONCLUSIVE, Claim
 from raptor.book.result import load, save
 from raptor.book.spec import SpecError, from_parameters
+from raptor.stats import Interval
 
 NOTEBOOK = Path(__file__).parents[1] / "book" / chapter.NOTEBOOK
 
@@ -24,28 +26,39 @@ OLD_PAPER = {"dataset": "cifar100", "L": 12, "D": 768, "heads": 12, "patch_size"
 
 # --- claims on synthetic inputs --------------------------------------------------------------
 
-def test_min_cosine_skips_the_shared_embedding() -> None:
-    evals = {2: {"cosine": {"cls": [0.1, 0.95, 0.93], "patches": [0.2, 0.97, 0.99],
-                            "registers": [0.0, 0.0, 0.0]}}}
-    assert chapter.min_cosine(evals) == {2: 0.93}
+def test_min_cosine_interval_skips_the_shared_embedding() -> None:
+    sizes = np.full(10, 50.0)
+    rng = np.random.default_rng(0)
+    cosine = {"cls": np.array([0.1, 0.95, 0.93]) + rng.normal(0, 0.01, (10, 3)),
+              "patches": np.array([0.2, 0.97, 0.99]) + rng.normal(0, 0.01, (10, 3)),
+              "registers": np.zeros((10, 3))}
+    iv = chapter.min_cosine_interval(cosine, sizes)
+    assert iv.estimate == pytest.approx(0.93, abs=0.01)  # not layer 0, not registers
+    assert iv.low < iv.estimate < iv.high
 
 
-def test_c15_cosine_high() -> None:
-    held = chapter.c15_cosine_high({2: 0.917, 3: 0.956})
-    assert held.verdict == HOLDS and held.ours == "k=2: min cosine 0.917, k=3: min cosine 0.956"
-    assert held.detail == ("minimum over layers 1..L of the cls and patch cosine; threshold 0.9 "
-                           "[ours]")
-    assert chapter.c15_cosine_high({2: 0.95, 3: 0.89}).verdict == FAILS
+def test_c15_cosine_high_on_intervals() -> None:
+    held = chapter.c15_cosine_high({2: Interval(0.917, 0.91, 0.925, 0.95),
+                                    3: Interval(0.956, 0.95, 0.96, 0.95)})
+    assert held.verdict == HOLDS
+    assert held.ours == ("k=2: min cosine 0.917 [0.910, 0.925], k=3: min cosine 0.956 "
+                         "[0.950, 0.960]")
+    assert held.detail.startswith("minimum over layers 1..L of the cls and patch cosine; "
+                                  "threshold 0.9 [ours]; 95% bootstrap")
+    low = {2: Interval(0.95, 0.94, 0.96, 0.95), 3: Interval(0.89, 0.88, 0.895, 0.95)}
+    assert chapter.c15_cosine_high(low).verdict == FAILS
+    spans = {2: Interval(0.905, 0.895, 0.915, 0.95)}
+    assert chapter.c15_cosine_high(spans).verdict == INCONCLUSIVE
 
 
 def test_c25_shorter_description() -> None:
     held = chapter.c25_shorter_description(399872, 15681536, {2: 106560, 3: 159840},
                                            {2: 15730944, 3: 15730944})
-    assert held.verdict == HOLDS
+    assert held.verdict == BY_CONSTRUCTION
     assert held.ours == ("k=2: 0.27× the bits, 1.003× the FLOPs, k=3: 0.40× the bits, "
                          "1.003× the FLOPs")
-    assert held.detail == ("blocks' parameters at 32 bits (depth-scaling MLPs included); "
-                           "FLOPs per image")
+    assert held.detail == ("arithmetic, not a measurement: blocks' parameters at 32 bits "
+                           "(depth-scaling MLPs included); FLOPs per image")
     # More bits than the teacher, or a different runtime, and it does not hold.
     assert chapter.c25_shorter_description(100, 1000, {2: 100}, {2: 1000}).verdict == FAILS
     assert chapter.c25_shorter_description(100, 1000, {2: 50}, {2: 1020}).verdict == FAILS
@@ -59,7 +72,7 @@ def test_thresholds_say_ours() -> None:
 def test_cost_table_relates_head_accuracy_to_the_teacher() -> None:
     models = [chapter.Model("teacher (L=8)", 0.8, 0.79, 400, 1000),
               chapter.Model("Raptor k=2", 0.6, 0.7, 100, 1003)]
-    table = chapter.cost_table(chapter.Result(chapter.Spec(), {}, {}, {}, models))
+    table = chapter.cost_table(chapter.Result(chapter.Spec(), {}, {}, {}, models, np.zeros(0), {}))
     assert table.index.tolist() == ["teacher (L=8)", "Raptor k=2"]
     assert table["% of teacher (head)"].tolist() == pytest.approx([100.0, 75.0])
 

@@ -214,3 +214,47 @@ def test_load_state_checked_names_every_problem() -> None:
     max_size=5))
 def test_fingerprint_is_stable_under_reordering(config: dict) -> None:
     assert fingerprint(dict(reversed(list(config.items())))) == fingerprint(config)
+
+
+@pytest.mark.parametrize("where", ["tensor", "record", "config"])
+def test_one_flipped_byte_anywhere_is_caught_by_the_digest(tmp_path: Path, where: str) -> None:
+    path = tmp_path / "c.safetensors"
+    save_tensors(path, some_tensors(), CONFIG, {"loss": [0.25, 0.125]})
+    blob = bytearray(path.read_bytes())
+    # a byte whose change keeps the file parseable: the last tensor byte, or a digit in the JSON
+    at = {"tensor": len(blob) - 1, "record": blob.index(b"0.125") + 4,
+          "config": blob.index(b"0.001")}[where]
+    blob[at] = {"tensor": blob[at] ^ 0x01, "record": ord("6"), "config": ord("1")}[where]
+    path.write_bytes(bytes(blob))
+    with pytest.raises(CheckpointError, match="do not match its digest"):
+        load_tensors(path)
+
+
+def test_files_without_a_digest_still_load(tmp_path: Path) -> None:
+    """Checkpoints written before digests existed (e.g. the artifact tier's) stay readable."""
+    import json
+
+    path = tmp_path / "old.safetensors"
+    meta = {"config": json.dumps(CONFIG, sort_keys=True), "fingerprint": fingerprint(CONFIG),
+            "record": "{}"}
+    save_file(some_tensors(), path, metadata=meta)
+    tensors, record = load_tensors(path, CONFIG)
+    assert record == {} and tensors.keys() == some_tensors().keys()
+
+
+@pytest.mark.parametrize("content, match", [
+    (b"", "is empty"), (b"hello, these are not weights\n", "unreadable weights file"),
+    ("list", "holds a list, not a state dict"), ("non-tensors", "holds a dict, not a state dict"),
+])
+def test_read_state_dict_refuses_what_is_no_state_dict(tmp_path: Path, content: object,
+                                                        match: str) -> None:
+    path = tmp_path / "weights.pth"
+    if content == "list":
+        torch.save([torch.zeros(2)], path)
+    elif content == "non-tensors":
+        torch.save({"epoch": 3}, path)
+    else:
+        path.write_bytes(content)
+    with pytest.raises(CheckpointError, match=match) as info:
+        read_state_dict(path)
+    assert str(path) in str(info.value) and "allowed: a safetensors file" in str(info.value)

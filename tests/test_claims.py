@@ -10,6 +10,7 @@ import pytest
 
 from raptor.book.chapters import MODULES, chapter
 from raptor.book.claims import (BY_CONSTRUCTION, CLAIMS, FAILS, HOLDS, INCONCLUSIVE, UNTESTABLE,
+                                VERDICTS,
                                 Claim, Threshold, all_of, claim, gather, versus,
                                 report, table)
 
@@ -123,3 +124,68 @@ def test_versus_and_claim_reject_bad_input() -> None:
                          INCONCLUSIVE), ([INCONCLUSIVE, FAILS], FAILS)])
 def test_all_of(parts: list[str], verdict: str) -> None:
     assert all_of(parts) == verdict
+
+
+# --- the claims page -----------------------------------------------------------------------------
+
+def test_claim_table_links_each_id_to_the_claims_page() -> None:
+    t = table([claim("C3", paper="p", ours="o", holds=True),
+               claim("C13", paper="p", ours="o", holds=False)])
+    html = t._repr_html_()
+    assert '<a href="../claims.html#C3">C3</a>' in html and '../claims.html#C13">C13</a>' in html
+    assert "href" not in repr(t) and list(t.index) == ["C3", "C13"]
+
+
+def test_every_verdict_has_its_own_symbol_and_word() -> None:
+    from raptor.book.chapters.claims_page import BADGES, badge
+    from raptor.book.claims import UNTESTED
+    assert set(BADGES) == {*VERDICTS, UNTESTED}
+    assert len({symbol for symbol, _ in BADGES.values()}) == len(BADGES)
+    for v in BADGES:
+        assert f"{BADGES[v][0]} {v}</span>" in badge(v)
+
+
+def test_claims_page_counts_links_and_folds(tmp_path: Path) -> None:
+    from raptor.book.chapters import claims_page as page
+    d = tmp_path / "claims"
+    report([claim("C1", paper="blocks", ours="3 blocks", holds=True, detail="z=2"),
+            claim("C5", paper="up", ours="down", holds=False)],
+           chapter="phase-structure", profile="cpu", claims_dir=d)
+    report([claim("C1", paper="blocks", ours="2 blocks", holds=INCONCLUSIVE),
+            claim("C12", paper="96%", ours="—", holds=None),
+            claim("C25", paper="shorter", ours="tied", holds=BY_CONSTRUCTION)],
+           chapter="scaling", profile="cpu", claims_dir=d)
+    result = page.compute(page.Spec(), claims_dir=str(d))
+    s = page.summary(result)
+    assert (s["n_checks"], s["n_tested"], s["n_claims"], s["n_chapters"]) == (5, 4, 25, 2)
+    assert (s["n_holds"], s["n_fails"], s["n_inconclusive"], s["n_untestable"],
+            s["n_by_construction"], s["n_untested"]) == (1, 1, 1, 1, 1, 21)
+    assert s["alpha"] == "0.05" and s["n_chance"] == round(5 * 0.05, 1)
+
+    html = page.page(result, book=tmp_path).data
+    for v in VERDICTS:
+        assert f"{page.BADGES[v][0]} {v} · 1</span>" in html  # the counts up front
+    # every check: its ID links to the chapter's claims section; each claim has one anchor
+    assert html.count('href="chapters/phase_structure.html#claims-phase-structure">C1</a>') == 1
+    assert html.count('href="chapters/scaling.html#claims-scaling">C1</a>') == 1
+    for cid in CLAIMS:  # one anchor per claim, and a chip per check in the strip up front
+        assert html.count(f"id='{cid}'") == 1 and f'<a href="#{cid}" title=' in html
+    assert html.count("<details>") == 5 and "Not yet tested by any chapter" in html
+    assert html.index("Not yet tested") > html.index("chapters/scaling.html")  # book order
+    assert "<b>paper</b> 96%" in html and "<b>ours</b> —" in html
+
+
+def test_claims_page_names_chapters_by_their_titles(tmp_path: Path) -> None:
+    from raptor.book.chapters import claims_page as page
+    (tmp_path / "chapters").mkdir()
+    (tmp_path / "chapters" / "scaling.ipynb").write_text(json.dumps(
+        {"cells": [{"cell_type": "markdown", "source": ["# Scaling Raptor\n", "text"]}]}))
+    assert page.chapter_title("scaling", tmp_path) == "Scaling Raptor"
+    assert page.chapter_title("raptor", tmp_path) == "raptor"
+
+
+def test_significance_levels_come_from_the_chapters() -> None:
+    from raptor.book.chapters import claims_page as page
+    levels = page.significance_levels()
+    assert levels and all(0 < a < 1 for a in levels.values())
+    assert levels["stochastic-depth.ALPHA"] == chapter("stochastic-depth").ALPHA.value

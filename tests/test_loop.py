@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+import types
 from pathlib import Path
 
 import pytest
@@ -17,8 +18,9 @@ from hypothesis import strategies as st
 from torch import nn
 from torch.utils.data import TensorDataset
 
-from raptor.checkpoint import save_training_state
-from raptor.loop import adamw, batches_from, resume, train, warmup_cosine
+from raptor.checkpoint import CheckpointError, save_training_state
+from raptor.loop import (adamw, batches_from, check_recipe, resolve_device, resume, train,
+                         warmup_cosine)
 from raptor.losses import Objective
 from raptor.teachers import TeacherConfig, TrainConfig, build_teacher, evaluate, train_classifier
 from raptor.train import DistillConfig, build_student, distill
@@ -286,3 +288,65 @@ def test_distillation_is_the_old_loop_bit_for_bit(tmp_path: Path) -> None:
     for k, v in old.blocks.state_dict().items():
         assert torch.equal(new.blocks.state_dict()[k], v), k
     assert record["stage1"]["loss"] == losses[1] and record["stage2"]["loss"] == losses[2]
+
+
+@pytest.mark.parametrize("every, kept", [(None, "no checkpoint was written"),
+                                         (5, "no checkpoint was written"),
+                                         (2, "the checkpoint of step 2 is kept")])
+def test_guard_says_which_checkpoint_is_kept(every: int | None, kept: str) -> None:
+    model, batches = line_fit()
+
+    def loss(step: int, batch: tuple[torch.Tensor, torch.Tensor]):
+        value = F.mse_loss(model(batch[0]), batch[1]) * (float("nan") if step == 3 else 1.0)
+        return value, value.detach()
+
+    with pytest.raises(FloatingPointError, match=f"at step 3; {kept}$"):
+        train("fit", batches, loss, adamw(model.parameters(), RECIPE),
+              [list(model.parameters())], RECIPE, 6,
+              checkpoint=(lambda done: None) if every else None, checkpoint_every=every or 1)
+
+
+def test_resume_warns_naming_the_file_and_leaves_the_model_untouched(tmp_path: Path) -> None:
+    model, batches = line_fit()
+    opt = adamw(model.parameters(), RECIPE)
+    train("fit", batches, mse(model), opt, [list(model.parameters())], RECIPE, 3)
+    work = tmp_path / "work.safetensors"
+    save_training_state(work, model=model, optimizer=opt, config={"a": 1}, record={"step": 3})
+    fresh, _ = line_fit()
+    before = {k: v.clone() for k, v in fresh.state_dict().items()}
+
+    def missing(record: dict) -> None:
+        raise CheckpointError(f"no checkpoint at {tmp_path / 'snap.safetensors'}")
+
+    with pytest.warns(UserWarning, match=f"not resuming from {work}.*snap.safetensors"):
+        assert resume(work, model=fresh, optimizer=adamw(fresh.parameters(), RECIPE),
+                      config={"a": 1}, check=missing) is None
+    assert all(torch.equal(v, before[k]) for k, v in fresh.state_dict().items())
+
+
+@pytest.mark.parametrize("field, value", [
+    ("lr", float("nan")), ("lr", float("inf")), ("lr", 0.0), ("min_lr", 0.2),
+    ("min_lr", -1.0), ("weight_decay", float("nan")), ("grad_clip", 0.0),
+    ("grad_clip", float("inf")), ("warmup_steps", -1), ("lr", "1e-3"),
+])
+def test_check_recipe_names_the_field(field: str, value: object) -> None:
+    recipe = types.SimpleNamespace(lr=0.1, min_lr=0.0, weight_decay=0.0, warmup_steps=0,
+                                   grad_clip=1.0)
+    setattr(recipe, field, value)
+    with pytest.raises(ValueError, match=f"^{field} must be"):
+        check_recipe(recipe)
+    recipe.grad_clip = None
+    if field != "grad_clip":
+        return
+    check_recipe(recipe)  # None: no clipping
+
+
+def test_resolve_device() -> None:
+    assert resolve_device("cpu") == "cpu"
+    assert resolve_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
+    for bad in ("gpu", "cpu:0", "cuda:x", "", "CUDA"):
+        with pytest.raises(ValueError, match="device must be 'auto', 'cpu', 'cuda' or"):
+            resolve_device(bad)
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="CUDA is not available"):
+            resolve_device("cuda:0")

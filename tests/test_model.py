@@ -230,3 +230,102 @@ def test_swiglu_variants_and_option_errors() -> None:
         make_block(t.blocks[0], mlp="geglu", init="random")
     with pytest.raises(ValueError, match="init must be one of"):
         make_block(t.blocks[0], init="zeros")
+
+
+def unfused_step(block: RaptorBlock, x: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+    """The reference: a block's forward as it was before the scales were folded into weights."""
+    s_attn, s_mlp, s_out = block.scale(z, x)
+    x = x + s_attn * block.ls1(block.attn(block.norm1(x)))
+    x = x + s_mlp * block.ls2(block.mlp(block.norm2(x)))
+    return s_out * x
+
+
+def unfused_forward_from(r: Raptor, tokens: torch.Tensor, start: int, stop: int) -> torch.Tensor:
+    owner = [j for j, n in enumerate(r.repeats) for _ in range(n)]
+    states = [tokens]
+    for layer in range(start + 1, stop + 1):
+        states.append(unfused_step(r.blocks[owner[layer - 1]], states[-1], r._z[layer]))
+    return torch.stack(states, dim=1)
+
+
+def scrambled(r: Raptor) -> Raptor:
+    """``r`` in float64 with depth scales and LayerScales far from 1, so folding shows."""
+    gen = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        for name, p in r.blocks.named_parameters():
+            if "scale.fc2" in name or name.endswith("gamma"):
+                p.copy_(0.5 * torch.randn(p.shape, generator=gen))
+    return r.double()
+
+
+def grads(params: list[torch.Tensor], out: torch.Tensor, weight: torch.Tensor
+          ) -> list[torch.Tensor]:
+    """Gradients of ``Σ weight ⊙ out``; zeros for parameters ``out`` does not use."""
+    got = torch.autograd.grad((out * weight).sum(), params, allow_unused=True)
+    return [torch.zeros_like(p) if g is None else g for p, g in zip(params, got)]
+
+
+@settings(max_examples=25, deadline=None)
+@given(repeats=st.lists(st.integers(1, 3), min_size=1, max_size=3), data=st.data(),
+       heads=st.sampled_from([1, 2]), mlp=st.sampled_from(["teacher", "swiglu"]),
+       layerscale=st.sampled_from([None, 0.3]), batch=st.integers(1, 3),
+       tokens=st.integers(1, 6))
+def test_folded_depth_scaling_equals_unfused_forward_and_backward(
+        repeats: list[int], data: st.DataObject, heads: int, mlp: str, layerscale: float | None,
+        batch: int, tokens: int) -> None:
+    depth = sum(repeats)
+    start = data.draw(st.integers(0, depth - 1), label="start")
+    stop = data.draw(st.integers(start + 1, depth), label="stop")
+    t = teacher(depth=depth, num_heads=heads, layerscale=layerscale)
+    torch.manual_seed(0)
+    r = scrambled(Raptor(t, tuple(repeats), mlp=mlp).train())
+    x = torch.randn(batch, tokens, 32, dtype=torch.float64)
+    weight = torch.randn(batch, stop - start + 1, tokens, 32, dtype=torch.float64)
+    params = r.raptor_parameters()
+    fused = r.forward_from(x, start, stop)
+    ref = unfused_forward_from(r, x, start, stop)
+    assert not torch.allclose(ref[:, 1:], x[:, None].expand_as(ref[:, 1:]))
+    torch.testing.assert_close(fused, ref, rtol=1e-10, atol=1e-12)
+    for g, h, (name, _) in zip(grads(params, fused, weight), grads(params, ref, weight),
+                               r.blocks.named_parameters()):
+        torch.testing.assert_close(g, h, rtol=1e-9, atol=1e-12, msg=name)
+
+
+@pytest.mark.parametrize("z", [torch.tensor(3.0), 2, torch.tensor([1, 4, 2])])
+def test_block_call_scalar_and_per_sample_depths_equal_unfused(z: object) -> None:
+    torch.manual_seed(0)
+    r = scrambled(Raptor(teacher(layerscale=0.2), (4,)))
+    block = r.blocks[0]
+    x = torch.randn(3, 5, 32, dtype=torch.float64, requires_grad=True)
+    zt = torch.as_tensor(z, dtype=torch.float64)
+    weight = torch.randn(3, 5, 32, dtype=torch.float64)
+    params = [x, *block.parameters()]
+    fused, ref = block(x, z), unfused_step(block, x, zt)
+    torch.testing.assert_close(fused, ref, rtol=1e-10, atol=1e-12)
+    for g, h in zip(grads(params, fused, weight), grads(params, ref, weight)):
+        torch.testing.assert_close(g, h, rtol=1e-9, atol=1e-12)
+
+
+def test_folding_is_checked_and_a_planted_fold_error_is_caught(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The state_dict layout is the stored students' one; a fold that drops the LayerScale
+    (planted) and a module that cannot be folded are caught."""
+    t = teacher(layerscale=0.2)
+    block = make_block(t.blocks[0])
+    assert sorted(block.state_dict()) == sorted(
+        [f"{m}.{p}" for m in ("norm1", "norm2", "attn.qkv", "attn.proj", "mlp.fc1", "mlp.fc2",
+                              "scale.fc1", "scale.fc2") for p in ("weight", "bias")]
+        + ["ls1.gamma", "ls2.gamma"])
+    torch.manual_seed(0)
+    r = scrambled(Raptor(t, (2, 2)))
+    x = torch.randn(2, 5, 32, dtype=torch.float64)
+    ref = unfused_forward_from(r, x, 0, 4)
+    torch.testing.assert_close(r.forward_from(x), ref, rtol=1e-10, atol=1e-12)
+    monkeypatch.setattr("raptor.model._times_gamma", lambda s, ls: s)  # planted: γ forgotten
+    assert not torch.allclose(r.forward_from(x), ref, rtol=1e-6, atol=1e-6)
+    block.attn = torch.nn.Identity()
+    with pytest.raises(TypeError, match="depth scaling needs attn"):
+        RaptorBlock(block.norm1, block.attn, block.ls1, block.norm2, block.mlp, block.ls2)
+    with pytest.raises(TypeError, match="depth scaling needs ls2"):
+        RaptorBlock(block.norm1, t.blocks[0].attn, block.ls1, block.norm2, block.mlp,
+                    torch.nn.Dropout())

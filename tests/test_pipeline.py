@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import socket
 import typing
 from pathlib import Path
@@ -92,8 +93,8 @@ def make_nyu(root: Path) -> Path:
     return root
 
 
-def save_weights(path: Path, **kwargs: Any) -> Path:
-    torch.manual_seed(0)
+def save_weights(path: Path, seed: int = 0, **kwargs: Any) -> Path:
+    torch.manual_seed(seed)
     model = timm.create_model(MODEL, pretrained=False, img_size=IMG, **{**TINY, **kwargs})
     save_file(model.state_dict(), path)
     return path
@@ -253,6 +254,33 @@ def test_distillation_with_another_configuration_is_refused(
         run_pipeline(args(data, out, "--stage1-steps", "4"))
 
 
+def test_other_weights_with_the_same_name_and_size_are_another_teacher(
+        finished: tuple[Path, dict[str, Any]], data: dict[str, Path], tmp_path: Path) -> None:
+    """The run's key holds the weights' digest: a different file of the same name and byte size
+    does not reuse the finished distillation."""
+    other = save_weights(tmp_path / data["weights"].name, seed=1)
+    assert other.stat().st_size == data["weights"].stat().st_size
+    out, _ = finished
+    argv = args(data, out)
+    argv[argv.index("--weights") + 1] = str(other)
+    with pytest.raises(ValueError, match=r"another configuration \(differs in: weights\)"):
+        run_pipeline(argv)
+
+
+def test_damaged_student_is_redone_bit_identical(finished: tuple[Path, dict[str, Any]],
+                                                 data: dict[str, Path], tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    shutil.copytree(finished[0], out)
+    student = out / "student.safetensors"
+    blob = bytearray(student.read_bytes())
+    blob[-5] ^= 0x01  # in the tensor data: the file still parses
+    student.write_bytes(bytes(blob))
+    with pytest.warns(UserWarning, match=f"{student} is damaged"):
+        run_pipeline(args(data, out))
+    assert_same_tensors(load_tensors(student)[0],
+                        load_tensors(finished[0] / "student.safetensors")[0])
+
+
 def test_dinov2_teacher_gets_the_papers_partition_and_table_rows(data: dict[str, Path],
                                                                   tmp_path: Path) -> None:
     name, kwargs = "vit_base_patch14_reg4_dinov2.lvd142m", {"embed_dim": 32, "num_heads": 2}
@@ -312,6 +340,10 @@ def bad_cases(data: dict[str, Path], tmp: Path) -> list[tuple[list[str], type, s
     head = tmp / "head.safetensors"
     save_file({"weight": torch.zeros(3, 64), "bias": torch.zeros(3)}, head)
     base = args(data, tmp / "out")
+    a_file, text, empty = tmp / "results.txt", tmp / "notes.pth", tmp / "empty.pth"
+    a_file.write_text("not a run folder")
+    text.write_text("these are not weights\n")
+    empty.write_bytes(b"")
 
     def swap(option: str, value: str) -> list[str]:
         i = base.index(option)
@@ -346,6 +378,13 @@ def bad_cases(data: dict[str, Path], tmp: Path) -> list[tuple[list[str], type, s
         (base + ["--workers", "-1"], ValueError, "--workers must be an integer >= 0"),
         (base + ["--device", "cpu", "--bf16"], ValueError, "bf16 and compile are CUDA-only"),
         (base + ["--download"], ValueError, "exactly one of --weights"),
+        (swap("--img-size", "30"), ValueError,
+         "--img-size=30 must be a multiple of vit_tiny_patch16_224's patch size 7"),
+        (swap("--out", str(a_file)), ValueError, f"--out {a_file} is an existing file; give a "
+                                                  f"folder"),
+        (swap("--weights", str(text)), CheckpointError,
+         f"unreadable weights file {text}.*allowed: a safetensors file"),
+        (swap("--weights", str(empty)), CheckpointError, f"weights file {empty} is empty"),
     ]
 
 

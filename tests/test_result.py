@@ -18,7 +18,7 @@ import torch
 from raptor.book.chapters import phase_structure
 from raptor.book.result import load, save
 from raptor.book.spec import DistillSpec
-from raptor.structure import Contrast
+from raptor.structure import PhaseExcess, Rank
 
 
 @dataclass(frozen=True)
@@ -117,11 +117,13 @@ def test_round_trip_of_a_chapter_result(tmp_path: Path) -> None:
         spec=phase_structure.SMOKE, accuracy={"trained, p=0.0": 0.75, "untrained": math.nan},
         trajectory_shape={"untrained": [64, 5, 19, 32]}, similarity=mats,
         cuts={"untrained": ((0, 2), (2, 5))},
-        contrast={"untrained": Contrast(0.9, 0.2, 0.1, 0.05)})
+        excess={"untrained": PhaseExcess(2, ((0, 2), (2, 5)), ((0, 3), (3, 5)), 0.02, 0.01, 0.03,
+                                         0.95, 0.9, Rank(2, 4))})
     save(result, tmp_path / "phase-structure")
     loaded = load(phase_structure.Result, tmp_path / "phase-structure")
     assert_same(result, loaded)
-    assert loaded.contrast["untrained"].z == pytest.approx(12.0)
+    assert loaded.excess["untrained"].rank == Rank(2, 4)
+    assert loaded.excess["untrained"].null_cut == ((0, 3), (3, 5))
 
 
 def test_wrong_type_or_format_is_a_clear_error(tmp_path: Path) -> None:

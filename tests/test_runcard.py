@@ -24,7 +24,7 @@ def test_run_card_lists_the_run_and_every_parameter() -> None:
 
 def test_profile_settings_shows_what_the_profile_changes_and_its_command() -> None:
     changed = diff(phase_structure.PAPER, phase_structure.Spec())
-    assert {"dataset", "L", "D", "p_values", "n_images"} <= set(changed)
+    assert {"dataset", "D", "steps", "p_values", "n_images"} <= set(changed)
     table = profile_settings("phase-structure")["paper profile"]
     assert list(table.index) == [*changed, "command"]
     for name, value in changed.items():

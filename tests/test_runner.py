@@ -147,6 +147,18 @@ def test_output_path(book: Path) -> None:
     assert output_path("toy", "smoke", book) == book.parent / "runs/smoke/chapters/toy.ipynb"
     assert output_path("toy", "paper", book, update_book=True) == book / "chapters" / "toy.ipynb"
     assert output_path("claims", "paper", book) == book.parent / "runs/paper/claims.ipynb"
+    out = book.parent / "elsewhere"
+    assert output_path("toy", "cpu", book, out=out) == out / "chapters" / "toy.ipynb"
+
+
+def test_a_run_with_out_leaves_the_book_alone(book: Path) -> None:
+    before = files(book)
+    out = book.parent / "runs" / "check"
+    run("cpu", ["toy"], {"n": 4}, book=book, out=out)
+    assert files(book) == before
+    assert (out / "chapters" / "toy.ipynb").is_file()
+    [c5] = json.loads((out / "claims" / "toy.json").read_text())
+    assert c5["ours"] == "3.00"
 
 
 def test_a_successful_run_replaces_the_notebook_and_its_claims(book: Path) -> None:
@@ -221,4 +233,4 @@ def test_cli_passes_its_options_to_run(monkeypatch: pytest.MonkeyPatch) -> None:
                      "-p", "items", "[1, 2]", "-p", "dataset", "cifar100", "--update-book",
                      "--no-build"]) == 0
     assert calls == [(("smoke", ["toy", "raptor"], {"items": [1, 2], "dataset": "cifar100"}),
-                      {"build": False, "update_book": True})]
+                      {"build": False, "update_book": True, "out": None})]

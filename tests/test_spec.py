@@ -17,7 +17,7 @@ from raptor.book.spec import (DistillSpec, SpecError, TeacherSpec, diff, fields_
 from raptor.data import DATASETS
 
 TEACHER = ["dataset", "data_root", "L", "D", "heads", "patch_size", "img_size", "registers",
-           "steps", "batch_size", "lr", "train_limit"]
+           "steps", "batch_size", "lr", "train_limit", "device"]
 DISTILL = ["stage1_steps", "stage2_steps", "distill_lr", "distill_warmup", "distill_limit"]
 
 
@@ -178,7 +178,8 @@ def toy_values(draw: st.DrawFn) -> dict[str, object]:
         "img_size": draw(st.none() | st.sampled_from([16, 32])),
         "registers": draw(st.integers(0, 4)), "steps": draw(st.integers(0, 500)),
         "batch_size": draw(st.integers(1, 256)), "lr": draw(number.filter(lambda v: v > 0)),
-        "train_limit": draw(maybe_int), "stage1_steps": draw(st.integers(0, 99)),
+        "train_limit": draw(maybe_int), "device": draw(st.sampled_from(["auto", "cpu"])),
+        "stage1_steps": draw(st.integers(0, 99)),
         "stage2_steps": draw(st.integers(0, 99)), "distill_lr": draw(st.floats(1e-6, 1.0)),
         "distill_warmup": draw(st.integers(0, 20)), "distill_limit": draw(maybe_int),
         "p_values": draw(st.lists(rates, max_size=4)),
@@ -205,3 +206,15 @@ def test_round_trip_parameters_from_parameters(values: dict[str, object]) -> Non
             assert type(value) is float, name
         if isinstance(value, tuple) and hints[name] == tuple[float, ...]:
             assert all(type(x) is float for x in value), name
+
+
+def test_a_nested_field_may_default_to_an_instance() -> None:
+    family = TeacherSpec(depth=12, steps=1500)
+
+    @dataclass(frozen=True)
+    class Deeper:
+        teacher: TeacherSpec = nested(family)
+
+    assert Deeper().teacher is family
+    assert parameters(Deeper())["L"] == 12
+    assert from_parameters(Deeper, {"steps": 400}).teacher == TeacherSpec(depth=12, steps=400)

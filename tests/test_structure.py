@@ -1,26 +1,21 @@
+import math
 from collections.abc import Callable
 
 import numpy as np
 import pytest
 import torch
 
-from raptor.structure import Contrast, boundaries, boundary_shift, contrast_vs_random, subset_stability
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from raptor.phases import maxcut
+from raptor.similarity import layer_similarity, phase_matrix
+from raptor.structure import (block_excess, boundaries, boundary_shift, contiguous_partitions,
+                              contrast, contrast_rank, image_phase_matrices, phase_excess,
+                              stationary_null, subset_stability)
 from raptor.trajectories import TokenGroups
 
 Blocks = Callable[..., np.ndarray]  # the planted_blocks fixture
-
-
-def test_contrast_of_planted_partition_beats_random(planted_blocks: Blocks):
-    S = planted_blocks([3, 3, 2])
-    c = contrast_vs_random(S, ((0, 3), (3, 6), (6, 8)), n_random=30, seed=0)
-    assert c.inside == pytest.approx(0.9) and c.across == pytest.approx(0.2)
-    assert c.contrast == pytest.approx(0.7)
-    assert c.z > 1 and c.random_mean < c.contrast
-
-
-def test_contrast_z_closed_form():
-    c = Contrast(inside=0.8, across=0.5, random_mean=0.1, random_std=0.05)
-    assert c.z == pytest.approx((0.3 - 0.1) / 0.05)
 
 
 def test_boundaries_and_shift():
@@ -45,15 +40,104 @@ def _phased_trajectory(n=40, seed=0):
 
 def test_subset_stability_on_planted_phases():
     traj, groups = _phased_trajectory()
-    stab = subset_stability(traj, groups, [3], [5, 40], n_resamples=4)
-    assert stab == {3: {5: 1.0, 40: 1.0}}
+    stab = subset_stability(traj, groups, [3], [5, 39], n_resamples=4)
+    assert stab == {3: {5: 1.0, 39: 1.0}}
 
 
 def test_subset_stability_errors(planted_blocks: Blocks):
     traj, groups = _phased_trajectory(n=10)
-    with pytest.raises(ValueError, match="image_counts"):
-        subset_stability(traj, groups, [2], [11], 2)
+    for whole_or_more in (10, 11):
+        with pytest.raises(ValueError, match="subsets, not the whole set"):
+            subset_stability(traj, groups, [2], [whole_or_more], 2)
     with pytest.raises(ValueError, match="n_resamples"):
         subset_stability(traj, groups, [2], [5], 0)
-    with pytest.raises(ValueError, match="n_random"):
-        contrast_vs_random(planted_blocks([3, 3, 2]), ((0, 8),), n_random=1)
+
+
+def _decay(L: int, rate: float = 0.15) -> np.ndarray:
+    idx = np.arange(L)
+    return np.exp(-rate * np.abs(idx[:, None] - idx[None, :]))
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(3, 10), st.floats(0.01, 1.0), st.data())
+def test_a_stationary_matrix_has_zero_excess_for_every_partition(L, rate, data):
+    S = _decay(L, rate)
+    assert np.allclose(stationary_null(S), S)
+    k = data.draw(st.integers(2, L - 1))
+    for partition in contiguous_partitions(L, k):
+        assert block_excess(S, partition) == pytest.approx(0.0, abs=1e-12)
+    assert contrast(S, maxcut(S, k)) > 0  # the decay alone gives max-cuts a positive contrast
+
+
+def test_stationary_null_is_the_toeplitz_of_diagonal_means():
+    S = np.array([[1.0, 0.5, 0.1], [0.7, 1.0, 0.3], [0.1, 0.3, 1.0]])
+    lag1 = (0.5 + 0.7 + 0.3 + 0.3) / 4
+    expected = np.array([[1.0, lag1, 0.1], [lag1, 1.0, lag1], [0.1, lag1, 1.0]])
+    np.testing.assert_allclose(stationary_null(S), expected)
+    with pytest.raises(ValueError, match="square"):
+        stationary_null(np.ones((2, 3)))
+
+
+def test_a_planted_block_matrix_has_positive_excess(planted_blocks: Blocks):
+    S = planted_blocks([3, 3, 2])
+    assert block_excess(S, ((0, 3), (3, 6), (6, 8))) > 0.3
+
+
+@pytest.mark.parametrize("L, k", [(8, 1), (8, 2), (8, 3), (12, 4), (5, 5)])
+def test_contiguous_partitions_enumerates_all(L: int, k: int):
+    parts = contiguous_partitions(L, k)
+    assert len(parts) == len(set(parts)) == math.comb(L - 1, k - 1)
+    assert all(p[0][0] == 0 and p[-1][1] == L and len(p) == k for p in parts)
+
+
+def test_contrast_rank_by_brute_force(planted_blocks: Blocks):
+    S = planted_blocks([3, 3, 2], rng=np.random.default_rng(0), noise=0.2)
+    planted = ((0, 3), (3, 6), (6, 8))
+    assert contrast_rank(S, planted).rank == 1 and contrast_rank(S, planted).total == 21
+    worst = min(contiguous_partitions(8, 3), key=lambda p: contrast(S, p))
+    assert contrast_rank(S, worst).rank == 21 - sum(
+        contrast(S, p) == contrast(S, worst) for p in contiguous_partitions(8, 3)) + 1
+
+
+def test_image_phase_matrices_average_to_the_phase_matrix():
+    traj, groups = _phased_trajectory(n=12)
+    per_image = image_phase_matrices(traj, groups)
+    assert per_image.shape == (12, 8, 8)
+    np.testing.assert_allclose(per_image.mean(0), phase_matrix(layer_similarity(traj, groups)),
+                               atol=1e-7)  # layer_similarity averages patches in float32
+
+
+def _noisy_images(S: np.ndarray, n: int, noise: float, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    x = S + rng.normal(0, noise, (n, *S.shape))
+    return (x + x.transpose(0, 2, 1)) / 2
+
+
+def test_stationary_images_give_an_excess_interval_that_covers_zero():
+    per_image = _noisy_images(_decay(8), n=400, noise=0.3, seed=1)
+    ex = phase_excess(per_image, 3, n_boot=200)
+    assert ex.low < 0 < ex.high and abs(ex.excess) < 0.02
+    assert ex.null_cut == maxcut(stationary_null(per_image.mean(0)), 3)
+
+
+def test_stationary_excess_is_unbiased_over_seeds():
+    """The cross-fit keeps noise from creating excess: mean over many noise draws ≈ 0."""
+    values = [phase_excess(_noisy_images(_decay(8), 60, 0.5, s), 2, n_boot=10).excess
+              for s in range(40)]
+    assert abs(np.mean(values)) < 3 * np.std(values) / np.sqrt(len(values)) + 1e-3
+
+
+def test_planted_blocks_give_an_excess_interval_above_zero(planted_blocks: Blocks):
+    S = 0.5 * planted_blocks([3, 3, 2]) + 0.5 * _decay(8)
+    ex = phase_excess(_noisy_images(S, n=400, noise=0.3, seed=2), 3, n_boot=200)
+    assert ex.cut == ((0, 3), (3, 6), (6, 8)) and ex.low > 0.05
+    assert ex.agreement > 0.9 and ex.rank.rank == 1 and ex.rank.total == 21
+
+
+def test_phase_excess_rejects_bad_input():
+    with pytest.raises(ValueError, match="per_image"):
+        phase_excess(np.ones((3, 4, 4)), 2)
+    with pytest.raises(ValueError, match="k must be"):
+        phase_excess(np.ones((8, 4, 4)), 5)
+    with pytest.raises(ValueError, match="n_boot"):
+        phase_excess(np.ones((8, 4, 4)), 2, n_boot=1)

@@ -345,3 +345,120 @@ def test_load_pretrained_other_architecture(tmp_path: Path) -> None:
     assert "108 missing keys" in message and "blocks.10." in message  # 9 absent blocks x 12
     assert "shape mismatches" in message and "file (32,) vs model (192,)" in message
     assert str(path) in message
+
+
+# --- checks before work (#11) ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("changes, name", [
+    ({"lr": float("nan")}, "lr"), ({"lr": float("inf")}, "lr"), ({"lr": -1e-3}, "lr"),
+    ({"grad_clip": 0.0}, "grad_clip"), ({"grad_clip": -1.0}, "grad_clip"),
+    ({"grad_clip": float("inf")}, "grad_clip"), ({"min_lr": 1e-2}, "min_lr"),
+    ({"min_lr": float("nan")}, "min_lr"), ({"warmup_steps": -1}, "warmup_steps"),
+    ({"warmup_steps": 1.5}, "warmup_steps"), ({"weight_decay": float("inf")}, "weight_decay"),
+    ({"seed": -1}, "seed"), ({"train_limit": 0}, "train_limit"), ({"val_limit": 0}, "val_limit"),
+    ({"dataset": "mnist-typo"}, "dataset"), ({"batch_size": True}, "batch_size"),
+])
+def test_train_config_rejects_nonsense_naming_the_field(changes: dict, name: str) -> None:
+    with pytest.raises(ValueError, match=rf"^{name} must be"):
+        TrainConfig(**{"steps": 7, **changes})
+
+
+def test_train_config_grad_clip_none_disables_clipping() -> None:
+    assert TrainConfig(grad_clip=None).grad_clip is None
+    assert TrainConfig(min_lr=1e-3, lr=1e-3).min_lr == 1e-3  # min_lr = lr: a constant rate
+
+
+def test_evaluate_refuses_no_images_and_warns_on_nan() -> None:
+    model = build_teacher(CFG).eval()
+    with pytest.raises(ValueError, match="at least one image"):
+        evaluate(model, toy_data(0))
+    x, y = toy_data(10).tensors
+    x = x.clone()
+    x[3, 0, 0, 0] = float("nan")
+    with pytest.warns(UserWarning, match="1 of 10 images hold NaN"):
+        evaluate(model, TensorDataset(x, y))
+
+
+def test_training_device_is_checked() -> None:
+    with pytest.raises(ValueError, match="device must be 'auto', 'cpu', 'cuda'"):
+        train_classifier(build_teacher(CFG), toy_data(), toy_data(24, 1), TRAIN, config={},
+                         progress=False, device="gpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="CUDA is not available"):
+            train_classifier(build_teacher(CFG), toy_data(), toy_data(24, 1), TRAIN, config={},
+                             progress=False, device="cuda")
+
+
+def test_teacher_keys_on_the_cpu_are_unchanged() -> None:
+    """The key of a CPU-trained teacher is what it was before devices existed (the cache and the
+    artifact tier hold teachers under it); a CUDA-trained one is another entry."""
+    key = teacher_key(CFG, TRAIN, 0)
+    assert set(key) == {"arch", "train", "seed", "format"}
+    assert teacher_key(CFG, TRAIN, 0, "cpu") == key
+    assert teacher_key(CFG, None, 0, "cpu") == {"arch": dataclasses.asdict(CFG), "train": None,
+                                                 "seed": 0, "format": 1}
+    if torch.cuda.is_available():
+        assert teacher_key(CFG, TRAIN, 0, "cuda:0") == {**key, "device": "cuda"}
+
+
+def test_teacher_spec_device_is_checked_before_work() -> None:
+    from raptor.book.spec import SpecError, TeacherSpec
+
+    assert TeacherSpec().device == "auto"
+    with pytest.raises(SpecError, match="parameter 'device'.*'auto', 'cpu', 'cuda'"):
+        TeacherSpec(device="tpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(SpecError, match="parameter 'device'.*CUDA is not available"):
+            TeacherSpec(device="cuda")
+
+
+# --- resume verifies what it resumes (#11) --------------------------------------------------------
+
+def flip_byte(path: Path, where: float = 0.9) -> None:
+    """Flip one byte of ``path`` at ``where`` of its length (in the tensor data)."""
+    data = bytearray(path.read_bytes())
+    data[int(len(data) * where)] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def killed_run(tmp_path: Path, kill_after: Callable[..., Dataset]) -> Path:
+    """A run killed at step 5 with checkpoints at steps 2 and 4 (snapshot 1 saved); its work."""
+    work = tmp_path / "run.work.safetensors"
+    with pytest.raises(kill_after.Killed):
+        train_classifier(build_teacher(P_CFG), kill_after(toy_data(), 16 * 5), toy_data(24, 1),
+                         TRAIN, config={"run": 1}, work_path=work, checkpoint_every=2,
+                         progress=False)
+    return work
+
+
+@pytest.mark.parametrize("damage", ["flip a byte in the work file", "flip a byte in a snapshot",
+                                    "delete a snapshot", "another configuration"])
+def test_damaged_resume_restarts_from_zero_bit_identical(uninterrupted, tmp_path: Path,
+                                                         kill_after: Callable[..., Dataset],
+                                                         damage: str) -> None:
+    work = killed_run(tmp_path, kill_after)
+    snapshot = teachers._snapshot_path(work, 1)
+    config = {"run": 1}
+    if damage == "flip a byte in the work file":
+        flip_byte(work)
+        named = work
+    elif damage == "flip a byte in a snapshot":
+        flip_byte(snapshot)
+        named = snapshot
+    elif damage == "delete a snapshot":
+        snapshot.unlink()
+        named = snapshot
+    else:
+        config, named = {"run": 1, "lr": "other"}, work
+    model = build_teacher(P_CFG)
+    with pytest.warns(UserWarning, match="not resuming from") as caught:
+        record, snaps = train_classifier(model, toy_data(), toy_data(24, 1), TRAIN, config=config,
+                                         work_path=work, checkpoint_every=2, progress=False)
+    assert any(str(named) in str(w.message) for w in caught)
+    model_a, record_a, snaps_a = uninterrupted
+    sa, sb = model_a.state_dict(), model.state_dict()
+    assert all(torch.equal(sa[k], sb[k]) for k in sa)
+    assert record["loss"] == record_a["loss"] and len(record["loss"]) == TRAIN.steps
+    assert record["val"] == record_a["val"]
+    assert sorted(snaps) == [1, 5]
+    assert all(torch.equal(snaps_a[s][k], snaps[s][k]) for s in snaps_a for k in snaps_a[s])

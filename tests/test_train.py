@@ -14,12 +14,13 @@ from torch.utils.data import Dataset, TensorDataset
 
 import raptor.data
 import raptor.train
-from raptor.checkpoint import load_tensors
+from raptor.cache import entry_path, load_entry
+from raptor.checkpoint import digest, fingerprint, load_tensors, save_tensors
 from raptor.losses import (Objective, autoregressive_loss, present_weights, teacher_forced_loss,
                            tf_lambda, token_mse)
 from raptor.model import Raptor
 from raptor.teachers import TeacherConfig, build_teacher
-from raptor.train import DistillConfig, distill, get_student
+from raptor.train import DistillConfig, distill, get_student, student_key
 from raptor.trajectories import TokenGroups, trajectory
 
 TINY = TeacherConfig(depth=4, embed_dim=32, num_heads=4, patch_size=4, img_size=16, in_chans=1,
@@ -265,3 +266,80 @@ def test_ddp_two_processes_match_one(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert ddp.pop("seen").tolist() == [FAST["batch_size"] // 2] * steps  # each rank: its half
     for k, v in weights(single).items():
         torch.testing.assert_close(ddp[k], v, rtol=1e-5, atol=1e-5)
+
+
+# ---------------------------------------------------------------- #11: checks, verified resume, content keys
+
+
+@pytest.mark.parametrize("field,value", [
+    ("lr", float("nan")), ("lr", float("inf")), ("min_lr", float("nan")),
+    ("grad_clip", float("inf")), ("grad_clip", -1.0), ("weight_decay", float("inf")),
+    ("anneal_frac", float("nan"))])
+def test_config_rejects_non_finite_values_naming_the_field(field: str, value: float) -> None:
+    with pytest.raises(ValueError, match=f"^{field} must be"):
+        DistillConfig(**{**FAST, field: value})
+    assert DistillConfig(**{**FAST, "grad_clip": None}).grad_clip is None  # no clipping
+
+
+@pytest.mark.parametrize("damage", ["flip a byte", "another configuration"])
+def test_damaged_work_file_restarts_from_zero_bit_identical(tmp_path: Path, damage: str,
+                                                           kill_after: Callable[..., Dataset]
+                                                           ) -> None:
+    cfg = DistillConfig(**FAST)
+    reference, rec_ref = distill(teacher(), dataset(), cfg, progress=False)
+    work = tmp_path / "work.safetensors"
+    with pytest.raises(kill_after.Killed):  # killed in stage 2, a checkpoint at its step 2
+        distill(teacher(), kill_after(dataset(), 4 * 4 + 2 * 4), cfg, work_path=work,
+                checkpoint_every=2, progress=False)
+    if damage == "flip a byte":
+        blob = bytearray(work.read_bytes())
+        blob[-3] ^= 0x10
+        work.write_bytes(bytes(blob))
+        other = cfg
+    else:
+        other = dataclasses.replace(cfg, stage2_steps=4)
+        reference, rec_ref = distill(teacher(), dataset(), other, progress=False)
+    counting = kill_after(dataset(), 10**9)
+    with pytest.warns(UserWarning, match=f"not resuming from {work}"):
+        resumed, rec = distill(teacher(), counting, other, work_path=work, checkpoint_every=2,
+                               progress=False)
+    assert counting.reads == (other.stage1_steps + other.stage2_steps) * cfg.batch_size  # all
+    for k, v in weights(reference).items():
+        assert torch.equal(weights(resumed)[k], v), k
+    assert rec["stage1"]["loss"] == rec_ref["stage1"]["loss"]
+    assert rec["stage2"]["loss"] == rec_ref["stage2"]["loss"]
+
+
+def test_student_key_holds_the_teachers_weight_digest() -> None:
+    cfg = DistillConfig(**FAST)
+    a, b = teacher(), build_teacher(TINY, seed=1)
+    key = student_key(TINY, None, 0, cfg, a)
+    assert key["teacher_weights"] == digest(a.state_dict())
+    assert student_key(TINY, None, 0, cfg, digest(a.state_dict())) == key
+    assert fingerprint(student_key(TINY, None, 0, cfg, b)) != fingerprint(key)
+
+
+def test_a_rebuilt_teacher_invalidates_its_students(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The teacher's entry is replaced by other weights (rebuilt): the student distilled from the
+    old weights is not loaded; a new one is distilled from the new teacher."""
+    from raptor.teachers import TrainConfig, teacher_key
+
+    monkeypatch.setenv("RAPTOR_CACHE", str(tmp_path))
+    monkeypatch.setattr(raptor.data, "get_datasets", lambda *a, **k: (dataset(), dataset(4)))
+    train = TrainConfig(steps=2, batch_size=4, warmup_steps=1, eval_every=2)
+    cfg = DistillConfig(**{**FAST, "stage1_steps": 2, "stage2_steps": 1})
+    first, _ = get_student(TINY, train, 0, cfg)
+    key = teacher_key(TINY, train, 0)
+    tensors, record = load_entry("teacher", key)
+    rebuilt = {k: v + 0.01 if v.is_floating_point() else v for k, v in tensors.items()}
+    save_tensors(entry_path("teacher", key), rebuilt, key, {**record, "digest": digest(rebuilt)})
+    teachers_seen = []
+    real = raptor.train.distill
+    monkeypatch.setattr(raptor.train, "distill",
+                        lambda t, *a, **k: teachers_seen.append(t) or real(t, *a, **k))
+    second, _ = get_student(TINY, train, 0, cfg)
+    assert len(teachers_seen) == 1  # distilled again
+    assert all(torch.equal(v, rebuilt[k]) for k, v in teachers_seen[0].state_dict().items())
+    assert not all(torch.equal(v, weights(second)[k]) for k, v in weights(first).items())
+    assert len(list((tmp_path / "student").glob("*.safetensors"))) == 2

@@ -196,3 +196,38 @@ def test_trajectory_models_are_used_through_the_protocol() -> None:
     assert TokenGroups.from_model(model) == TokenGroups.from_model(model.teacher)
     with pytest.raises(TypeError, match="timm VisionTransformer or a Raptor"):
         trajectory(nn.Linear(3, 3), x)
+
+
+def test_trajectories_of_refuses_no_images_and_warns_on_nan() -> None:
+    from raptor.experiment import trajectories_of
+
+    model = build_teacher(TeacherConfig(depth=2, embed_dim=32, num_heads=2, patch_size=4,
+                                        img_size=16, in_chans=1, num_classes=3)).eval()
+    x, y = torch.randn(4, 1, 16, 16), torch.zeros(4, dtype=torch.long)
+    with pytest.raises(ValueError, match="at least one image.*got 0 images"):
+        trajectories_of(model, x[:0], y[:0])
+    with pytest.raises(ValueError, match="got 4 images and 3 labels"):
+        trajectories_of(model, x, y[:3])
+    with pytest.raises(ValueError, match="batch_size must be an integer >= 1"):
+        trajectories_of(model, x, y, batch_size=0)
+    x[1, 0, 2, 2] = float("nan")
+    with pytest.warns(UserWarning, match="1 of 4 images hold NaN"):
+        traj, _ = trajectories_of(model, x, y, device="cpu")
+    assert torch.isfinite(traj[[0, 2, 3]]).all()
+
+
+def test_trajectories_on_auto_device_equal_cpu_and_give_the_model_back() -> None:
+    """``device='auto'`` (CUDA when available) gives the CPU's trajectories within float
+    tolerance (exactly on a CPU-only machine) and leaves the model where it was."""
+    from raptor.experiment import trajectories_of
+
+    model = build_teacher(TeacherConfig(depth=2, embed_dim=32, num_heads=2, patch_size=4,
+                                        img_size=16, in_chans=1, num_classes=3)).eval()
+    x, y = torch.randn(6, 1, 16, 16), torch.zeros(6, dtype=torch.long)
+    on_cpu, _ = trajectories_of(model, x, y, batch_size=4, device="cpu")
+    auto, _ = trajectories_of(model, x, y, batch_size=4)
+    assert next(model.parameters()).device.type == "cpu" and auto.device.type == "cpu"
+    if torch.cuda.is_available():
+        torch.testing.assert_close(auto, on_cpu, rtol=1e-4, atol=1e-4)
+    else:
+        assert torch.equal(auto, on_cpu)

@@ -49,6 +49,7 @@ CLAIMS: dict[str, str] = {
 HOLDS, FAILS, INCONCLUSIVE = "holds", "does not hold", "inconclusive"
 UNTESTABLE, BY_CONSTRUCTION = "not testable at this profile", "by construction"
 VERDICTS = (HOLDS, FAILS, INCONCLUSIVE, UNTESTABLE, BY_CONSTRUCTION)
+UNTESTED = "not yet tested"  # on the claims page: no chapter has checked the claim
 
 
 @dataclass(frozen=True)
@@ -115,11 +116,27 @@ def all_of(verdicts: Iterable[str]) -> str:
     return FAILS if FAILS in vs else INCONCLUSIVE if INCONCLUSIVE in vs else HOLDS
 
 
-def table(claims: Iterable[Claim]) -> pd.DataFrame:
+class ClaimTable(pd.DataFrame):
+    """A chapter's claims table; in a notebook each ID links to its claim on the claims page."""
+
+    @property
+    def _constructor(self) -> type[ClaimTable]:
+        return ClaimTable
+
+    def _repr_html_(self) -> str | None:
+        html = super()._repr_html_()
+        for cid in dict.fromkeys(self.index) if html else ():
+            html = html.replace(f"<th>{cid}</th>",
+                                f'<th><a href="../claims.html#{cid}">{cid}</a></th>')
+        return html
+
+
+def table(claims: Iterable[Claim]) -> ClaimTable:
     """The claims as a table (the last cell of a chapter)."""
     rows = [asdict(c) for c in claims]
     cols = ["id", "claim", "paper", "ours", "verdict", "detail"]
-    return pd.DataFrame(rows, columns=cols + ["chapter", "profile"])[cols].set_index("id")
+    frame = pd.DataFrame(rows, columns=cols + ["chapter", "profile"])[cols].set_index("id")
+    return ClaimTable(frame)
 
 
 def report(claims: Iterable[Claim], *, chapter: str, profile: str,
@@ -154,5 +171,6 @@ def gather(claims_dir: str | Path = "claims") -> pd.DataFrame:
                          "profile": c["profile"] if c else "—",
                          "paper": c["paper"] if c else "",
                          "ours": c["ours"] if c else "",
-                         "verdict": c["verdict"] if c else "not yet tested"})
+                         "detail": c.get("detail", "") if c else "",
+                         "verdict": c["verdict"] if c else UNTESTED})
     return pd.DataFrame(rows).set_index("id")

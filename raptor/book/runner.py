@@ -5,7 +5,8 @@ A *profile* fixes a chapter's spec for a compute budget: ``smoke`` (seconds, for
 Every parameter of every selected chapter is checked against its ``Spec`` before anything runs.
 A chapter executes into a temporary notebook that replaces the committed one (and its claims
 JSON) only on success; a failed run leaves ``<chapter>.failed.ipynb`` beside it. Runs at a
-profile other than ``cpu`` go to ``runs/<profile>/`` unless ``update_book`` is set.
+profile other than ``cpu`` go to ``runs/<profile>/`` unless ``update_book`` is set; ``out`` sends
+any run to a folder of its own (e.g. to compare it with the book, :mod:`raptor.book.compare`).
 """
 
 from __future__ import annotations
@@ -60,9 +61,13 @@ def notebook_parameters(name: str, profile: str, overrides: Mapping[str, Any] | 
     return {"profile": profile, **changed}
 
 
-def output_path(name: str, profile: str, book: Path = BOOK, update_book: bool = False) -> Path:
-    """Where a run's notebook goes: the book at its own profile, else ``runs/<profile>/``."""
+def output_path(name: str, profile: str, book: Path = BOOK, update_book: bool = False,
+                out: Path | None = None) -> Path:
+    """Where a run's notebook goes: ``out`` if given, the book at its own profile, else
+    ``runs/<profile>/``."""
     rel = Path(chapter(name).NOTEBOOK)
+    if out is not None:
+        return Path(out) / rel
     if profile == BOOK_PROFILE or update_book:
         return book / rel
     return book.parent / "runs" / profile / rel
@@ -70,7 +75,7 @@ def output_path(name: str, profile: str, book: Path = BOOK, update_book: bool = 
 
 def execute_chapter(name: str, profile: str = BOOK_PROFILE,
                     overrides: Mapping[str, Any] | None = None, *, book: Path = BOOK,
-                    update_book: bool = False) -> float:
+                    update_book: bool = False, out: Path | None = None) -> float:
     """Run one chapter with papermill; returns the wall time.
 
     The notebook and its claims JSON are replaced only when every cell succeeded.
@@ -80,7 +85,7 @@ def execute_chapter(name: str, profile: str = BOOK_PROFILE,
 
     rel = Path(chapter(name).NOTEBOOK)
     source = book / rel
-    out = output_path(name, profile, book, update_book)
+    out = output_path(name, profile, book, update_book, out)
     claims_dir = out.parents[len(rel.parts) - 1] / "claims"
     out.parent.mkdir(parents=True, exist_ok=True)
     running = out.with_name(f".{out.stem}.running.ipynb")
@@ -136,7 +141,7 @@ def build_book(book: Path = BOOK, strict: bool = True) -> None:
 
 def run(profile: str = BOOK_PROFILE, chapters: Sequence[str] | None = None,
         overrides: Mapping[str, Any] | None = None, *, build: bool = True, book: Path = BOOK,
-        update_book: bool = False) -> dict[str, float]:
+        update_book: bool = False, out: Path | None = None) -> dict[str, float]:
     """Execute ``chapters`` (default: all, in book order) at ``profile``; then build the book.
 
     Every chapter's parameters are checked before the first one runs. Overrides apply to each
@@ -159,8 +164,8 @@ def run(profile: str = BOOK_PROFILE, chapters: Sequence[str] | None = None,
     times = {}
     for c, own in plan.items():
         print(f"[raptor] executing {c} at profile {profile} ...", flush=True)
-        times[c] = execute_chapter(c, profile, own, book=book, update_book=update_book)
+        times[c] = execute_chapter(c, profile, own, book=book, update_book=update_book, out=out)
         print(f"[raptor] {c}: {times[c]:.0f} s", flush=True)
-    if build and (profile == BOOK_PROFILE or update_book):
+    if build and out is None and (profile == BOOK_PROFILE or update_book):
         build_book(book)
     return times

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from raptor.data import DATASETS, dataset_info, get_datasets
+from raptor.loop import resolve_device
 from raptor.phases import Partition, partition_to_repeats
 from raptor.teachers import TeacherConfig, TrainConfig, get_teacher, teacher_snapshot
 from raptor.train import DistillConfig, get_student, student_key, student_of
@@ -34,9 +35,10 @@ def param(default: Any, name: str | None = None, doc: str = "") -> Any:
     return field(default=default, metadata={"param": name, "doc": doc})
 
 
-def nested(cls: type) -> Any:
-    """A nested spec field, defaulting to ``cls()``."""
-    return field(default_factory=cls)
+def nested(default: Any) -> Any:
+    """A nested spec field, defaulting to ``default()`` for a class, else to the (frozen)
+    instance ``default``."""
+    return field(default_factory=default if isinstance(default, type) else lambda: default)
 
 
 def require(ok: bool, name: str, allowed: str, value: Any) -> None:
@@ -170,7 +172,8 @@ class TeacherSpec:
     """The teacher family and its training (§2; the ``cpu`` profile's small ViTs by default).
 
     The paper trains ViT-B/14 on CIFAR-100 (§2); the ``cpu`` profile trains ViTs with
-    8 blocks of width 64 on Fashion-MNIST for 400 steps [ours: a 2-core budget].
+    8 blocks of width 64 on Fashion-MNIST for 400 steps [ours: a 2-core budget]. ``device``
+    trains the teachers and their students (``"auto"``: CUDA when available, else the CPU).
     """
 
     dataset: str = "fashion-mnist"
@@ -185,6 +188,7 @@ class TeacherSpec:
     batch_size: int = 128
     lr: float = 1e-3
     train_limit: int | None = None
+    device: str = "auto"
 
     def __post_init__(self) -> None:
         require(self.dataset in DATASETS, "dataset", f"one of {', '.join(DATASETS)}", self.dataset)
@@ -202,6 +206,10 @@ class TeacherSpec:
         require(math.isfinite(self.lr) and self.lr > 0, "lr", "a finite number > 0", self.lr)
         require(self.train_limit is None or self.train_limit >= 1, "train_limit",
                 "None or ≥ 1", self.train_limit)
+        try:
+            resolve_device(self.device)
+        except ValueError as err:
+            raise SpecError(f"parameter 'device': {err}") from None
 
     def teacher(self, p: float = 0.0, residual: bool = True) -> TeacherConfig:
         info = dataset_info(self.dataset)
@@ -222,7 +230,7 @@ class TeacherSpec:
         """The teacher (trained through the cache, or untrained) and its training record."""
         train = self.training(seed, **train_changes) if trained else None
         return get_teacher(self.teacher(p, residual), train, seed=seed, data_root=self.data_root,
-                           progress=False)
+                           progress=False, device=self.device)
 
     def get_student(self, distill: DistillSpec, p: float, partition: Partition, *, seed: int = 0,
                     trained: bool = True, residual: bool = True,
@@ -232,7 +240,8 @@ class TeacherSpec:
         ``changes`` override :class:`~raptor.train.DistillConfig` fields (Table 2's ablations).
         """
         train = self.training(seed, **(teacher_changes or {})) if trained else None
-        cfg = distill.config(partition, self.dataset, seed, **changes)
+        cfg = distill.config(partition, self.dataset, seed,
+                             **{"device": resolve_device(self.device), **changes})
         return get_student(self.teacher(p, residual), train, seed, cfg,
                            data_root=self.data_root, progress=False)
 
@@ -240,7 +249,7 @@ class TeacherSpec:
                          ) -> torch.nn.Module:
         """The teacher's weights at training ``step`` (one of its ``snapshot_steps``)."""
         return teacher_snapshot(self.teacher(p), self.training(seed, **train_changes), step,
-                                seed=seed, data_root=self.data_root)
+                                seed=seed, data_root=self.data_root, device=self.device)
 
     def get_snapshot_student(self, distill: DistillSpec, p: float, partition: Partition,
                              step: int, *, seed: int = 0,
@@ -248,8 +257,8 @@ class TeacherSpec:
         """The Raptor of the teacher's weights at training ``step`` (a snapshot, Fig. 13)."""
         train = self.training(seed, **(teacher_changes or {}))
         teacher = self.snapshot_teacher(p, step, seed=seed, **(teacher_changes or {}))
-        cfg = distill.config(partition, self.dataset, seed)
-        key = {**student_key(self.teacher(p), train, seed, cfg), "snapshot": step}
+        cfg = distill.config(partition, self.dataset, seed, device=resolve_device(self.device))
+        key = {**student_key(self.teacher(p), train, seed, cfg, teacher), "snapshot": step}
         return student_of(teacher, key, cfg, img_size=self.teacher(p).img_size,
                           data_root=self.data_root, progress=False)
 

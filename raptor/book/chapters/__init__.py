@@ -14,6 +14,7 @@ from types import ModuleType
 # Book order.
 MODULES: dict[str, str] = {
     "phase-structure": "phase_structure",
+    "phase-search": "phase_search",
     "finding-phases": "finding_phases",
     "raptor": "raptor",
     "stochastic-depth": "stochastic_depth",

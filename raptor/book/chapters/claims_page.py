@@ -1,15 +1,64 @@
-"""The claims page: every chapter's verdicts on the paper's 25 claims, gathered."""
+"""The claims page: every chapter's verdicts on the paper's 25 claims, gathered.
+
+The page is rendered as HTML (:func:`page`): the verdict counts first, then one line per claim,
+grouped by the chapter that tests it, with a badge (symbol, word and colour) for the verdict, the
+paper's value beside ours and the details folded. :func:`summary` gives the numbers the intro
+quotes (glued, not typed).
+"""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from html import escape
+from pathlib import Path
 
 import pandas as pd
+from IPython.display import HTML
 
-from raptor.book.claims import Claim, gather
+from raptor.book.chapters import MODULES, chapter
+from raptor.book.claims import (BY_CONSTRUCTION, CLAIMS, FAILS, HOLDS, INCONCLUSIVE, UNTESTABLE,
+                                UNTESTED, VERDICTS, Claim, Threshold, gather)
 
 NAME = "claims"
 NOTEBOOK = "claims.ipynb"
+BOOK = Path(__file__).resolve().parents[3] / "book"
+PAPER_URL = "https://arxiv.org/abs/2512.19941"
+
+# Badge of each verdict: a symbol and the word carry it, the colour only repeats it.
+BADGES: dict[str, tuple[str, str]] = {
+    HOLDS: ("✓", "holds"), FAILS: ("✗", "fails"), INCONCLUSIVE: ("?", "inconclusive"),
+    UNTESTABLE: ("–", "untestable"), BY_CONSTRUCTION: ("≡", "construction"),
+    UNTESTED: ("·", "untested"),
+}
+# Glue keys of the verdict counts.
+COUNT_KEYS = {HOLDS: "n_holds", FAILS: "n_fails", INCONCLUSIVE: "n_inconclusive",
+              UNTESTABLE: "n_untestable", BY_CONSTRUCTION: "n_by_construction",
+              UNTESTED: "n_untested"}
+
+STYLE = """<style>
+.rc{font-size:.95rem;line-height:1.45;max-width:100%;overflow-wrap:anywhere}
+.rc-counts,.rc-strip{display:flex;flex-wrap:wrap;gap:.35rem;margin:.2rem 0 .6rem}
+.rc-strip a{text-decoration:none}
+.rc-badge{display:inline-block;border:1px solid;border-radius:.8rem;padding:0 .55rem;
+ font-weight:600;white-space:nowrap;font-size:.85rem}
+.rc-holds{background:#dafbe1;color:#0f5323;border-color:#1a7f37}
+.rc-fails{background:#ffebe9;color:#86181d;border-color:#cf222e}
+.rc-inconclusive{background:#fff8c5;color:#6b4b00;border-color:#bf8700}
+.rc-untestable{background:#eaeef2;color:#32383f;border-color:#6e7781}
+.rc-construction{background:#ddf4ff;color:#0a3069;border-color:#0969da}
+.rc-untested{background:#fff;color:#57606a;border-color:#afb8c1;border-style:dashed}
+.rc-chapter{font-weight:700;margin:1rem 0 .3rem;border-bottom:1px solid #d0d7de}
+.rc-claim{padding:.3rem 0 .35rem;border-bottom:1px dotted #d0d7de}
+.rc-line{display:flex;flex-wrap:wrap;align-items:baseline;gap:.2rem .5rem}
+.rc-id{font-weight:700;min-width:2.4rem}
+.rc-vals{display:grid;grid-template-columns:1fr 1fr;gap:0 1rem;font-size:.85rem;color:#444c56;
+ margin:.1rem 0 0 2.9rem}
+.rc-vals b{font-weight:600;color:#24292f}
+.rc details{font-size:.85rem;margin:.1rem 0 0 2.9rem}
+.rc summary{cursor:pointer;color:#57606a}
+@media (max-width:600px){.rc-vals{grid-template-columns:1fr;margin-left:0}.rc details{margin-left:0}}
+</style>"""
 
 
 @dataclass(frozen=True)
@@ -33,3 +82,94 @@ def compute(spec: Spec, claims_dir: str = "claims") -> Result:
 def claims(result: Result) -> list[Claim]:
     """The page tests no claim of its own."""
     return []
+
+
+def significance_levels() -> dict[str, float]:
+    """The α of every chapter's significance test: each ``Threshold`` named ``ALPHA`` or
+    ``*_P_MAX``, keyed ``<chapter>.<NAME>``."""
+    return {f"{name}.{attr}": t.value for name in MODULES if name != NAME
+            for attr, t in vars(chapter(name)).items()
+            if isinstance(t, Threshold) and (attr == "ALPHA" or attr.endswith("_P_MAX"))}
+
+
+def summary(result: Result) -> dict[str, int | float | str]:
+    """The page's numbers, for the intro: checks run, claims tested, a count per verdict, α."""
+    t = result.table
+    checks = t[t["verdict"] != UNTESTED]
+    counts = checks["verdict"].value_counts()
+    alphas = sorted(set(significance_levels().values()))
+    out: dict[str, int | float | str] = {
+        "n_claims": len(CLAIMS), "n_checks": len(checks),
+        "n_tested": checks.index.nunique(), "n_chapters": checks["chapter"].nunique(),
+        "profile": ", ".join(sorted(set(checks["profile"]))) or "—",
+        "alpha": " / ".join(f"{a:g}" for a in alphas) or "—",
+        # verdicts that could flip by chance alone were every check a test at the largest α
+        "n_chance": round(len(checks) * max(alphas), 1) if alphas else "—",
+    }
+    for verdict, key in COUNT_KEYS.items():
+        out[key] = int(counts.get(verdict, 0)) if verdict != UNTESTED else len(CLAIMS) - out["n_tested"]
+    return out
+
+
+def chapter_title(name: str, book: Path = BOOK) -> str:
+    """The first heading of chapter ``name``'s notebook (its name where the book is absent)."""
+    path = book / "chapters" / f"{MODULES[name]}.ipynb"
+    if path.exists():
+        for cell in json.loads(path.read_text())["cells"]:
+            for line in "".join(cell["source"]).splitlines():
+                if line.startswith("# "):
+                    return line[2:].strip()
+    return name
+
+
+def evidence_url(name: str) -> str:
+    """The claims section of chapter ``name`` (its notebook ``chapters/<module>.ipynb``),
+    relative to the claims page."""
+    return f"chapters/{MODULES[name]}.html#claims-{name}"
+
+
+def badge(verdict: str, suffix: str = "", label: str | None = None) -> str:
+    """A verdict as an HTML badge: its symbol and word (or ``label``), coloured."""
+    symbol, css = BADGES.get(verdict, ("", "untested"))
+    text = escape(verdict if label is None else label)
+    return f'<span class="rc-badge rc-{css}">{symbol} {text}{escape(suffix)}</span>'
+
+
+def _claim_html(cid: str, row: pd.Series, anchored: bool) -> str:
+    tested = row["chapter"] in MODULES
+    ident = f'<a class="rc-id" href="{evidence_url(row["chapter"])}">{cid}</a>' if tested \
+        else f'<span class="rc-id">{cid}</span>'
+    head = f'<div class="rc-line">{ident}{badge(row["verdict"])}<span>{escape(CLAIMS[cid])}</span></div>'
+    if not tested:
+        return f'<div class="rc-claim"{f" id={cid!r}" if anchored else ""}>{head}</div>'
+    vals = (f'<div class="rc-vals"><span><b>paper</b> {escape(row["paper"])}</span>'
+            f'<span><b>ours</b> {escape(row["ours"])}</span></div>')
+    more = (f'<details><summary>details</summary>{escape(row["detail"] or "—")} · profile '
+            f'<code>{escape(row["profile"])}</code></details>')
+    return f'<div class="rc-claim"{f" id={cid!r}" if anchored else ""}>{head}{vals}{more}</div>'
+
+
+def page(result: Result, book: Path = BOOK) -> HTML:
+    """The claims page: verdict counts, then each claim on one line, grouped by chapter."""
+    t = result.table.reset_index()
+    s = summary(result)
+    counts = "".join(badge(v, f" · {s[COUNT_KEYS[v]]}") for v in (*VERDICTS, UNTESTED)
+                     if s[COUNT_KEYS[v]] or v in (HOLDS, FAILS))
+    strip = "".join(f'<a href="#{r.id}" title="{escape(r.chapter)}: {escape(r.verdict)}">'
+                    f'{badge(r.verdict, label=r.id)}</a>' for r in t.itertuples())
+    parts = [STYLE, '<div class="rc">',
+             f'<p><b>{s["n_checks"]}</b> checks of <b>{s["n_tested"]}</b> of the paper\'s '
+             f'{s["n_claims"]} claims (<a href="{PAPER_URL}">arXiv 2512.19941</a>), run at profile '
+             f'<code>{escape(str(s["profile"]))}</code>:</p>',
+             f'<div class="rc-counts">{counts}</div>', f'<div class="rc-strip">{strip}</div>']
+    seen: set[str] = set()
+    rank = {name: i for i, name in enumerate(MODULES)}
+    for name in sorted(set(t["chapter"]), key=lambda n: (n == "—", rank.get(n, len(rank)), n)):
+        title = (f'<a href="{evidence_url(name)}">{escape(chapter_title(name, book))}</a>'
+                 if name in MODULES else "Not yet tested by any chapter")
+        parts.append(f'<div class="rc-chapter">{title}</div>')
+        for _, row in t[t["chapter"] == name].iterrows():
+            parts.append(_claim_html(row["id"], row, row["id"] not in seen))
+            seen.add(row["id"])
+    parts.append("</div>")
+    return HTML("".join(parts))

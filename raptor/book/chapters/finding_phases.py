@@ -11,16 +11,20 @@ from dataclasses import dataclass
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+import torch
 
 from raptor import paper, phases
 from raptor.book import plotting
+from raptor.book.chapters.phase_structure import on_phases
 from raptor.book.claims import Claim, Threshold, claim
-from raptor.book.profiles import PAPER_TEACHER, SMOKE_TEACHER
+from raptor.book.profiles import PAPER_TEACHER, PHASE_TEACHER, SMOKE_TEACHER
 from raptor.book.spec import TeacherSpec, nested, require
 from raptor.experiment import trajectories_of, weights_path
 from raptor.phases import Partition
 from raptor.similarity import layer_similarity, phase_matrix
-from raptor.structure import boundary_shift, subset_stability
+from raptor.structure import (PhaseExcess, boundary_shift, image_phase_matrices, phase_excess,
+                              subset_stability)
+from raptor.trajectories import TokenGroups
 from raptor.teachers import DINOV2_B, load_pretrained
 
 NAME = "finding-phases"
@@ -37,13 +41,13 @@ class Spec:
     ``vit_base_patch14_reg4_dinov2.lvd142m``) with ``imagenet_root`` adds DINOv2-B.
     """
 
-    teacher: TeacherSpec = nested(TeacherSpec)
+    teacher: TeacherSpec = nested(PHASE_TEACHER)
     p_values: tuple[float, ...] = (0.0, 0.3)
-    teacher_seeds: tuple[int, ...] = (0, 1)
+    teacher_seeds: tuple[int, ...] = (0, 1, 2)
     n_images: int = 1000
     k_values: tuple[int, ...] = (2, 3, 4)
     eps_values: tuple[float, ...] = (0.2, 0.1, 0.09)
-    image_counts: tuple[int, ...] = (10, 25, 50, 100, 250, 1000)
+    image_counts: tuple[int, ...] = (10, 25, 50, 100, 250, 500)
     n_resamples: int = 10
     dinov2_weights: str | None = None
     imagenet_root: str | None = None
@@ -59,28 +63,24 @@ class Spec:
                 f"a non-empty list of k in [1, L = {L}]", self.k_values)
         require(len(self.eps_values) >= 1 and all(0 < e < 1 for e in self.eps_values),
                 "eps_values", "a non-empty list in (0, 1)", self.eps_values)
-        require(any(1 <= n <= self.n_images for n in self.image_counts)
-                and all(n >= 1 for n in self.image_counts), "image_counts",
-                f"counts ≥ 1, at least one ≤ n_images = {self.n_images}", self.image_counts)
+        require(len(self.image_counts) >= 1
+                and all(1 <= n < self.n_images for n in self.image_counts), "image_counts",
+                f"subset sizes in [1, n_images = {self.n_images}) (a subset, not the whole set)",
+                self.image_counts)
         require(self.n_resamples >= 1, "n_resamples", "≥ 1", self.n_resamples)
         require(self.dinov2_weights is None or self.imagenet_root is not None, "imagenet_root",
                 "an ImageFolder root when dinov2_weights is given", self.imagenet_root)
 
-    @property
-    def counts(self) -> list[int]:
-        """The image counts the stability test can use (at most ``n_images``)."""
-        return [n for n in self.image_counts if n <= self.n_images]
-
-
 SMOKE = dataclasses.replace(Spec(), teacher=SMOKE_TEACHER, n_images=64, k_values=(2, 3),
-                            image_counts=(16, 64), n_resamples=3)
+                            image_counts=(16, 32), n_resamples=3)
 PAPER = dataclasses.replace(Spec(), teacher=PAPER_TEACHER, n_images=10_000,
-                            image_counts=(100, 300, 1000, 3000, 10_000))
+                            image_counts=(100, 300, 1000, 3000, 5000))
 
 
 @dataclass
 class TeacherPhases:
-    """One teacher's phase matrix (blocks' outputs, tokens {cls, mean patch}) and its max-cuts."""
+    """One teacher's phase matrix (blocks' outputs, tokens {cls, mean patch}), its max-cuts and
+    their block excess over the stationary null (C1)."""
 
     label: str
     p: float | None  # None: DINOv2-B
@@ -88,6 +88,7 @@ class TeacherPhases:
     accuracy: float
     S: np.ndarray
     cuts: dict[int, Partition]
+    excess: dict[int, PhaseExcess]
 
 
 @dataclass
@@ -99,9 +100,12 @@ class Result:
     stability: dict[int, dict[int, float]]
 
 
-def _phases(label: str, p: float | None, seed: int, accuracy: float, S: np.ndarray,
-            k_values: Sequence[int]) -> TeacherPhases:
-    return TeacherPhases(label, p, seed, accuracy, S, {k: phases.maxcut(S, k) for k in k_values})
+def _phases(label: str, p: float | None, seed: int, accuracy: float, traj: torch.Tensor,
+            groups: TokenGroups, k_values: Sequence[int]) -> TeacherPhases:
+    S = phase_matrix(layer_similarity(traj, groups))
+    per_image = image_phase_matrices(traj, groups)
+    return TeacherPhases(label, p, seed, accuracy, S, {k: phases.maxcut(S, k) for k in k_values},
+                         {k: phase_excess(per_image, k) for k in k_values})
 
 
 def hierarchical_vs_dp(label: str, S: np.ndarray, eps_values: Sequence[float]
@@ -134,8 +138,7 @@ def compute(spec: Spec) -> Result:
     for p, s in runs:
         model, record = t.get_teacher(p, seed=s)
         traj, groups = trajectories_of(model, images, labels)
-        S = phase_matrix(layer_similarity(traj, groups))
-        teachers.append(_phases(f"p={p}, seed={s}", p, s, record["val"][-1]["acc"], S,
+        teachers.append(_phases(f"p={p}, seed={s}", p, s, record["val"][-1]["acc"], traj, groups,
                                 spec.k_values))
         if (p, s) == (spec.p_values[0], seed0):
             reference = (traj, groups)
@@ -145,14 +148,13 @@ def compute(spec: Spec) -> Result:
         d_images, d_labels = imagenet.eval_images(min(spec.n_images, 1000))
         model = load_pretrained(DINOV2_B, dinov2, img_size=224, num_classes=0)
         traj, groups = trajectories_of(model, d_images, d_labels, batch_size=50)
-        teachers.append(_phases(DINOV2, None, 0, math.nan,
-                                phase_matrix(layer_similarity(traj, groups)), spec.k_values))
+        teachers.append(_phases(DINOV2, None, 0, math.nan, traj, groups, spec.k_values))
     comparison = [row for te in teachers for row in hierarchical_vs_dp(te.label, te.S,
                                                                        spec.eps_values)]
     plain = {te.seed: te.cuts for te in teachers if te.p == spec.p_values[0]}
     seed_shift = {k: max(boundary_shift(plain[seed0][k], plain[s][k]) for s in spec.teacher_seeds)
                   for k in spec.k_values}
-    stability = subset_stability(*reference, spec.k_values, spec.counts, spec.n_resamples)
+    stability = subset_stability(*reference, spec.k_values, spec.image_counts, spec.n_resamples)
     return Result(spec, teachers, comparison, seed_shift, stability)
 
 
@@ -160,32 +162,39 @@ def maxcut_figure(result: Result) -> plt.Figure:
     """Max-cut boundaries for each k, first seed's teachers and DINOv2-B (Figs. 2–3, left)."""
     s = result.spec
     shown = [te for te in result.teachers if te.seed == s.teacher_seeds[0] or te.p is None]
-    fig, axes = plt.subplots(len(shown), len(s.k_values),
-                             figsize=(3 * len(s.k_values), 2.8 * len(shown)), squeeze=False)
-    for r, te in enumerate(shown):
-        L = te.S.shape[0]
-        for c, k in enumerate(s.k_values):
-            ax = axes[r, c]
-            ax.imshow(te.S, cmap="magma", vmax=1.0)
-            plotting.draw_partition(ax, te.cuts[k])
-            ax.set_title(f"{DINOV2 if te.p is None else f'p={te.p}'}  k={k}\n"
-                         f"{phases.format_partition(te.cuts[k])}", fontsize=9)
-            ax.set_xticks(range(0, L, 2), range(1, L + 1, 2))
-            ax.set_yticks(range(0, L, 2), range(1, L + 1, 2))
-    fig.tight_layout()
-    return fig
+    panels, cuts = {}, {}
+    for te in shown:
+        for k in s.k_values:
+            title = (f"{DINOV2 if te.p is None else f'p={te.p}'}, k={k}\n"
+                     f"{phases.format_partition(te.cuts[k])}")
+            panels[title], cuts[title] = te.S, te.cuts[k]
+    return plotting.similarity_panels(panels, ncols=len(s.k_values), partitions=cuts)
 
 
 def stability_figure(result: Result) -> plt.Figure:
-    """Fraction of image subsets whose max-cut equals the full-data cut, per image count."""
+    """Per k, the stability of the max-cut over image subsets against the subsets' size (C2).
+
+    Each k has its own marker and is shifted slightly sideways, so equal values stay visible.
+    """
     s = result.spec
-    curves = {f"k={k}": list(row.values()) for k, row in result.stability.items()}
-    ax = plotting.layer_curves(curves, xlabel="images used",
-                               ylabel="fraction equal to the full-data cut",
-                               title=f"p={s.p_values[0]}, seed {s.teacher_seeds[0]}")
-    counts = list(next(iter(result.stability.values())))
-    ax.set_xticks(range(len(counts)), counts)
-    return ax.figure
+    fig, ((ax,),) = plotting.figure(width=5.5, height=3.0)
+    markers = "osD^v<>p"
+    for i, (k, row) in enumerate(result.stability.items()):
+        shift = 1.07 ** (i - (len(result.stability) - 1) / 2)
+        ax.plot(np.array(list(row), dtype=float) * shift, list(row.values()), ls="-", ms=6,
+                marker=markers[i % len(markers)], label=f"k={k}", alpha=0.85)
+    counts = sorted({n for row in result.stability.values() for n in row})
+    values = [v for row in result.stability.values() for v in row.values()]
+    ax.set_xscale("log")
+    ax.set_xticks(counts, counts)
+    ax.minorticks_off()
+    if 0 <= min(values) and max(values) <= 1:
+        ax.set_ylim(-0.05, 1.08)
+    ax.set(xlabel="images per subset", ylabel="share of subsets giving\nthe full-data cut",
+           title=f"teacher p={s.p_values[0]}, seed {s.teacher_seeds[0]}; "
+                 f"{s.n_resamples} subsets per size")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1))
+    return fig
 
 
 def paper_partitions() -> pd.DataFrame:
@@ -210,24 +219,35 @@ def images_needed(stability: dict[int, dict[int, float]]) -> dict[int, int | Non
 
 
 def c2_boundaries_stable(seed_shift: dict[int, int], reproduced: dict[int, float], *,
-                         images: int, teacher_seeds: Sequence[int], n_resamples: int) -> Claim:
-    """C2: boundaries move ≤ ``MAX_SHIFT`` layers across seeds, and ``images`` images reproduce
-    the cut in ≥ ``STABLE_SHARE`` of subsets (``reproduced``: k -> share)."""
+                         images: int, teacher_seeds: Sequence[int], n_resamples: int,
+                         as_null: dict[int, bool]) -> Claim:
+    """C2: boundaries move ≤ ``MAX_SHIFT`` layers across seeds, ``images``-image subsets
+    reproduce the cut in ≥ ``STABLE_SHARE`` of draws (``reproduced``: k -> share), and the cut
+    is not the one the stationary null gives (``as_null``: k -> equal)."""
     shift = max(seed_shift.values())
     return claim(
         "C2", paper="max-cut boundaries align with the visible blocks (Figs. 2–3)",
         ours=f"largest boundary shift across seeds {shift} layer(s); cut at {images} images "
-             "reproduced in " + ", ".join(f"k={k}: {f:.0%}" for k, f in reproduced.items()),
-        holds=shift <= MAX_SHIFT.value
+             "reproduced in " + ", ".join(f"k={k}: {f:.0%}" for k, f in reproduced.items())
+             + "; the stationary null's cut is the same for "
+             + (", ".join(f"k={k}" for k, same in as_null.items() if same) or "no k"),
+        holds=shift <= MAX_SHIFT.value and not any(as_null.values())
         and all(f >= STABLE_SHARE.value for f in reproduced.values()),
-        detail=f"teacher seeds {list(teacher_seeds)}; {n_resamples} resamples per image count; "
-               f"holds if boundaries move ≤ {MAX_SHIFT.value:g} layer across seeds and subsets "
-               "reproduce the cut")
+        detail=f"teacher seeds {list(teacher_seeds)}; {n_resamples} subsets of {images} images "
+               f"per k; holds if boundaries move ≤ {MAX_SHIFT.value:g} layer across seeds, "
+               "subsets reproduce the cut, and the cut differs from the stationary null's")
 
 
 def claims(result: Result) -> list[Claim]:
+    """C2 on the first rate's teachers (every seed), set aside where their cuts show no block
+    excess over the stationary null (C1)."""
     s = result.spec
-    last = max(s.counts)
-    reproduced = {k: result.stability[k][last] for k in s.k_values}
-    return [c2_boundaries_stable(result.seed_shift, reproduced, images=last,
-                                 teacher_seeds=s.teacher_seeds, n_resamples=s.n_resamples)]
+    last = max(s.image_counts)
+    first = [te for te in result.teachers if te.p == s.p_values[0]]
+    reference = first[0]
+    c2 = c2_boundaries_stable(
+        result.seed_shift, {k: result.stability[k][last] for k in s.k_values}, images=last,
+        teacher_seeds=s.teacher_seeds, n_resamples=s.n_resamples,
+        as_null={k: e.cut == e.null_cut for k, e in reference.excess.items()})
+    return [on_phases(c2, {f"{te.label}, k={k}": te.excess[k] for te in first
+                           for k in s.k_values})]

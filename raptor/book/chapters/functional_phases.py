@@ -17,19 +17,25 @@ import numpy as np
 import pandas as pd
 
 from raptor import paper, phases
-from raptor.book.claims import Claim, Threshold, claim
+from raptor.book import plotting
+from raptor.book.chapters.phase_structure import on_phases
+from raptor.book.claims import Claim, Threshold, all_of, claim, versus
 from raptor.book.profiles import PAPER_DISTILL, PAPER_TEACHER, SMOKE_DISTILL, SMOKE_TEACHER
 from raptor.book.spec import DistillSpec, TeacherSpec, nested, require
 from raptor.experiment import batched, trajectories_of
 from raptor.metrics import evaluate_student, head_accuracy
 from raptor.phases import Partition
 from raptor.similarity import layer_similarity, phase_matrix
+from raptor.stats import Interval, bootstrap_mean
+from raptor.structure import PhaseExcess, image_phase_matrices, phase_excess
 from raptor.swap import candidate_swaps, swapped
 
 NAME = "functional-phases"
 NOTEBOOK = "chapters/functional_phases.ipynb"
 GROUPS = ("cls", "patches")
 KINDS = ("intra", "inter")
+#: Images per bootstrap unit of the controls' and snapshots' intervals (evaluation noise) [ours].
+UNIT_IMAGES = 50
 
 
 @dataclass(frozen=True)
@@ -104,11 +110,24 @@ class Result:
     snapshot_r2: dict[str, np.ndarray]  # token group -> R² per overfit snapshot
     teacher_acc: float
     swap_acc: dict[str, dict[int, np.ndarray]]  # kind -> layers swapped -> accuracy per swap set
+    # Per unit of ≤ UNIT_IMAGES validation images (bootstrap units, sizes ``unit_sizes``):
+    unit_sizes: np.ndarray
+    control_units: dict[str, dict[str, np.ndarray]]  # teacher -> token group -> R² per unit
+    snapshot_units: dict[str, np.ndarray]  # token group, "acc" -> (snapshots, units)
+    excess: dict[int, PhaseExcess]  # per k: the teacher's max-cut vs the stationary null (C1)
 
 
 def _evaluate(student, teacher, batches) -> tuple[float, dict[str, float]]:
     ev = evaluate_student(student, teacher, batches)
     return ev["student_acc"], {g: float(np.mean(ev["r2"][g][1:])) for g in GROUPS}
+
+
+def _per_unit(student, teacher, units) -> dict[str, np.ndarray]:
+    """Per unit of images: the Raptor's mean R² over layers 1..L per group and the teacher's
+    head accuracy ("acc")."""
+    evs = [evaluate_student(student, teacher, [u]) for u in units]
+    return {**{g: np.array([np.mean(e["r2"][g][1:]) for e in evs]) for g in GROUPS},
+            "acc": np.array([e["teacher_acc"] for e in evs])}
 
 
 def compute(spec: Spec) -> Result:
@@ -117,7 +136,9 @@ def compute(spec: Spec) -> Result:
     teacher, _ = t.get_teacher(p, seed=seed)
     images, labels = t.eval_images(spec.n_images, seed=seed)
     batches = batched(images, labels)
-    S = phase_matrix(layer_similarity(*trajectories_of(teacher, images, labels)))
+    traj, groups = trajectories_of(teacher, images, labels)
+    S = phase_matrix(layer_similarity(traj, groups))
+    per_image = image_phase_matrices(traj, groups)
     partitions, acc, r2 = {}, {}, {}
     for k in spec.k_values:
         partitions[k] = [phases.maxcut(S, k),
@@ -127,20 +148,27 @@ def compute(spec: Spec) -> Result:
         acc[k] = np.array([a for a, _ in evals])
         r2[k] = {g: np.array([e[g] for _, e in evals]) for g in GROUPS}
     part0 = partitions[spec.k_values[0]][0]
+    units = batched(images, labels, UNIT_IMAGES)
+    sizes = np.array([len(y) for _, y in units], dtype=float)
     controls = {"trained": {g: float(r2[spec.k_values[0]][g][0]) for g in GROUPS}}
+    control_units = {"trained": _per_unit(t.get_student(d, p, part0, seed=seed)[0], teacher,
+                                          units)}
     for name, residual in (("untrained", True), ("untrained, no skip", False)):
         model, _ = t.get_teacher(p, seed=seed, trained=False, residual=residual)
         student, _ = t.get_student(d, p, part0, seed=seed, trained=False, residual=residual)
-        controls[name] = _evaluate(student, model, batches)[1]
+        control_units[name] = _per_unit(student, model, units)
+        controls[name] = {g: float(np.average(control_units[name][g], weights=sizes))
+                          for g in GROUPS}
     overfit = spec.overfit()
     _, record = t.get_teacher(p, seed=seed, **overfit)
     val = record["val"]
-    snapshot_r2 = {g: [] for g in GROUPS}
+    snapshot_units = {key: [] for key in (*GROUPS, "acc")}
     for step in spec.overfit_snapshots:
         snap = t.snapshot_teacher(p, step, seed=seed, **overfit)
         student, _ = t.get_snapshot_student(d, p, part0, step, seed=seed, teacher_changes=overfit)
-        for g, v in _evaluate(student, snap, batches)[1].items():
-            snapshot_r2[g].append(v)
+        for key, v in _per_unit(student, snap, units).items():
+            snapshot_units[key].append(v)
+    snapshot_units = {key: np.array(v) for key, v in snapshot_units.items()}
     swap_acc = {kind: {} for kind in KINDS}
     for n in spec.swap_counts:
         for kind in KINDS:
@@ -151,8 +179,10 @@ def compute(spec: Spec) -> Result:
     return Result(spec, partitions, acc, r2, controls,
                   np.array([r["step"] for r in val]), np.array([r["loss"] for r in val]),
                   np.array([r["acc"] for r in val]),
-                  {g: np.array(v) for g, v in snapshot_r2.items()},
-                  head_accuracy(teacher, batches), swap_acc)
+                  {g: np.average(snapshot_units[g], axis=1, weights=sizes) for g in GROUPS},
+                  head_accuracy(teacher, batches), swap_acc, sizes,
+                  {name: {g: u[g] for g in GROUPS} for name, u in control_units.items()},
+                  snapshot_units, {k: phase_excess(per_image, k) for k in spec.k_values})
 
 
 def best_step(result: Result) -> int:
@@ -196,18 +226,23 @@ def swaps_table(result: Result) -> pd.DataFrame:
 
 
 def maxcut_vs_random_figure(result: Result) -> plt.Figure:
-    """Raptor accuracy of the max-cut partition vs random ones, per k (Fig. 3, right)."""
+    """Raptor accuracy of the max-cut partition vs random ones, per k (Fig. 3, right): random
+    partitions as points, their mean ± one standard deviation beside them, max-cut as a star."""
     ks = list(result.partitions)
-    fig, ax = plt.subplots(figsize=(5, 3.4))
-    for k in ks:
-        rand = result.student_acc[k][1:]
-        ax.scatter([k] * len(rand), rand, color="grey", label="random" if k == ks[0] else None)
-        ax.errorbar(k + 0.1, rand.mean(), yerr=rand.std(ddof=1), color="black", capsize=4,
-                    marker="_")
-        ax.scatter(k, result.student_acc[k][0], color="crimson", marker="*", s=120,
-                   label="max-cut" if k == ks[0] else None)
-    ax.set(xlabel="k", ylabel="Raptor accuracy", title="max-cut vs random partitions", xticks=ks)
-    ax.legend()
+    fig, ((ax,),) = plotting.figure(width=min(plotting.WIDTH, 3.5 + 0.9 * len(ks)), height=3.2)
+    jitter = np.random.default_rng(0)
+    for i, k in enumerate(ks):
+        rand = np.asarray(result.student_acc[k][1:])
+        ax.scatter(i - 0.12 + jitter.uniform(-0.05, 0.05, rand.size), rand, color="grey",
+                   alpha=0.8, label="random partitions")
+        ax.errorbar(i + 0.05, rand.mean(), yerr=rand.std(ddof=1), color="black", capsize=4,
+                    marker="_", ms=10, label="random: mean ± sd")
+        ax.scatter(i + 0.2, result.student_acc[k][0], color="crimson", marker="*", s=140,
+                   zorder=3, label="max-cut")
+    ax.set(xlabel="number of phases k", ylabel="Raptor accuracy",
+           title="max-cut vs random partitions", xlim=(-0.6, len(ks) - 0.4))
+    ax.set_xticks(range(len(ks)), [f"k={k}" for k in ks])
+    plotting.legend_below(fig, [ax], ncols=3)
     return fig
 
 
@@ -215,32 +250,33 @@ def overfitting_figure(result: Result) -> plt.Figure:
     """R² and teacher accuracy along the overfitting run, validation loss dotted (Fig. 13)."""
     snaps = snapshots_table(result)
     step = best_step(result)
-    fig, ax = plt.subplots(figsize=(5.5, 3.4))
+    fig, ((ax,),) = plotting.figure(width=6.0, height=3.4)
     for col in ("R² cls", "R² patches", "teacher acc"):
         ax.plot(snaps.index, snaps[col], marker="o", label=col)
     ax2 = ax.twinx()
-    ax2.plot(result.val_steps, result.val_loss, color="grey", ls=":", label="val loss")
-    ax2.set_ylabel("validation loss (dotted)")
-    ax.axvline(step, color="grey", ls="--", lw=0.8)
-    ax.set(xlabel="training step", title=f"overfitting run (val-loss minimum at step {step})")
-    ax.legend(fontsize=8)
+    ax2.plot(result.val_steps, result.val_loss, color="grey", ls=":", label="val loss (right)")
+    ax2.set_ylabel("validation loss")
+    ax.axvline(step, color="grey", ls="--", lw=0.8, label="val-loss minimum")
+    ax.set(xlabel="training step", ylabel="R² / accuracy",
+           title=f"overfitting run (val-loss minimum at step {step})")
+    plotting.legend_below(fig, [ax, ax2], ncols=3)
     return fig
 
 
 def swaps_figure(result: Result) -> plt.Figure:
     """Teacher accuracy after intra- and inter-phase layer swaps (Fig. 15)."""
     swaps = swaps_table(result)
-    fig, ax = plt.subplots(figsize=(5, 3.4))
+    fig, ((ax,),) = plotting.figure(width=5.0, height=3.4)
     for kind, color in (("intra", "seagreen"), ("inter", "crimson")):
         sub = swaps[swaps["kind"] == kind]
         ax.errorbar(sub["swaps"], sub["acc"], yerr=sub["std"], marker="o", capsize=3,
-                    color=color, label=kind)
-    ax.axhline(result.teacher_acc, color="grey", ls="--", label="teacher")
+                    color=color, label=f"{kind}-phase swaps")
+    ax.axhline(result.teacher_acc, color="grey", ls="--", label="teacher, no swap")
     part0 = result.partitions[result.spec.k_values[0]][0]
     ax.set(xlabel="layers replaced", ylabel="accuracy",
-           title=f"layer swaps, {phases.format_partition(part0)}",
+           title=f"layer swaps, phases {phases.format_partition(part0)}",
            xticks=list(result.spec.swap_counts))
-    ax.legend()
+    plotting.legend_below(fig, [ax], ncols=3)
     return fig
 
 
@@ -254,6 +290,9 @@ INTER_KEEP_MAX = Threshold(0.6, "[ours] the paper: inter-block swaps lead to 'mo
 SKIP_DROP_MAX = Threshold(0.1, "[ours] the paper: removing the skip branch 'only slightly "
                                "reduces reconstruction accuracy' (§2) without a number; a drop of "
                                "patch R² below 0.1")
+R2_HIGH = Threshold(0.9, "[ours] the paper: R² 'remains high until the ViT network begins to "
+                        "overfit' (§2, Fig. 13) without a number; 'high' = above 0.9, the bar "
+                        "this book also sets for a close match (C15)")
 
 
 def margin(maxcut_acc: float, random_acc: Sequence[float]) -> float:
@@ -287,53 +326,100 @@ def c4_swaps(intra: Sequence[float], inter: Sequence[float]) -> Claim:
                f"setting ≤ {INTER_KEEP_MAX.value:.0%} [ours]")
 
 
-def c9_untrained_easier(untrained: Mapping[str, float], trained: Mapping[str, float]) -> Claim:
-    """C9: the untrained teacher's Raptor has higher R² than the trained one's, cls and patches."""
+def _fmt(iv: Interval) -> str:
+    return f"{iv.estimate:+.3f} [{iv.low:+.3f}, {iv.high:+.3f}]"
+
+
+def _noise(n_units: int) -> str:
+    return (f"95% bootstrap intervals over {n_units} units of ≤ {UNIT_IMAGES} validation images "
+            "(evaluation noise only: one teacher and one Raptor seed)")
+
+
+def c9_untrained_easier(untrained: Mapping[str, np.ndarray], trained: Mapping[str, np.ndarray],
+                        sizes: np.ndarray) -> Claim:
+    """C9: the untrained teacher's Raptor has higher R² than the trained one's, cls and patches.
+
+    ``untrained[g]``, ``trained[g]``: R² per unit of images (``sizes`` images each); the paired
+    difference's bootstrap interval must lie above 0 for both groups.
+    """
+    diff = {g: bootstrap_mean(np.asarray(untrained[g]) - np.asarray(trained[g]), sizes)
+            for g in GROUPS}
+    mean = {name: {g: float(np.average(v[g], weights=sizes)) for g in GROUPS}
+            for name, v in (("untrained", untrained), ("trained", trained))}
     return claim(
-        "C9", paper="an untrained ViT is reconstructed better than a trained one",
-        ours=f"R² cls/patches: untrained {untrained['cls']:.3f}/{untrained['patches']:.3f}, "
-             f"trained {trained['cls']:.3f}/{trained['patches']:.3f}",
-        holds=all(untrained[g] > trained[g] for g in GROUPS))
+        "C9", paper="an untrained ViT is reconstructed better than a trained one (§2)",
+        ours=f"R² cls/patches: untrained {mean['untrained']['cls']:.3f}/"
+             f"{mean['untrained']['patches']:.3f}, trained {mean['trained']['cls']:.3f}/"
+             f"{mean['trained']['patches']:.3f}; untrained − trained: "
+             + ", ".join(f"{g} {_fmt(iv)}" for g, iv in diff.items()),
+        holds=all_of(versus(iv.low, iv.high, 0.0) for iv in diff.values()),
+        detail=f"holds if the R² difference's interval lies above 0 for cls and patches; "
+               f"{_noise(len(sizes))}")
 
 
-def c10_skip_removal(with_skip: float, without_skip: float) -> Claim:
-    """C10: removing an untrained ViT's skip branches lowers patch R² by < ``SKIP_DROP_MAX``."""
+def c10_skip_removal(with_skip: np.ndarray, without_skip: np.ndarray,
+                     sizes: np.ndarray) -> Claim:
+    """C10: removing an untrained ViT's skip branches lowers patch R² (per unit of images) by
+    less than ``SKIP_DROP_MAX``, judged on the paired drop's bootstrap interval."""
+    drop = bootstrap_mean(np.asarray(with_skip) - np.asarray(without_skip), sizes)
     return claim(
-        "C10", paper="removing the skip branch of an untrained ViT only slightly lowers R²",
-        ours=f"patch R² {with_skip:.3f} → {without_skip:.3f}",
-        holds=with_skip - without_skip < SKIP_DROP_MAX.value,
-        detail=f"drop of patch R² below {SKIP_DROP_MAX.value} [ours]")
+        "C10", paper="removing the skip branch of an untrained ViT only slightly lowers R² (§2)",
+        ours=f"patch R² {np.average(with_skip, weights=sizes):.3f} → "
+             f"{np.average(without_skip, weights=sizes):.3f}; drop {_fmt(drop)}",
+        holds=versus(drop.low, drop.high, SKIP_DROP_MAX.value, above=False),
+        detail=f"drop of patch R² below {SKIP_DROP_MAX.value} [ours]; {_noise(len(sizes))}")
 
 
-def c11_overfitting(best: int, steps: Sequence[int], r2_cls: Sequence[float],
-                    acc: Sequence[float]) -> Claim:
-    """C11: cls R² and accuracy at the last snapshot after the val-loss minimum (step ``best``)
-    are below those of the last snapshot at or before it (the first, if none is)."""
-    at = max([i for i, s in enumerate(steps) if s <= best], default=0)
-    after = [i for i, s in enumerate(steps) if s > best]
-    ours = f"val-loss minimum at step {best}; cls R² {r2_cls[at]:.3f} → "
-    if after:
-        last = after[-1]
-        ours += f"{r2_cls[last]:.3f}, acc {acc[at]:.3f} → {acc[last]:.3f}"
-    else:
-        ours += "no snapshot after the minimum"
+def c11_overfitting(best: int, steps: Sequence[int], r2: Mapping[str, np.ndarray],
+                    acc: np.ndarray, sizes: np.ndarray) -> Claim:
+    """C11: R² stays high until the teacher overfits, then cls R² and accuracy drop.
+
+    ``r2[g]`` and ``acc`` (the snapshot teacher's head accuracy) are ``(snapshots, units)``. The
+    reference is the first snapshot at or after the val-loss minimum (step ``best``). Holds if
+    (1) at every snapshot up to the reference cls and patch R² lie above ``R2_HIGH`` and (2) from
+    the reference to the last snapshot cls R² and accuracy fall, each judged on its (paired)
+    bootstrap interval; not testable without a reference and a later snapshot.
+    """
+    ref = next((i for i, s in enumerate(steps) if s >= best), None)
+    if ref is None or ref == len(steps) - 1:
+        return claim(
+            "C11", paper="R² stays high until overfitting starts, then cls R² and accuracy drop "
+                         "(§2, Fig. 13)",
+            ours=f"val-loss minimum at step {best}; no snapshot "
+                 + ("at or after it" if ref is None else "after the one at it"),
+            holds=None, detail="needs a snapshot at or after the val-loss minimum and a later one")
+    level = {(i, g): bootstrap_mean(r2[g][i], sizes) for i in range(ref + 1) for g in GROUPS}
+    last = len(steps) - 1
+    fall = {"cls R²": bootstrap_mean(r2["cls"][last] - r2["cls"][ref], sizes),
+            "acc": bootstrap_mean(acc[last] - acc[ref], sizes)}
+    low = min(level.values(), key=lambda iv: iv.low)
     return claim(
         "C11", paper="R² stays high until overfitting starts, then cls R² and accuracy drop "
-                     "(Fig. 13)", ours=ours,
-        holds=bool(r2_cls[last] < r2_cls[at] and acc[last] < acc[at]) if after else None,
-        detail="cls R² and accuracy at the last snapshot vs the snapshot at the val-loss minimum")
+                     "(§2, Fig. 13)",
+        ours=f"val-loss minimum at step {best}, reference snapshot {steps[ref]}; lowest R² up "
+             f"to it {low.estimate:.3f} [{low.low:.3f}, {low.high:.3f}]; step {steps[ref]} → "
+             f"{steps[last]}: " + ", ".join(f"{k} {_fmt(iv)}" for k, iv in fall.items()),
+        holds=all_of([*(versus(iv.low, iv.high, R2_HIGH.value) for iv in level.values()),
+                      *(versus(iv.low, iv.high, 0.0, above=False) for iv in fall.values())]),
+        detail=f"holds if cls and patch R² > {R2_HIGH.value:g} at every snapshot up to the "
+               f"reference and cls R² and teacher accuracy fall from it to the last snapshot; "
+               f"{_noise(len(sizes))}")
 
 
 def claims(result: Result) -> list[Claim]:
-    s, c = result.spec, result.controls
+    s, u, sizes = result.spec, result.control_units, result.unit_sizes
     retained = {kind: [float(np.mean(a)) / result.teacher_acc for a in by_n.values()]
                 for kind, by_n in result.swap_acc.items()}
+    excess = {f"k={k}": e for k, e in result.excess.items()}
     return [
-        c3_maxcut_beats_random({k: margin(a[0], a[1:]) for k, a in result.student_acc.items()},
-                               n_random=s.n_random),
-        c4_swaps(retained["intra"], retained["inter"]),
-        c9_untrained_easier(c["untrained"], c["trained"]),
-        c10_skip_removal(c["untrained"]["patches"], c["untrained, no skip"]["patches"]),
-        c11_overfitting(best_step(result), s.overfit_snapshots, result.snapshot_r2["cls"],
-                        _snapshot_val(result, result.val_acc)),
+        on_phases(c3_maxcut_beats_random({k: margin(a[0], a[1:])
+                                          for k, a in result.student_acc.items()},
+                                         n_random=s.n_random), excess),
+        on_phases(c4_swaps(retained["intra"], retained["inter"]),
+                  {f"k={s.k_values[0]}": result.excess[s.k_values[0]]}),
+        c9_untrained_easier(u["untrained"], u["trained"], sizes),
+        c10_skip_removal(u["untrained"]["patches"], u["untrained, no skip"]["patches"], sizes),
+        c11_overfitting(best_step(result), s.overfit_snapshots,
+                        {g: result.snapshot_units[g] for g in GROUPS},
+                        result.snapshot_units["acc"], sizes),
     ]

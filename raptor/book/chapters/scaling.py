@@ -16,7 +16,7 @@ import pandas as pd
 
 from raptor import paper, phases
 from raptor.book import plotting
-from raptor.book.claims import Claim, Threshold, claim
+from raptor.book.claims import Claim, Threshold, all_of, claim, versus
 from raptor.book.profiles import PAPER_DISTILL, PAPER_TEACHER, SMOKE_DISTILL, SMOKE_TEACHER
 from raptor.book.spec import DistillSpec, TeacherSpec, nested, require
 from raptor.experiment import batched, trajectories_of
@@ -24,6 +24,7 @@ from raptor.metrics import evaluate_student
 from raptor.phases import Partition
 from raptor.probes import linear_probe, probe_features
 from raptor.similarity import layer_similarity, phase_matrix
+from raptor.stats import Interval, difference, wilson
 
 NAME = "scaling"
 NOTEBOOK = "chapters/scaling.ipynb"
@@ -165,28 +166,31 @@ def ladder_table(result: Result) -> pd.DataFrame:
 
 
 def share_cosine_figure(result: Result) -> plt.Figure:
-    """Left, Fig. 7: probe accuracy as a share of the teacher's, beside the paper's shares of
-    DINOv2-B (Table 1). Right, Fig. 14: cosine to the teacher through depth."""
+    """(A) probe accuracy as a share of the teacher's, beside the paper's shares of DINOv2-B
+    (Fig. 7, Table 1); (B) cosine similarity to the teacher through depth (Fig. 14)."""
     ks = list(result.probe_acc)
     share = list(share_of_teacher(result).values())
     dinov2 = paper.TABLE1["DINOv2 ViT-B"]["IN-1k"][0]
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
-    axes[0].bar([str(k) for k in ks], share, color="steelblue", label="this run (probe)")
-    axes[0].scatter([str(k) for k in paper.K_VALUES],
-                    [100 * paper.TABLE1[f"Raptor k={k}"]["IN-1k"][0] / dinov2
-                     for k in paper.K_VALUES],
-                    color="crimson", marker="D", zorder=3, label="paper (DINOv2-B, IN-1k)")
-    axes[0].set(xlabel="k", ylabel="% of teacher accuracy", ylim=(min(share + [90]) - 5, 101),
-                title="Fig. 7")
-    axes[0].legend(fontsize=8)
+    published = [100 * paper.TABLE1[f"Raptor k={k}"]["IN-1k"][0] / dinov2 for k in paper.K_VALUES]
+    fig, ((ax_a, ax_b),) = plotting.figure(1, 2, height=3.6)
+    ax_a.bar([str(k) for k in ks], share, color="steelblue", width=0.6,
+             label="this run (linear probe)")
+    ax_a.scatter([str(k) for k in paper.K_VALUES], published, color="crimson", marker="D",
+                 zorder=3, label="paper (DINOv2-B, IN-1k)")
+    ax_a.set(xlabel="number of phases k", ylabel="% of the teacher's accuracy",
+             ylim=(min(share + published + [90]) - 5, max(share + published + [100]) + 2),
+             title="(A) share of the teacher (Fig. 7)")
     plotting.layer_curves({f"k={k} {g}": result.cosine[k][g] for k in ks
                            for g in ("cls", "patches")},
-                          ylabel="cosine to teacher", title="Fig. 14", ax=axes[1])
+                          ylabel="cosine similarity to the teacher", ax=ax_b,
+                          title="(B) cosine through depth (Fig. 14)")
+    plotting.legend_below(fig, [ax_a, ax_b], ncols=4)
     return fig
 
 
-SHARE = {k: Threshold(100 * v, f"Raptor k={k} recovers ~{100 * v:.0f}% of DINOv2-B's IN-1k "
-                               f"top-1 (§1, §3, Table 1)")
+SHARE = {k: Threshold(100 * v - 0.5, f"[ours] Raptor k={k} recovers '~{100 * v:.0f}%' of "
+                                     f"DINOv2-B's IN-1k top-1 (§1, §3, Table 1), read as at "
+                                     f"least {100 * v - 0.5:g}%, what rounds to {100 * v:.0f}%")
          for k, v in paper.SHARE_OF_DINOV2_B.items()}
 SATURATION = Threshold(0.01, "[ours] the paper's k=4 gains 0.2 points over k=3 (Table 1); "
                              "saturated = within 1 point of accuracy")
@@ -194,50 +198,114 @@ COLLAPSE = Threshold(0.5, "[ours] TF only gives 3.9% against 82.4% for the full 
                           "(Table 2); collapsed = below half the full recipe's accuracy")
 RUNG_TOLERANCE = Threshold(0.01, "[ours] \"each later step adds\" (Table 2), up to 1 point of "
                                  "noise between rungs")
+IMAGENET_VAL = 50_000  # images in ImageNet-1k's validation set, on which Table 1 is measured
 
 
-def c12_share_of_teacher(share: Mapping[int, float], *, dataset: str, profile: str) -> Claim:
-    """C12: Raptor k=2 and k=3 keep ``SHARE`` of the teacher's probe accuracy (``share``, %)."""
-    testable = set(SHARE) <= set(share)
+def pipeline_shares(pipeline: Sequence[Mapping[str, Any]]) -> dict[int, Interval]:
+    """Per k, the distilled DINOv2-B Raptor's IN-1k top-1 as a % of its teacher's, from
+    ``raptor.pipeline`` results that hold both rows; the interval is the Raptor's Wilson interval
+    on ImageNet's 50,000 validation images (the teacher's own accuracy taken as exact)."""
+    shares = {}
+    for res in pipeline:
+        rows, k = res.get("table1", {}), res.get("k")
+        raptor_row = rows.get(f"Raptor k={k} (this run)", {})
+        teacher_row = rows.get(f"{res.get('model')} (this run)", {})
+        if "IN-1k" in raptor_row and "IN-1k" in teacher_row:
+            iv = wilson(raptor_row["IN-1k"] / 100, IMAGENET_VAL)
+            scale = 100 / (teacher_row["IN-1k"] / 100)
+            shares[k] = Interval(iv.estimate * scale, iv.low * scale, iv.high * scale, iv.level)
+    return shares
+
+
+def _pct(d: Mapping[int, float]) -> str:
+    return ", ".join(f"k={k} {v:.1f}%" for k, v in d.items())
+
+
+def c12_share_of_teacher(head: Mapping[int, float], probe: Mapping[int, float], *,
+                         dataset: str, profile: str,
+                         dinov2: Mapping[int, Interval] | None = None) -> Claim:
+    """C12: Raptor k=2 and k=3 keep ``SHARE`` of DINOv2-B's ImageNet-1k accuracy.
+
+    A claim about DINOv2-B on ImageNet-1k: testable only from ``dinov2`` (:func:`pipeline_shares`,
+    % with intervals, k=2 and 3 both needed). Otherwise not testable at ``profile``; the
+    ``dataset`` analogue's shares of its teacher's accuracy, ``head`` (through the teacher's
+    head) and ``probe`` (each model's own linear probe), both in %, are shown beside it.
+    """
+    paper_ = ", ".join(f"k={k} ≈ {100 * v:.0f}%" for k, v in paper.SHARE_OF_DINOV2_B.items()) + \
+        " of DINOv2-B (IN-1k, Table 1)"
+    if dinov2 is not None and set(SHARE) <= set(dinov2):
+        return claim(
+            "C12", paper=paper_,
+            ours=", ".join(f"k={k}: {iv.estimate:.1f}% [{iv.low:.1f}, {iv.high:.1f}]"
+                           for k, iv in dinov2.items()) + " of DINOv2-B (IN-1k, this run)",
+            holds=all_of(versus(dinov2[k].low, dinov2[k].high, t.value) for k, t in SHARE.items()),
+            detail="holds if each interval lies above "
+                   + " / ".join(f"{t.value:g}%" for t in SHARE.values())
+                   + " [ours: what rounds to ~96% / ~98%]; raptor.pipeline results; 95% Wilson "
+                   "intervals over ImageNet's 50,000 validation images, the teacher's accuracy "
+                   "taken as exact; one seed")
     return claim(
-        "C12", paper=", ".join(f"k={k} ≈ {t.value:.0f}%" for k, t in SHARE.items())
-        + " of DINOv2-B (IN-1k)",
-        ours=", ".join(f"k={k}: {v:.1f}%" for k, v in share.items())
-        + f" of the {dataset} teacher (probe)",
-        holds=all(share[k] >= t.value for k, t in SHARE.items()) if testable else None,
-        detail=f"{profile} analogue: Fashion-MNIST linear probe" if dataset == "fashion-mnist"
-        else dataset)
+        "C12", paper=paper_,
+        ours=f"{dataset} analogue (not the claim): head {_pct(head)}; probe {_pct(probe)} of the "
+             "teacher",
+        holds=None,
+        detail=f"the claim is about DINOv2-B on ImageNet-1k, not run at {profile}; the analogue "
+               "is shown, not judged: head = Raptor / teacher accuracy through the teacher's "
+               "head, probe = each model's own linear probe (the teacher's probe can sit below "
+               "its head, which flatters the probe ratio)")
 
 
-def c13_saturates_at_k4(acc: Mapping[int, float]) -> Claim:
-    """C13: probe accuracy (``acc`` by k) rises from k=2 to 3 and saturates at 4."""
-    testable = {2, 3, 4} <= set(acc)
+def c13_saturates_at_k4(acc: Mapping[int, float], n: int) -> Claim:
+    """C13: probe accuracy (``acc`` by k, on ``n`` images) rises from k=2 to 3 and saturates at 4.
+
+    The rise must exceed 0 and the k=3 → 4 change lie within ±``SATURATION``, each judged on a
+    95% interval of the difference (Newcombe, from binomial evaluation noise)."""
+    if not {2, 3, 4} <= set(acc):
+        return claim("C13", paper="accuracy rises from k=2 to k=3 and saturates at k=4 (Table 1)",
+                     ours=", ".join(f"k={k}: {100 * a:.1f}" for k, a in acc.items()),
+                     holds=None, detail="needs k = 2, 3 and 4")
+    rise, sat = difference(acc[2], acc[3], n, n), difference(acc[3], acc[4], n, n)
+    s = SATURATION.value
     return claim(
-        "C13", paper="accuracy rises from k=2 to k=3 and saturates at k=4",
-        ours=", ".join(f"k={k}: {100 * a:.1f}" for k, a in acc.items()),
-        holds=(acc[3] > acc[2] and abs(acc[4] - acc[3]) <= SATURATION.value) if testable
-        else None,
-        detail="probe accuracy; saturation = within 1 point")
+        "C13", paper="accuracy rises from k=2 to k=3 and saturates at k=4 (Table 1)",
+        ours=", ".join(f"k={k}: {100 * a:.1f}" for k, a in acc.items())
+        + f"; k=2→3 {100 * rise.estimate:+.1f} [{100 * rise.low:+.1f}, {100 * rise.high:+.1f}], "
+          f"k=3→4 {100 * sat.estimate:+.1f} [{100 * sat.low:+.1f}, {100 * sat.high:+.1f}] points",
+        holds=all_of([versus(rise.low, rise.high, 0.0), versus(sat.low, sat.high, -s),
+                      versus(sat.low, sat.high, s, above=False)]),
+        detail=f"probe accuracy on {n} images; rise: interval above 0; saturation: interval "
+               f"within ±{100 * s:g} point; 95% Newcombe intervals from binomial evaluation "
+               "noise (conservative: the Raptors share the test images); one seed, so training "
+               "noise is not in them")
 
 
-def c14_ladder(rungs: Sequence[float], *, k: int) -> Claim:
+def c14_ladder(rungs: Sequence[float], *, k: int, n: int) -> Claim:
     """C14: TF only collapses, AR recovers, no later rung loses more than ``RUNG_TOLERANCE``.
 
-    ``rungs``: Table 2's accuracies in order, the last the fine-tuned probe's."""
+    ``rungs``: Table 2's accuracies in order on ``n`` images, the last the fine-tuned probe's.
+    Collapse: TF only's Wilson interval below ``COLLAPSE`` × the full recipe; recovery and each
+    later step: 95% Newcombe intervals of the differences."""
     tf, ar = paper.TABLE2["TF only"], paper.TABLE2["+ AR with annealed TF"]
+    tf_only = wilson(rungs[0], n)
+    steps = [difference(a, b, n, n) for a, b in zip(rungs[1:], rungs[2:])]
+    recover = difference(rungs[0], rungs[1], n, n)
     return claim(
         "C14", paper=f"TF alone collapses ({tf}); AR with annealed TF recovers ({ar}); each "
-                     f"later step adds",
-        ours=" → ".join(f"{100 * v:.1f}" for v in rungs),
-        holds=(rungs[0] < COLLAPSE.value * rungs[-2] and rungs[1] > rungs[0]
-               and all(b >= a - RUNG_TOLERANCE.value for a, b in zip(rungs[1:], rungs[2:]))),
-        detail=f"k={k}; rungs 1–5 through the teacher's head, rung 6 a fresh linear probe")
+                     f"later step adds (Table 2)",
+        ours=" → ".join(f"{100 * v:.1f}" for v in rungs)
+        + f"; smallest later step {100 * min(d.estimate for d in steps):+.1f} points",
+        holds=all_of([versus(tf_only.low, tf_only.high, COLLAPSE.value * rungs[-2], above=False),
+                      versus(recover.low, recover.high, 0.0),
+                      *(versus(d.low, d.high, -RUNG_TOLERANCE.value) for d in steps)]),
+        detail=f"k={k}; rungs 1–5 through the teacher's head, rung 6 a fresh linear probe; "
+               f"{n} images, 95% Wilson / Newcombe intervals (evaluation noise, one seed)")
 
 
 def claims(result: Result, profile: str = "cpu") -> list[Claim]:
     """C12–C14 on this run; ``profile`` names the analogue in C12's detail."""
     s = result.spec
-    return [c12_share_of_teacher(share_of_teacher(result), dataset=s.teacher.dataset,
-                                 profile=profile),
-            c13_saturates_at_k4(result.probe_acc),
-            c14_ladder(list(result.ladder.values()), k=s.ladder_k)]
+    head = {k: 100 * a / result.teacher_acc for k, a in result.head_acc.items()}
+    return [c12_share_of_teacher(head, share_of_teacher(result), dataset=s.teacher.dataset,
+                                 profile=profile, dinov2=pipeline_shares(result.pipeline)),
+            c13_saturates_at_k4(result.probe_acc, s.n_images),
+            c14_ladder(list(result.ladder.values()), k=s.ladder_k, n=s.n_images)]

@@ -116,43 +116,43 @@ def sweep_table(result: Result) -> pd.DataFrame:
 
 
 def similarity_figure(result: Result) -> plt.Figure:
-    """(A) each rate's similarity matrix (first seed) with its max-cut lines (Fig. 4A)."""
+    """(A) each rate's similarity matrix (first seed, layers 1..L) with its max-cut (Fig. 4A)."""
     first = [r for r in result.runs if r.seed == result.spec.seeds[0]]
-    k = f"k={result.spec.k}"
-    return plotting.similarity_grid(
-        {f"p={r.p}": {k: r.similarity} for r in first}, [k],
-        partitions={f"p={r.p}": r.partition for r in first},
-        vmin=min(float(r.similarity.min()) for r in result.runs))
+    return plotting.similarity_panels(
+        {f"p={r.p}": r.similarity for r in first}, ncols=4,
+        partitions={f"p={r.p}": r.partition for r in first})
 
 
 def sweep_figure(result: Result) -> plt.Figure:
     """(B) layerwise R², (C) accuracy and (D) R² against p; (E) similarity vs R² (Fig. 4B–E)."""
     spec, sweep = result.spec, sweep_table(result)
     by_p = sweep.drop(columns="partition").groupby("p").agg(["mean", "std"])
-    fig, axes = plt.subplots(1, 4, figsize=(17, 3.5))
+    fig, axes = plotting.figure(2, 2, height=6.0)
+    (ax_b, ax_c), (ax_d, ax_e) = axes
     cmap = plt.get_cmap("viridis")
     for i, p in enumerate(spec.p_values):
         runs = [r for r in result.runs if r.p == p]
+        color = cmap(i / max(1, len(spec.p_values) - 1))
         for g, ls in (("cls", "-"), ("patches", "--")):
-            axes[0].plot(np.mean([r.r2[g] for r in runs], axis=0), ls=ls,
-                         color=cmap(i / max(1, len(spec.p_values) - 1)),
-                         label=f"p={p} {g}" if g == "cls" else None)
-    axes[0].set(xlabel="layer", ylabel="R² (— cls, -- patches)", title="(B) layerwise R²")
-    axes[0].legend(fontsize=7)
+            ax_b.plot(np.mean([r.r2[g] for r in runs], axis=0), ls=ls, color=color)
+        ax_b.plot([], [], color=color, label=f"p={p}")
+    for g, ls in (("cls", "-"), ("patches", "--")):
+        ax_b.plot([], [], color="grey", ls=ls, label=g)
+    ax_b.set(xlabel="layer", ylabel="R² to the teacher", title="(B) R² through depth")
     for col, label in (("teacher acc", "teacher"), ("student acc", "Raptor")):
-        axes[1].errorbar(spec.p_values, by_p[(col, "mean")], yerr=by_p[(col, "std")].fillna(0),
-                         marker="o", label=label, capsize=3)
-    axes[1].set(xlabel="p", ylabel="accuracy", title="(C) accuracy")
-    axes[1].legend()
-    axes[2].errorbar(spec.p_values, by_p[("R²", "mean")], yerr=by_p[("R²", "std")].fillna(0),
-                     marker="o", capsize=3)
-    axes[2].set(xlabel="p", ylabel="mean R² (layers 1..L)", title="(D) reconstruction")
-    sc = axes[3].scatter(sweep["mean similarity"], sweep["R²"], c=sweep["p"], cmap="viridis")
-    fig.colorbar(sc, ax=axes[3], label="p")
+        ax_c.errorbar(spec.p_values, by_p[(col, "mean")], yerr=by_p[(col, "std")].fillna(0),
+                      marker="o", label=label, capsize=3)
+    ax_c.set(xlabel="stochastic-depth rate p", ylabel="accuracy", title="(C) accuracy")
+    ax_d.errorbar(spec.p_values, by_p[("R²", "mean")], yerr=by_p[("R²", "std")].fillna(0),
+                  marker="o", capsize=3, color="black")
+    ax_d.set(xlabel="stochastic-depth rate p", ylabel="mean R² (layers 1..L)",
+             title="(D) reconstruction")
+    sc = ax_e.scatter(sweep["mean similarity"], sweep["R²"], c=sweep["p"], cmap="viridis")
+    fig.colorbar(sc, ax=ax_e, label="p")
     assoc = correlation(sweep["mean similarity"], sweep["R²"])
-    axes[3].set(xlabel="mean layer–layer similarity", ylabel="R²",
-                title=f"(E) r = {assoc.r:.2f} [{assoc.low:.2f}, {assoc.high:.2f}]")
-    fig.tight_layout()
+    ax_e.set(xlabel="mean layer–layer similarity", ylabel="mean R²",
+             title=f"(E) r = {assoc.r:.2f} [{assoc.low:.2f}, {assoc.high:.2f}]")
+    plotting.legend_below(fig, axes, ncols=4)
     return fig
 
 

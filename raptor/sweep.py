@@ -1,0 +1,355 @@
+"""Sweeps: a chapter's trainings run as separate jobs through submitit (local processes or SLURM).
+
+A chapter asks the cache (:mod:`raptor.cache`) for every teacher and student it needs. To find
+them without training, :func:`plan` runs the chapter's ``compute(spec)`` inside
+:func:`raptor.cache.planning`: each missing entry becomes a :class:`Job` (its kind and cache key)
+and the chapter gets an untrained stand-in, so ``compute`` runs to its end. A student's key holds
+its partition, which the chapter finds from its *trained* teacher, so a student is only ready
+once its teacher is in the cache. :func:`sweep` therefore runs in rounds — plan, submit the ready
+jobs as one job array, wait — until nothing is missing; then the chapter executes from the cache.
+Each job rebuilds its entry from its key alone (:func:`train_job`), and the cache's per-entry lock
+makes two jobs racing for one key train it once, so a re-submitted sweep resumes where it stopped.
+
+Cost estimates: training FLOPs ≈ 6 × params × tokens × batch × steps (a Raptor applies its blocks
+as often as its teacher has layers, so it costs its teacher's params); GPU-hours from the training
+throughput that ``bench/gpu_check.py`` recorded in ``bench/gpu_check.json`` (``{"device": ...,
+"tflops": ...}``), when that record exists.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import torch
+
+from raptor.book.chapters import chapter
+from raptor.book.runner import RunnerError, resolve
+from raptor.book.spec import TeacherSpec, parameters
+from raptor.cache import Tensors, entry_name, planning
+
+EXECUTORS = ("local", "slurm", "debug")
+GPU_RECORD = Path(__file__).resolve().parents[1] / "bench" / "gpu_check.json"
+DRY_IMAGES = 2  # stand-in images per request in a dry run (they only need the right shape)
+MAX_ROUNDS = 10
+
+
+@dataclass(frozen=True)
+class Job:
+    """One missing cache entry: ``kind`` (teacher or student), its cache ``key`` (the full
+    configuration), a readable ``label``, its training FLOPs and whether it can start now."""
+
+    kind: str
+    key: Mapping[str, Any]
+    label: str
+    flops: float
+    ready: bool
+
+
+@dataclass(frozen=True)
+class Options:
+    """Where and how jobs run: submitit's ``local``, ``slurm`` or in-process ``debug`` executor.
+    A job is one process (``--gpus-per-node`` GPUs for it); multi-rank jobs are not launched."""
+
+    executor: str = "local"
+    folder: Path = Path("runs/sweeps")
+    partition: str | None = None
+    time_min: int = 24 * 60
+    gpus_per_node: int = 0
+    array_parallelism: int = 64
+
+    def __post_init__(self) -> None:
+        if self.executor not in EXECUTORS:
+            raise RunnerError(f"--executor must be one of {', '.join(EXECUTORS)}, got "
+                              f"{self.executor!r}")
+        for name, low in (("time_min", 1), ("gpus_per_node", 0), ("array_parallelism", 1)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < low:
+                flag = "--time" if name == "time_min" else "--" + name.replace("_", "-")
+                raise RunnerError(f"{flag} must be an integer >= {low}, got {value!r}")
+
+
+# --- the cache key of a job -> its configuration -----------------------------------------------
+
+def _teacher_of(key: Mapping[str, Any]) -> tuple[Any, Any, int, str]:
+    """``(TeacherConfig, TrainConfig | None, seed, device)`` of a teacher key."""
+    from raptor.teachers import TeacherConfig, TrainConfig, teacher_key
+
+    cfg = TeacherConfig(**key["arch"])
+    train = TrainConfig(**key["train"]) if key["train"] is not None else None
+    device = key.get("device", "cpu")
+    _same("teacher", key, teacher_key(cfg, train, key["seed"], device))
+    return cfg, train, key["seed"], device
+
+
+def _distill_of(key: Mapping[str, Any], teacher: torch.nn.Module | None = None) -> Any:
+    """The :class:`~raptor.train.DistillConfig` of a student key; with ``teacher``, also checks
+    that the key names exactly these teacher weights."""
+    from raptor.train import DistillConfig, student_key
+
+    cfg = DistillConfig(**key["distill"])
+    tcfg, train, seed, _ = _teacher_of(key["teacher"])
+    rebuilt = student_key(tcfg, train, seed, cfg, key["teacher_weights"] if teacher is None
+                          else teacher)
+    _same("student", key, {**rebuilt, **({"snapshot": key["snapshot"]} if "snapshot" in key
+                                         else {})})
+    return cfg
+
+
+def _same(kind: str, key: Mapping[str, Any], rebuilt: Mapping[str, Any]) -> None:
+    if entry_name(kind, rebuilt) != entry_name(kind, key):
+        raise ValueError(f"the {kind} key {dict(key)} is not what its configuration gives now "
+                         f"({dict(rebuilt)}): the code or the teacher changed since planning; "
+                         f"run the sweep again")
+
+
+def train_job(kind: str, key: Mapping[str, Any], data_root: str | None) -> str:
+    """One job: train the entry ``kind``/``key`` into the shared cache (or load it if there)."""
+    from raptor.teachers import get_teacher, teacher_snapshot
+    from raptor.train import student_of
+
+    if kind not in ("teacher", "student"):
+        raise ValueError(f"kind must be 'teacher' or 'student', got {kind!r}")
+    cfg, train, seed, device = _teacher_of(key if kind == "teacher" else key["teacher"])
+    if kind == "student" and "snapshot" in key:
+        teacher = teacher_snapshot(cfg, train, key["snapshot"], seed=seed, data_root=data_root,
+                                   device=device)
+    else:
+        teacher, _ = get_teacher(cfg, train, seed=seed, data_root=data_root, progress=False,
+                                 device=device)
+    if kind == "student":
+        student_of(teacher, dict(key), _distill_of(key, teacher), img_size=cfg.img_size,
+                   data_root=data_root, progress=False)
+    return entry_name(kind, key)
+
+
+# --- planning ------------------------------------------------------------------------------------
+
+def _stand_in(kind: str, key: Mapping[str, Any]) -> tuple[Tensors, dict[str, Any]]:
+    """Untrained weights of the entry's shape, and a record with its evaluations as NaN."""
+    from raptor.teachers import build_teacher
+    from raptor.train import build_student
+
+    if kind == "teacher":
+        cfg, train, seed, _ = _teacher_of(key)
+        state = build_teacher(cfg, seed).state_dict()
+        tensors = dict(state)
+        for step in train.snapshot_steps:
+            tensors.update({f"snapshot.{step}.{k}": v for k, v in state.items()})
+        evals = [s for s in range(1, train.steps + 1) if s % train.eval_every == 0 or
+                 s == train.steps]
+        return tensors, {"planned": True, "val": [{"step": s, "acc": math.nan, "loss": math.nan}
+                                                  for s in evals]}
+    cfg, _, seed, _ = _teacher_of(key["teacher"])
+    student = build_student(build_teacher(cfg, seed), _distill_of(key))
+    return dict(student.blocks.state_dict()), {"planned": True}
+
+
+def _flops(kind: str, key: Mapping[str, Any]) -> float:
+    """Training FLOPs ≈ 6 × params × tokens × batch × steps (params: the teacher's)."""
+    from raptor.teachers import build_teacher
+
+    cfg, train, seed, _ = _teacher_of(key if kind == "teacher" else key["teacher"])
+    with torch.device("meta"):
+        params = sum(p.numel() for p in build_teacher(cfg, seed).parameters())
+    tokens = (cfg.img_size // cfg.patch_size) ** 2 + 1 + cfg.reg_tokens
+    if kind == "teacher":
+        batch, steps = train.batch_size, train.steps
+    else:
+        batch, steps = key["distill"]["batch_size"], (key["distill"]["stage1_steps"]
+                                                      + key["distill"]["stage2_steps"])
+    return 6.0 * params * tokens * batch * steps
+
+
+def _label(kind: str, key: Mapping[str, Any]) -> str:
+    t = key if kind == "teacher" else key["teacher"]
+    arch = t["arch"]
+    who = f"p={arch['p']} seed={t['seed']}" + ("" if arch["residual"] else " no-skip")
+    if t["train"] is None:
+        who += " untrained"
+    if kind == "teacher":
+        tr = t["train"]
+        return (f"{who}: ViT L={arch['depth']} D={arch['embed_dim']} {arch['img_size']}px on "
+                f"{tr['dataset']}, {tr['steps']} steps x {tr['batch_size']}"
+                + (f", {tr['train_limit']} images" if tr["train_limit"] else ""))
+    d = key["distill"]
+    snap = f" at step {key['snapshot']}" if "snapshot" in key else ""
+    return (f"k={len(d['repeats'])} Raptor of teacher {who}{snap}: "
+            f"{d['stage1_steps']}+{d['stage2_steps']} steps x {d['batch_size']}")
+
+
+@contextlib.contextmanager
+def _stand_in_images() -> Iterator[None]:
+    """A dry run reads no data: every chapter's images are a few random ones of the right shape."""
+    from raptor.data import dataset_info
+
+    def eval_images(self: TeacherSpec, n: int, seed: int = 0, split: str = "val"
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+        info = dataset_info(self.dataset)
+        size = self.img_size or info.image_size
+        g = torch.Generator().manual_seed(seed)
+        n = min(n, DRY_IMAGES)
+        return (torch.rand(n, info.in_chans, size, size, generator=g),
+                torch.randint(0, info.num_classes, (n,), generator=g))
+
+    with mock.patch.object(TeacherSpec, "eval_images", eval_images):
+        yield
+
+
+def plan(name: str, profile: str, overrides: Mapping[str, Any] | None = None, *,
+         dry: bool = False) -> tuple[list[Job], str | None]:
+    """The chapter's missing trainings, in the order it asks for them, and why planning stopped
+    early (``None`` when ``compute`` ran to its end). ``dry``: on stand-in images (no data read);
+    a student's partition then is not its real one, so no student is ready."""
+    spec = resolve(name, profile, overrides)
+    asked: dict[str, tuple[str, Mapping[str, Any]]] = {}
+
+    def stand_in(kind: str, key: Mapping[str, Any]) -> tuple[Tensors, dict[str, Any]]:
+        asked[entry_name(kind, key)] = (kind, key)
+        return _stand_in(kind, key)
+
+    stopped = None
+    with planning(stand_in), (_stand_in_images() if dry else contextlib.nullcontext()):
+        try:
+            chapter(name).compute(spec)
+        except Exception as err:
+            if not dry:
+                raise
+            stopped = f"{type(err).__name__}: {err}"
+    jobs = []
+    for kind, key in asked.values():
+        waits = kind == "student" and (dry or entry_name("teacher", key["teacher"]) in asked)
+        jobs.append(Job(kind, key, _label(kind, key), _flops(kind, key), ready=not waits))
+    return jobs, stopped
+
+
+# --- checks and costs --------------------------------------------------------------------------
+
+def missing_inputs(spec: Any) -> list[str]:
+    """Every data set, weights file and results file the spec names that is not there."""
+    from raptor.data import DatasetNotFoundError, _find
+
+    problems = []
+    values = parameters(spec)
+    wanted = []
+    if isinstance(getattr(spec, "teacher", None), TeacherSpec):
+        wanted.append((spec.teacher.dataset, spec.teacher.data_root, "dataset / data_root"))
+    if values.get("imagenet_root") is not None:
+        wanted.append(("imagenet", values["imagenet_root"], "imagenet_root"))
+    for dataset, root, param in wanted:
+        try:
+            _find(dataset, root, download=False)
+        except DatasetNotFoundError as err:
+            problems.append(f"parameter {param}: {err}")
+    for param, value in values.items():
+        if param.endswith(("_weights", "_results")) and value:
+            for path in (value,) if isinstance(value, str) else value:
+                if not Path(path).expanduser().is_file():
+                    problems.append(f"parameter {param}: file {path} does not exist")
+    return problems
+
+
+def gpu_throughput(record: Path = GPU_RECORD) -> tuple[str, float] | None:
+    """``(device, training TFLOP/s)`` measured by ``bench/gpu_check.py``, if it left a record."""
+    if not record.is_file():
+        return None
+    data = json.loads(record.read_text())
+    return str(data["device"]), float(data["tflops"])
+
+
+def describe(jobs: Sequence[Job], throughput: tuple[str, float] | None) -> str:
+    """The job table (when it can start, kind, TFLOPs, GPU-hours, what) and the totals."""
+    rows = [f"  {'start':<6}{'kind':<9}{'TFLOP':>11}{'GPU-h':>9}  what"]
+    for job in jobs:
+        hours = (f"{job.flops / throughput[1] / 1e12 / 3600:9.2f}" if throughput
+                 else f"{'-':>9}")
+        rows.append(f"  {'now' if job.ready else 'later':<6}{job.kind:<9}{job.flops / 1e12:11.4g}"
+                    f"{hours}  {job.label}")
+    total = sum(j.flops for j in jobs)
+    first = sum(j.flops for j in jobs if j.ready)
+    rows.append(f"  total: {len(jobs)} trainings, {total / 1e15:.4g} PFLOP "
+                f"(now: {sum(j.ready for j in jobs)}, {first / 1e15:.4g} PFLOP)")
+    if throughput:
+        rows.append(f"  GPU-hours at {throughput[1]:.4g} TFLOP/s ({throughput[0]}, "
+                    f"bench/gpu_check.py): {total / throughput[1] / 1e12 / 3600:.4g} in all")
+    else:
+        rows.append(f"  GPU-hours: none (no record {GPU_RECORD.name} from bench/gpu_check.py)")
+    return "\n".join(rows)
+
+
+# --- running -----------------------------------------------------------------------------------
+
+def _on_cuda(job: Job) -> bool:
+    device = job.key.get("device", "cpu") if job.kind == "teacher" else job.key["distill"]["device"]
+    return device.startswith("cuda")
+
+
+def _executor(opts: Options) -> Any:
+    import submitit
+
+    executor = submitit.AutoExecutor(folder=str(opts.folder / "%j"), cluster=opts.executor)
+    executor.update_parameters(timeout_min=opts.time_min, name="raptor-sweep")
+    if opts.executor == "slurm":
+        executor.update_parameters(
+            nodes=1, tasks_per_node=1, gpus_per_node=opts.gpus_per_node,
+            slurm_array_parallelism=opts.array_parallelism,
+            **({"slurm_partition": opts.partition} if opts.partition else {}))
+    return executor
+
+
+def sweep(name: str, profile: str, overrides: Mapping[str, Any] | None = None,
+          opts: Options = Options(), *, dry_run: bool = False, out: Any = print) -> int:
+    """Train every teacher and student the chapter needs, as jobs, round by round; ``dry_run``
+    lists the jobs with their cost and trains nothing. Returns the number of jobs submitted."""
+    spec = resolve(name, profile, overrides)
+    teacher = getattr(spec, "teacher", None)
+    data_root = teacher.data_root if isinstance(teacher, TeacherSpec) else None
+    problems = missing_inputs(spec)
+    if dry_run:
+        jobs, stopped = plan(name, profile, overrides, dry=True)
+        out(f"dry run of chapter {name} at profile {profile}: parameters checked")
+        out("\n".join(["inputs missing:", *problems]) if problems else "inputs: all found")
+        out(describe(jobs, gpu_throughput()) if jobs else "nothing to train: all cached")
+        if stopped:
+            out(f"(planning on stand-in images stopped at {stopped}; later rounds may add jobs)")
+        return 0
+    if problems:
+        raise RunnerError("\n".join([f"chapter {name!r} at profile {profile!r} lacks inputs:",
+                                     *problems]))
+    submitted = 0
+    for round_ in range(1, MAX_ROUNDS + 1):
+        jobs, _ = plan(name, profile, overrides)
+        ready = [j for j in jobs if j.ready]
+        if not jobs:
+            break
+        if not ready:
+            raise RunnerError(f"none of the {len(jobs)} missing trainings can start: "
+                              + "; ".join(j.label for j in jobs))
+        if opts.executor == "slurm" and not opts.gpus_per_node and any(map(_on_cuda, ready)):
+            raise RunnerError("these trainings are keyed to CUDA (device=auto found a GPU where "
+                              "the sweep plans): give --gpus-per-node")
+        out(f"round {round_}: {len(ready)} of {len(jobs)} missing trainings ready\n"
+            + describe(ready, gpu_throughput()))
+        executor = _executor(opts)
+        running = executor.map_array(train_job, [j.kind for j in ready],
+                                     [j.key for j in ready],
+                                     [data_root] * len(ready))
+        submitted += len(running)
+        for job, handle in zip(ready, running):
+            try:
+                handle.result()
+            except Exception as err:
+                raise RunnerError(f"job {handle.job_id} ({job.kind} {job.label}) failed; its "
+                                  f"log: {handle.paths.stderr}\n{err}") from err
+    else:
+        raise RunnerError(f"still missing trainings after {MAX_ROUNDS} rounds")
+    flags = "".join(f" -p {k} {v!r}" for k, v in (overrides or {}).items())
+    out(f"chapter {name} at profile {profile}: every training is cached ({submitted} jobs "
+        f"submitted). Execute it: python -m raptor run --chapter {name} --profile {profile}{flags}")
+    return submitted

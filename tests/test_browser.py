@@ -1,0 +1,322 @@
+"""The built book in a real browser (headless Chromium, Debian's ``chromium`` + ``chromium-driver``).
+
+Every page of ``book/_build/html`` (built first unless it is newer than every source in ``book/``)
+is served over HTTP and opened: no SEVERE console message, every image loaded, maths typeset by
+MathJax (no raw ``$$``, ``\\(`` or ``\\[`` left in the text), every internal link to an existing
+file and anchor, every claim ID of the claims page linked to an anchor, and at a 420-px-wide
+viewport no horizontal scrolling of the page and no text past its right edge. Screenshots of each
+page (desktop and phone) go to ``book/_build/screenshots/``. Planted broken sites prove that the
+checks fail. ``make browser`` runs these after ``make build``; elsewhere they skip, saying why.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import re
+import shutil
+import threading
+from collections.abc import Iterator
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+BOOK = ROOT / "book"
+HTML = BOOK / "_build" / "html"
+SHOTS = BOOK / "_build" / "screenshots"
+CHROMIUM, DRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+PHONE, DESKTOP = 420, 1280
+TOLERANCE = 2  # px of sub-pixel rounding
+
+browser = pytest.mark.browser
+
+
+# --- the site ------------------------------------------------------------------------------------
+
+def pages(site: Path) -> list[Path]:
+    """Every HTML page of a built site (not the theme's static files or sources)."""
+    return sorted(p for p in site.rglob("*.html")
+                  if not {"_static", "_sources", "_images"} & set(p.relative_to(site).parts))
+
+
+class _Anchors(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ids: set[str] = set()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.ids.update(v for k, v in attrs if k in ("id", "name") and v)
+
+
+@functools.lru_cache(maxsize=None)
+def anchors(page: Path) -> frozenset[str]:
+    """The ids (and ``name`` s) a page defines."""
+    parser = _Anchors()
+    parser.feed(page.read_text(errors="replace"))
+    return frozenset(parser.ids)
+
+
+def resolve(site: Path, base: str, href: str) -> str | None:
+    """The problem with internal link ``href`` (absolute, under ``base``), or None."""
+    parts = urlsplit(href)
+    target = site / unquote(parts.path[len(urlsplit(base).path):])
+    if target.is_dir():
+        target /= "index.html"
+    if not target.is_file():
+        return f"broken link {href}: no file {target.relative_to(site)}"
+    frag = unquote(parts.fragment)
+    if frag and target.suffix == ".html" and frag not in anchors(target):
+        return f"broken link {href}: no anchor #{frag} in {target.relative_to(site)}"
+    return None
+
+
+def book_is_fresh() -> bool:
+    """The site was written after the last change to any source file of the book."""
+    built = [p.stat().st_mtime for p in HTML.rglob("*.html")] if HTML.is_dir() else []
+    sources = (p for p in BOOK.rglob("*") if p.is_file() and "_build" not in p.parts)
+    return bool(built) and max(built) >= max(p.stat().st_mtime for p in sources)
+
+
+# --- the browser ---------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def driver() -> Iterator:
+    webdriver = pytest.importorskip("selenium.webdriver",
+                                    reason="selenium is not installed (pip install -e '.[dev]')")
+    if not (CHROMIUM.exists() and DRIVER.exists()):
+        pytest.skip("browser tests need Debian's chromium and chromium-driver "
+                    "(apt-get install -y chromium chromium-driver; `make setup` does it as root)")
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = str(CHROMIUM)
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                f"--window-size={DESKTOP},900", "--hide-scrollbars"):
+        opts.add_argument(arg)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    d = webdriver.Chrome(options=opts, service=Service(str(DRIVER)))
+    d.set_script_timeout(120)  # a loaded CI machine: MathJax and images may take a while
+    d.set_page_load_timeout(180)
+    yield d
+    d.quit()
+
+
+@pytest.fixture()
+def serve() -> Iterator:
+    """``serve(folder)`` -> the base URL of a local HTTP server of ``folder``."""
+    servers: list[http.server.ThreadingHTTPServer] = []
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+    def start(folder: Path) -> str:
+        handler = functools.partial(Quiet, directory=str(folder))
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}/"
+
+    yield start
+    for s in servers:
+        s.shutdown()
+        s.server_close()
+
+
+LOAD_IMAGES_AND_MATHS = """
+const done = arguments[arguments.length - 1];
+const imgs = [...document.images];
+imgs.forEach(i => { i.loading = 'eager'; });
+const loaded = Promise.all(imgs.map(i => i.decode().catch(() => null)));
+const typeset = (window.MathJax && MathJax.startup && MathJax.startup.promise)
+  ? MathJax.startup.promise.then(() => true) : Promise.resolve(false);
+Promise.all([loaded, typeset]).then(([, mj]) => done(mj)).catch(e => done(String(e)));
+"""
+
+INSPECT = """
+const out = {};
+out.images = [...document.images].filter(i => !i.complete || i.naturalWidth === 0)
+  .map(i => i.getAttribute('src'));
+out.links = [...document.querySelectorAll('a[href]')].map(a => a.href);
+const maths = [...document.querySelectorAll('.math')];
+out.maths = maths.length;
+out.untypeset = maths.filter(m => !m.querySelector('mjx-container')).length;
+out.mathjax = document.querySelectorAll('mjx-container').length;
+const body = (document.querySelector('main') || document.body).cloneNode(true);
+body.querySelectorAll('pre, code, script, style, mjx-container, .highlight').forEach(e => e.remove());
+out.text = body.textContent;
+out.claimLinks = [...document.querySelectorAll('.rc-claim a.rc-id')].map(a => [a.textContent, a.href]);
+return out;
+"""
+
+PHONE_CHECK = """
+const tol = arguments[0];
+const el = document.scrollingElement;
+const out = {scroll: el.scrollWidth, inner: window.innerWidth, wide: [], badges: []};
+const skip = 'table, pre, .highlight, .output, .cell_output, mjx-container, .MathJax, .sd-tab-set';
+const text = document.querySelector('article') || document.querySelector('main') || document.body;
+for (const p of text.querySelectorAll('p, li, h1, h2, h3')) {
+  if (p.closest(skip) || p.offsetParent === null) continue;
+  const r = p.getBoundingClientRect();
+  if (r.width && r.right > window.innerWidth + tol) out.wide.push(p.textContent.slice(0, 60));
+}
+for (const b of document.querySelectorAll('.rc-badge')) {
+  const r = b.getBoundingClientRect();
+  if (r.right > window.innerWidth + tol) out.badges.push(b.textContent);
+}
+return out;
+"""
+
+REDIRECT = re.compile(r'http-equiv="Refresh" content="0; url=([^"]+)"', re.I)
+RAW_TEX = re.compile(r"\$\$|\\\(|\\\)|\\\[|\\begin\{")
+
+
+def check_site(site: Path, base: str, driver, shots: Path | None = None) -> list[str]:
+    """Open every page of ``site`` (served at ``base``) and list what is wrong."""
+    problems: list[str] = []
+    if shots:
+        shutil.rmtree(shots, ignore_errors=True)
+        shots.mkdir(parents=True)
+    driver.get_log("browser")  # drop anything left from earlier pages
+    for page in pages(site):
+        name = page.relative_to(site).as_posix()
+        if m := REDIRECT.search(page.read_text(errors="replace")[:500]):  # index.html -> intro.html
+            if p := resolve(site, base, base + (page.parent / m[1]).relative_to(site).as_posix()):
+                problems.append(f"{name}: redirect: {p}")
+            continue
+        driver.set_window_size(DESKTOP, 900)
+        driver.get(base + name)
+        typeset = driver.execute_async_script(LOAD_IMAGES_AND_MATHS)
+        seen = driver.execute_script(INSPECT)
+        problems += [f"{name}: console {e['level']}: {e['message']}"
+                     for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+        problems += [f"{name}: image not loaded: {src}" for src in seen["images"]]
+        if seen["maths"] and (typeset is not True or seen["untypeset"] or not seen["mathjax"]):
+            problems.append(f"{name}: maths not rendered ({seen['untypeset']} of {seen['maths']} "
+                            f"untypeset; MathJax: {typeset})")
+        if m := RAW_TEX.search(seen["text"]):
+            problems.append(f"{name}: raw TeX left in the text: "
+                            f"{seen['text'][max(m.start() - 30, 0):m.end() + 30]!r}")
+        for href in dict.fromkeys(seen["links"]):
+            if href.startswith(base) and (p := resolve(site, base, href)):
+                problems.append(f"{name}: {p}")
+        for cid, href in seen["claimLinks"]:
+            if "#" not in href or not href.startswith(base):
+                problems.append(f"{name}: claim {cid} does not link to an anchor of the book: {href}")
+        if shots:
+            driver.save_screenshot(str(shots / f"{name.replace('/', '_')[:-5]}-desktop.png"))
+        driver.set_window_size(PHONE, 900)
+        fit = driver.execute_script(PHONE_CHECK, TOLERANCE)
+        if fit["scroll"] > fit["inner"] + TOLERANCE:
+            problems.append(f"{name}: scrolls horizontally at {PHONE} px "
+                            f"(scrollWidth {fit['scroll']} > innerWidth {fit['inner']})")
+        problems += [f"{name}: text past the right edge at {PHONE} px: {t!r}" for t in fit["wide"]]
+        problems += [f"{name}: verdict off-screen at {PHONE} px: {b!r}" for b in fit["badges"]]
+        if shots:
+            driver.save_screenshot(str(shots / f"{name.replace('/', '_')[:-5]}-phone.png"))
+    return problems
+
+
+# --- the book ------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def site() -> Path:
+    if not book_is_fresh():
+        from raptor.book.runner import build_book
+        build_book(BOOK)
+    return HTML
+
+
+@browser
+def test_every_page_of_the_book_renders_and_links(site: Path, driver, serve) -> None:
+    base = serve(site)
+    problems = check_site(site, base, driver, shots=SHOTS)
+    assert len(pages(site)) >= 10 and any(SHOTS.glob("claims-phone.png"))
+    assert not problems, "\n".join(problems)
+
+
+@browser
+def test_every_claim_id_links_to_its_evidence(site: Path, driver, serve) -> None:
+    base = serve(site)
+    driver.set_window_size(DESKTOP, 900)
+    driver.get(base + "claims.html")
+    links = driver.execute_script(INSPECT)["claimLinks"]
+    tested = {c["id"] for f in (BOOK / "claims").glob("*.json") for c in json.loads(f.read_text())}
+    assert {cid for cid, _ in links} == tested and tested
+    for cid, href in links:
+        assert "#claims-" in href and resolve(site, base, href) is None, (cid, href)
+
+
+# --- planted failures ----------------------------------------------------------------------------
+
+PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+                    "1f15c4890000000d49444154789c6360f8cfc0f01f0005000201ba1b5ad0"
+                    "0000000049454e44ae426082")
+
+
+def _tiny_site(folder: Path, body: str) -> Path:
+    folder.mkdir()
+    (folder / "dot.png").write_bytes(PNG)
+    (folder / "other.html").write_text('<html><head><link rel="icon" href="data:,"></head><body><main>'
+                                       '<h1 id="here">Other</h1></main></body></html>')
+    (folder / "index.html").write_text(
+        '<html><head><meta name="viewport" content="width=device-width">'
+        '<link rel="icon" href="data:,"></head><body><main>'
+        f'<p>Fine text.</p><img src="dot.png"><a href="other.html#here">ok</a>{body}'
+        '</main></body></html>')
+    return folder
+
+
+@browser
+def test_a_clean_tiny_site_passes(tmp_path: Path, driver, serve) -> None:
+    site = _tiny_site(tmp_path / "clean", "")
+    assert check_site(site, serve(site), driver) == []
+
+
+@browser
+@pytest.mark.parametrize("plant, expect", [
+    ('<a href="missing.html">x</a>', "broken link .*missing.html: no file"),
+    ('<a href="other.html#nowhere">x</a>', "no anchor #nowhere in other.html"),
+    ('<img src="missing.png">', "image not loaded: missing.png"),
+    ('<p>$$x^2$$</p>', "raw TeX left in the text"),
+    ('<p style="width:900px">too wide</p>', "scrolls horizontally at 420 px"),
+    ('<script>console.error("planted")</script>', "console SEVERE: .*planted"),
+])
+def test_planted_faults_are_caught(tmp_path: Path, driver, serve, plant: str, expect: str) -> None:
+    site = _tiny_site(tmp_path / "broken", plant)
+    problems = check_site(site, serve(site), driver)
+    assert any(re.search(expect, p) for p in problems), problems
+
+
+# --- without a browser ---------------------------------------------------------------------------
+
+def test_install_cells_use_the_configured_repository() -> None:
+    url = yaml.safe_load((BOOK / "_config.yml").read_text())["repository"]["url"]
+    assert url.startswith("https://") and "<" not in url
+    for nb in sorted((BOOK / "chapters").glob("*.ipynb")):
+        cells = json.loads(nb.read_text())["cells"]
+        first = next(c for c in cells if c["cell_type"] == "code")
+        assert f"git+{url}" in "".join(first["source"]), nb.name
+        assert "hide-cell" in first["metadata"].get("tags", []), nb.name
+
+
+def test_the_book_refers_to_no_file_outside_the_repository() -> None:
+    for f in BOOK.rglob("*"):
+        if f.suffix in (".md", ".ipynb", ".yml", ".bib") and "_build" not in f.parts:
+            text = f.read_text()
+            assert "FACTS.md" not in text and "CLAIMS.md" not in text, f
+            if f.suffix == ".ipynb":  # cell sources: papermill's metadata records the run's paths
+                text = "".join("".join(c["source"]) for c in json.loads(text)["cells"])
+            assert "/work/" not in text and "/home/" not in text, f
+
+
+def test_mathjax_is_served_locally() -> None:
+    cfg = yaml.safe_load((BOOK / "_config.yml").read_text())
+    path = BOOK / "_static" / cfg["sphinx"]["config"]["mathjax_path"]  # relative to _static/
+    path = BOOK / "_vendor" / path.resolve().relative_to(BOOK.resolve())  # copied from _vendor/
+    assert path.is_file() and (path.parent / "output/chtml/fonts/woff-v2/MathJax_Main-Regular.woff").is_file()

@@ -1,0 +1,359 @@
+"""The book's figures: one style (``raptor.book.plotting``), readable at the book's width, and
+every notebook figure glued, numbered and captioned.
+
+:func:`problems` is the readability check: labelled axes and colour bars, no text under
+``MIN_FONT`` points at the size the book shows, legends clear of the data. Each of its checks is
+planted in a bad figure below; then every chapter's ``*_figure`` must pass it on the chapter's
+smoke result, and the notebooks' figure cells are run as they are written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import re
+import types
+from pathlib import Path
+
+import matplotlib
+import nbformat
+import numpy as np
+import pytest
+
+from raptor.book import plotting
+from raptor.book.chapters import MODULES, chapter
+from raptor.book.runner import BOOK
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # after the backend is chosen
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.cm import ScalarMappable
+from matplotlib.text import Text
+
+COLUMN = 780 / 96  # inches: the book's text column at 96 px per inch
+CHAPTERS = [name for name in MODULES if name != "claims"]
+FIGURE_CELL = re.compile(r'^fig = chapter\.(\w+_figure)\(result\)\n'
+                         r'glue\("(fig-[a-z0-9-]+)", fig, display=False\)\n'
+                         r'plotting\.save\(fig, "(\w+)"\)$')
+LAYER_AXES = ("layer", "injection layer")
+
+
+# --------------------------------------------------------------------------- the check
+
+
+def _colorbars(fig: plt.Figure) -> dict[plt.Axes, object]:
+    """Each colour bar's axes -> the colour bar. A mappable without its own colour bar is
+    covered by one with the same colormap and limits (a shared scale)."""
+    bars = {}
+    for ax in fig.axes:
+        for m in _mappables(ax):
+            if m.colorbar is not None:
+                bars[m.colorbar.ax] = m.colorbar
+    return bars
+
+
+def _mappables(ax: plt.Axes) -> list[ScalarMappable]:
+    """Artists whose colour encodes data: images, and scatters coloured by a value."""
+    return [*ax.images, *(c for c in ax.collections
+                          if isinstance(c, ScalarMappable) and c.get_array() is not None)]
+
+
+def _data_points(ax: plt.Axes) -> np.ndarray:
+    """Display coordinates of the axes' plotted points (line vertices, scatter offsets)."""
+    points = [line.get_transform().transform(line.get_xydata()) for line in ax.lines
+              if line.get_visible() and len(line.get_xydata())]
+    points += [c.get_offset_transform().transform(c.get_offsets()) for c in ax.collections
+               if len(c.get_offsets())]
+    return np.concatenate(points) if points else np.empty((0, 2))
+
+
+def problems(fig: plt.Figure) -> list[str]:
+    """What makes ``fig`` hard to read in the book; empty when nothing does."""
+    found = []
+    if fig.get_figwidth() > plotting.WIDTH + 1e-9:
+        found.append(f"{fig.get_figwidth():.1f} in wide, over plotting.WIDTH")
+    if not hasattr(fig.canvas, "get_renderer"):  # a closed (saved) figure keeps a bare canvas
+        FigureCanvasAgg(fig)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    scale = min(1.0, COLUMN / fig.get_tightbbox(renderer).width)
+    for text in fig.findobj(Text):
+        if text.get_visible() and text.get_text().strip() and text.figure is fig:
+            shown = text.get_fontsize() * scale
+            if shown < plotting.MIN_FONT - 1e-6:
+                found.append(f"font {shown:.1f} pt shown: {text.get_text()[:30]!r}")
+    bars = _colorbars(fig)
+    scales = {(bar.mappable.cmap.name, bar.mappable.get_clim()) for bar in bars.values()}
+    for bar_ax in bars:
+        if not (bar_ax.get_ylabel() or bar_ax.get_xlabel()):
+            found.append("a colour bar without a label")
+    for ax in fig.axes:
+        if ax in bars or not ax.get_visible() or not ax.axison:
+            continue
+        where = ax.get_title() or f"axes {fig.axes.index(ax)}"
+        twins = ax.get_shared_x_axes().get_siblings(ax)
+        if not any(a.get_xlabel() for a in twins):
+            found.append(f"{where}: no x label")
+        if not ax.get_ylabel():
+            found.append(f"{where}: no y label")
+        found += [f"{where}: a colour scale without a colour bar" for m in _mappables(ax)
+                  if (m.cmap.name, m.get_clim()) not in scales]
+        legend = ax.get_legend()
+        if legend is not None:
+            box = legend.get_window_extent(renderer)
+            points = np.concatenate([_data_points(a) for a in twins])
+            inside = ((points[:, 0] >= box.x0) & (points[:, 0] <= box.x1)
+                      & (points[:, 1] >= box.y0) & (points[:, 1] <= box.y1))
+            if inside.any():
+                found.append(f"{where}: the legend covers data")
+    data_boxes = [ax.get_window_extent(renderer) for ax in fig.axes if ax not in bars]
+    for legend in fig.legends:
+        box = legend.get_window_extent(renderer)
+        if any(box.overlaps(b) for b in data_boxes):
+            found.append("the figure legend overlaps an axes")
+    return found
+
+
+def _fine(width: float = 5.0) -> tuple[plt.Figure, plt.Axes]:
+    fig, ((ax,),) = plotting.figure(width=width, height=3.0)
+    ax.plot([0, 1, 2], [1, 0, 1], label="a")
+    ax.set(xlabel="layer", ylabel="value")
+    return fig, ax
+
+
+def test_a_well_made_figure_has_no_problems() -> None:
+    fig, ax = _fine()
+    plotting.legend_below(fig, [ax])
+    assert problems(fig) == []
+    plt.close(fig)
+
+
+@pytest.mark.parametrize("plant, expected", [
+    (lambda fig, ax: ax.set_ylabel(""), "no y label"),
+    (lambda fig, ax: ax.set_xlabel(""), "no x label"),
+    (lambda fig, ax: ax.set_title("tiny", fontsize=6), "font 6.0 pt shown: 'tiny'"),
+    (lambda fig, ax: ax.imshow(np.eye(3)), "a colour scale without a colour bar"),
+    (lambda fig, ax: fig.colorbar(ax.imshow(np.eye(3)), ax=ax), "a colour bar without a label"),
+    (lambda fig, ax: (ax.plot(np.linspace(0, 2, 300), np.full(300, 0.5)),
+                      ax.legend(loc="center")), "the legend covers data"),
+    (lambda fig, ax: fig.legend(loc="center"), "the figure legend overlaps an axes"),
+], ids=["ylabel", "xlabel", "font", "colourbar", "colourbar-label", "legend", "figure-legend"])
+def test_each_planted_problem_is_found(plant, expected: str) -> None:
+    fig, ax = _fine()
+    plant(fig, ax)
+    assert any(expected in p for p in problems(fig)), problems(fig)
+    plt.close(fig)
+
+
+def test_a_figure_too_wide_for_the_column_is_found() -> None:
+    """The old stochastic-depth sweep: 17 in squeezed into 780 px shrinks 10-pt text to ~5 pt."""
+    fig, ax = plt.subplots(figsize=(17, 3.5))
+    ax.set(xlabel="p", ylabel="accuracy")
+    found = problems(fig)
+    assert any("over plotting.WIDTH" in p for p in found)
+    assert any(p.startswith("font ") and float(p.split()[1]) < 6 for p in found), found
+    plt.close(fig)
+
+
+def test_twin_axes_share_the_x_label() -> None:
+    fig, ax = _fine()
+    ax.twinx().set_ylabel("loss")
+    assert problems(fig) == []
+    plt.close(fig)
+
+
+# --------------------------------------------------------------------------- the style
+
+
+def test_similarity_range_rounds_down_to_a_tenth_and_tops_at_one() -> None:
+    assert plotting.similarity_range([np.array([[0.93, 1.0]]), np.array([[0.48]])]) == (0.4, 1.0)
+    assert plotting.similarity_range([np.array([[0.7]])]) == (0.7, 1.0)
+    assert plotting.similarity_range([np.array([[-3.0]])]) == (-1.0, 1.0)
+
+
+def test_similarity_panels_share_one_scale_one_colour_bar_and_number_layers() -> None:
+    a, b = np.full((4, 4), 0.9), np.full((4, 4), 0.55)
+    fig = plotting.similarity_panels({"a": a, "b": b, "none": None}, ncols=2,
+                                     partitions={"a": [(0, 2), (2, 4)]})
+    images = [im for ax in fig.axes for im in ax.images]
+    assert len(images) == 2
+    assert {im.get_clim() for im in images} == {(0.5, 1.0)}
+    assert {im.cmap.name for im in images} == {plotting.SIMILARITY_CMAP}
+    bars = _colorbars(fig)
+    assert len(bars) == 1 and next(iter(bars)).get_ylabel() == plotting.SIMILARITY_LABEL
+    first = fig.axes[0]
+    assert [t.get_text() for t in first.get_xticklabels()] == ["1", "2", "3", "4"]
+    assert first.get_xlabel() == first.get_ylabel() == "layer"
+    # the partition's block (layers 1–2) outlined from -0.5 to 1.5 in matrix coordinates
+    outline = first.lines[0].get_xydata()
+    assert outline[:, 0].min() == -0.5 and outline[:, 0].max() == 1.5
+    assert not fig.axes[2].axison  # the missing panel
+    assert problems(fig) == []
+    plt.close(fig)
+
+
+def test_phase_lines_fall_between_the_phases_layers() -> None:
+    """Phase ``(3, 5)`` of a phase matrix starts at layer 4: the line sits at layer 3.5."""
+    fig, ((ax,),) = plotting.figure(width=4)
+    plotting.phase_lines(ax, [(0, 3), (3, 5), (5, 8)])
+    assert [line.get_xdata()[0] for line in ax.lines] == [3.5, 5.5]
+    plt.close(fig)
+
+
+def test_layer_curves_number_layers_and_style_by_group() -> None:
+    fig, ((ax,),) = plotting.figure(width=4)
+    plotting.layer_curves({"k=2 cls": np.zeros(3), "k=2 patches": np.ones(3),
+                           "k=3 cls": np.ones(3)}, ylabel="R²", ax=ax, first_layer=1)
+    a, b, c = ax.lines
+    assert list(a.get_xdata()) == [1, 2, 3]
+    assert a.get_color() == b.get_color() != c.get_color()
+    assert a.get_linestyle() == c.get_linestyle() != b.get_linestyle()
+    plt.close(fig)
+
+
+def test_figure_refuses_a_width_over_the_column() -> None:
+    with pytest.raises(ValueError, match=r"width must be ≤ 7.5 in .* got 9"):
+        plotting.figure(width=9)
+
+
+def test_save_writes_svg_and_pdf_and_closes(tmp_path: Path) -> None:
+    fig, _ = _fine()
+    path = plotting.save(fig, "x", tmp_path)
+    assert path == tmp_path / "x.svg"
+    assert path.read_text().lstrip().startswith("<?xml") and "<svg" in path.read_text()
+    assert path.with_suffix(".pdf").read_bytes().startswith(b"%PDF")
+    assert not plt.fignum_exists(fig.number)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.pdf", "x.svg"]
+
+
+def test_profile_of_names_the_profile_or_what_changed() -> None:
+    mod = chapter("phase-structure")
+    assert plotting.profile_of(mod, mod.SMOKE) == "smoke"
+    assert plotting.profile_of(mod, mod.Spec()) == "cpu"
+    assert plotting.profile_of(mod, mod.PAPER) == "paper"
+    assert plotting.profile_of(mod, dataclasses.replace(mod.Spec(), n_images=70)) \
+        == "cpu with n_images changed"
+
+
+def test_setup_outside_a_notebook_keeps_the_style() -> None:
+    plotting.setup()
+    assert matplotlib.rcParams["savefig.dpi"] == 200
+    assert matplotlib.rcParams["font.size"] >= plotting.MIN_FONT
+
+
+def test_setup_in_a_notebook_shows_figures_as_undated_svg(monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    try:
+        monkeypatch.setattr("IPython.get_ipython", lambda: shell)
+        plotting.setup()
+        fig, _ = _fine()
+        data, _ = shell.display_formatter.format(fig)
+        assert "image/svg+xml" in data and "image/png" not in data
+        assert "<dc:date>" not in data["image/svg+xml"]  # the same figure, the same bytes
+        plt.close(fig)
+    finally:
+        InteractiveShell.clear_instance()
+
+
+# --------------------------------------------------------------------------- the chapters
+
+
+def figure_functions(mod: types.ModuleType) -> dict[str, object]:
+    return {name: f for name, f in vars(mod).items()
+            if name.endswith("_figure") and inspect.isfunction(f) and f.__module__ == mod.__name__}
+
+
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_every_chapter_figure_is_readable(name: str, smoke_result) -> None:
+    mod, result = chapter(name), smoke_result(name)
+    for fn, make in figure_functions(mod).items():
+        fig = make(result)
+        assert problems(fig) == [], fn
+        plt.close(fig)
+
+
+def notebook(name: str) -> nbformat.NotebookNode:
+    path = BOOK / chapter(name).NOTEBOOK
+    if not path.exists():
+        pytest.skip(f"chapter {name!r} has no notebook yet")
+    return nbformat.read(path, as_version=4)
+
+
+def figure_cells(nb: nbformat.NotebookNode) -> list[tuple[int, re.Match]]:
+    """``(index, match)`` of every code cell that draws a chapter figure; fails on one that
+    draws it in any other way than the book's (figure, glue, save)."""
+    cells = []
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "code" and "_figure(" in cell.source:
+            match = FIGURE_CELL.match(cell.source.strip())
+            assert match, f"cell {i} draws a figure without gluing it:\n{cell.source}"
+            cells.append((i, match))
+    return cells
+
+
+def caption(nb: nbformat.NotebookNode, key: str) -> str:
+    """The caption of the ``{glue:figure}`` labelled ``key``; fails when there is none."""
+    head = f"({key})=\n:::{{glue:figure}} {key}\n"
+    found = [c.source for c in nb.cells if c.cell_type == "markdown" and head in c.source]
+    assert len(found) == 1, f"{key}: {len(found)} labelled glue:figure directives"
+    text = found[0].split(head, 1)[1]
+    assert ":::" in text, f"{key}: the figure directive is not closed"
+    return text.split(":::", 1)[0].strip()
+
+
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_notebook_figures_are_glued_numbered_and_captioned(name: str) -> None:
+    nb, mod = notebook(name), chapter(name)
+    cells = figure_cells(nb)
+    assert {m[1] for _, m in cells} == set(figure_functions(mod)), "every figure shown once"
+    keys = [m[2] for _, m in cells]
+    assert len(set(keys)) == len(keys) and all(k.startswith(f"fig-{name}-") for k in keys)
+    setup = [c.source for c in nb.cells if "spec = from_parameters(" in c.source]
+    assert len(setup) == 1 and "plotting.setup()" in setup[0]
+    assert f'glue("{name}-profile", plotting.profile_of(chapter, spec), display=False)' \
+        in setup[0]
+    for i, match in cells:
+        assert "hide-input" in nb.cells[i].metadata.get("tags", [])
+        text = caption(nb, match[2])
+        assert "paper" in text and f"{{glue:text}}`{name}-profile`" in text, text
+        assert len(text) > 80, f"{match[2]}: a caption should say what the figure shows"
+    assert not any("plt.show()" in c.source for c in nb.cells)
+
+
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_notebook_code_is_folded_and_has_no_test_markers(name: str) -> None:
+    nb = notebook(name)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert not any("NBVAL" in c.source for c in nb.cells)
+    params = [c for c in code if "parameters" in c.metadata.get("tags", [])]
+    assert len(params) == 1 and "hide-input" in params[0].metadata.tags
+    claims = [c for c in code if "report(chapter.claims(" in c.source]
+    assert len(claims) == 1
+    assert {"nbval-check-output", "hide-input"} <= set(claims[0].metadata.tags)
+
+
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_notebook_figure_cells_run_on_the_smoke_result(name: str, smoke_result, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each figure cell, as written, on the smoke result: it glues a readable figure, saves it
+    as SVG, and its caption states the layer convention when the figure has a layer axis."""
+    nb, mod = notebook(name), chapter(name)
+    glued: dict[str, object] = {}
+
+    def glue(key: str, value: object, display: bool = True) -> None:
+        assert display is False
+        glued[key] = value
+
+    monkeypatch.chdir(tmp_path)
+    for i, match in figure_cells(nb):
+        exec(nb.cells[i].source, {"chapter": mod, "result": smoke_result(name),  # noqa: S102
+                                  "plotting": plotting, "glue": glue})  # the cell as written
+        fig = glued[match[2]]
+        assert isinstance(fig, plt.Figure) and problems(fig) == []
+        assert (tmp_path / "figures" / f"{match[3]}.svg").exists()
+        layer_axis = any(label in LAYER_AXES for ax in fig.axes
+                         for label in (ax.get_xlabel(), ax.get_ylabel()))
+        assert (plotting.LAYERS in caption(nb, match[2])) == layer_axis, match[2]

@@ -1,0 +1,176 @@
+"""Sweeps (raptor.sweep): a chapter's trainings as submitit jobs, resumable, racing safely."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from raptor.__main__ import main
+from raptor.book.chapters import chapter
+from raptor.book.runner import RunnerError
+from raptor.cache import planning
+from raptor.sweep import Job, Options, describe, gpu_throughput, plan, sweep, train_job
+
+CHAPTER = "raptor"  # at smoke: one teacher, then one student distilled from it
+
+
+def _no_training(kind: str, key: object) -> None:
+    raise AssertionError(f"{kind} {key} would be trained")
+
+
+@pytest.mark.slow
+def test_local_sweep_fills_the_cache_then_the_chapter_trains_nothing(
+        fresh_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # the jobs' arithmetic is the test process's
+    lines: list[str] = []
+    opts = Options(executor="local", folder=tmp_path / "jobs", time_min=20)
+    assert sweep(CHAPTER, "smoke", opts=opts, out=lines.append) == 2
+    text = "\n".join(lines)
+    assert "round 1: 1 of 2 missing trainings ready" in text
+    assert "round 2: 1 of 1" in text and "python -m raptor run --chapter raptor" in text
+    swept = {p.relative_to(fresh_cache) for p in fresh_cache.glob("*/*.safetensors")}
+    assert [p.parts[0] for p in sorted(swept)] == ["student", "teacher"]
+    assert not list(fresh_cache.glob("*/*.lock")) and not list(fresh_cache.glob("*/*.work*"))
+    # everything cached: planning finds nothing, a second sweep submits nothing
+    assert plan(CHAPTER, "smoke") == ([], None)
+    assert sweep(CHAPTER, "smoke", opts=opts, out=lines.append) == 0
+    mod = chapter(CHAPTER)
+    with planning(_no_training):
+        mod.compute(mod.SMOKE)
+    # the jobs stored what the in-process (notebook) path stores: same keys, same weights
+    monkeypatch.setenv("RAPTOR_CACHE", str(tmp_path / "in-process"))
+    mod.compute(mod.SMOKE)
+    direct = {p.relative_to(tmp_path / "in-process")
+              for p in (tmp_path / "in-process").glob("*/*.safetensors")}
+    assert direct == swept
+    for rel in swept:
+        a = (fresh_cache / rel).read_bytes()
+        b = (tmp_path / "in-process" / rel).read_bytes()
+        assert _tensor_bytes(a) == _tensor_bytes(b), rel
+
+
+def _tensor_bytes(raw: bytes) -> bytes:
+    """The tensor data of a safetensors file (its header also holds build times)."""
+    n = int.from_bytes(raw[:8], "little")
+    return raw[8 + n:]
+
+
+RACER = """
+import sys, time
+from pathlib import Path
+import raptor.teachers, raptor.train
+folder = Path(sys.argv[1])
+def counted(name, fn):
+    def run(*args, **kwargs):
+        with open(folder / name, "a") as f:
+            f.write("call\\n")
+        while name == "teacher" and not (folder / "release").exists():
+            time.sleep(0.05)
+        return fn(*args, **kwargs)
+    return run
+raptor.teachers.train_classifier = counted("teacher", raptor.teachers.train_classifier)
+raptor.train.distill = counted("student", raptor.train.distill)
+from raptor.__main__ import main
+sys.exit(main(["sweep", "--chapter", "raptor", "--profile", "smoke", "--executor", "debug",
+               "--folder", str(folder / "jobs")]))
+"""
+
+
+@pytest.mark.slow
+def test_two_sweeps_racing_train_each_entry_once(fresh_cache: Path, tmp_path: Path) -> None:
+    def racer(name: str) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-c", RACER, str(tmp_path)],
+                                stdout=subprocess.DEVNULL,
+                                stderr=open(tmp_path / f"{name}.err", "w"))
+
+    first, second = racer("first"), racer("second")
+    end = time.monotonic() + 300
+    # one sweep trains the teacher (held until released); the other must wait for its lock
+    while not any("waiting for teacher/" in (tmp_path / f"{n}.err").read_text()
+                  for n in ("first", "second")):
+        assert time.monotonic() < end and first.poll() is None and second.poll() is None
+        time.sleep(0.1)
+    (tmp_path / "release").touch()
+    assert [p.wait(timeout=300) for p in (first, second)] == [0, 0], (
+        (tmp_path / "first.err").read_text()[-2000:], (tmp_path / "second.err").read_text()[-2000:])
+    assert (tmp_path / "teacher").read_text().split() == ["call"]
+    assert (tmp_path / "student").read_text().split() == ["call"]
+    assert plan(CHAPTER, "smoke") == ([], None)
+
+
+@pytest.mark.slow
+def test_dry_run_at_paper_lists_jobs_and_costs_and_trains_nothing(
+        fresh_cache: Path, isolated_data: None, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sweep", "--chapter", "dynamics", "--profile", "paper", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "inputs missing:" in out and "dataset 'cifar100' not found" in out
+    assert "teacher" in out and "ViT L=12 D=768 224px on cifar100, 8000 steps x 256" in out
+    assert "later student" in out and "GPU-hours: none" in out
+    assert not fresh_cache.exists() or not list(fresh_cache.rglob("*.safetensors"))
+
+
+def test_a_sweep_lacking_its_data_submits_nothing(fresh_cache: Path, isolated_data: None,
+                                                  tmp_path: Path) -> None:
+    with pytest.raises(RunnerError, match="lacks inputs:(.|\n)*cifar100"):
+        sweep("dynamics", "paper", opts=Options(folder=tmp_path / "jobs"))
+    assert not (tmp_path / "jobs").exists()
+
+
+def test_cost_is_six_params_tokens_batch_steps(tmp_path: Path) -> None:
+    from raptor.sweep import _flops
+    from raptor.teachers import TeacherConfig, TrainConfig, build_teacher, teacher_key
+
+    cfg = TeacherConfig(depth=2, embed_dim=16, num_heads=2, patch_size=4, img_size=8, in_chans=1,
+                        num_classes=3, reg_tokens=2)
+    train = TrainConfig(steps=10, batch_size=4)
+    params = sum(p.numel() for p in build_teacher(cfg).parameters())
+    flops = _flops("teacher", teacher_key(cfg, train, 0))
+    assert flops == 6 * params * (4 + 1 + 2) * 4 * 10
+    jobs = [Job("teacher", {}, "a", 3.6e15, True), Job("student", {}, "b", 7.2e15, False)]
+    text = describe(jobs, ("H200", 1.0))
+    assert "total: 2 trainings, 10.8 PFLOP (now: 1, 3.6 PFLOP)" in text
+    assert "3 in all" in text and "1.00  a" in text  # 3.6e15 FLOP at 1 TFLOP/s: 1 h
+    record = tmp_path / "gpu_check.json"
+    assert gpu_throughput(record) is None
+    record.write_text('{"device": "H200", "tflops": 412.5}')
+    assert gpu_throughput(record) == ("H200", 412.5)
+
+
+def test_a_failed_job_stops_the_sweep_naming_it(fresh_cache: Path, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    def fails(kind: str, key: object, data_root: object) -> str:
+        raise RuntimeError("planted failure")
+
+    monkeypatch.setattr("raptor.sweep.train_job", fails)
+    with pytest.raises(RunnerError, match="teacher p=0.0 seed=0.*failed"):
+        sweep(CHAPTER, "smoke", opts=Options(executor="debug", folder=tmp_path / "jobs"),
+              out=lambda _: None)
+
+
+def test_a_key_that_does_not_round_trip_is_refused(fresh_cache: Path) -> None:
+    from raptor.teachers import TeacherConfig, TrainConfig, teacher_key
+
+    key = teacher_key(TeacherConfig(), TrainConfig(), 0)
+    with pytest.raises(ValueError, match="not what its configuration gives now"):
+        train_job("teacher", {**key, "format": 99}, None)
+    with pytest.raises(ValueError, match="kind must be"):
+        train_job("probe", key, None)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--chapter", "nope", "--profile", "smoke"], "unknown chapter 'nope'; valid chapters:"),
+    (["--chapter", "raptor", "--profile", "huge"], "unknown profile 'huge'; valid profiles:"),
+    (["--chapter", "raptor", "--profile", "smoke", "-p", "nope", "1"], "nope"),
+    (["--chapter", "raptor", "--profile", "smoke", "--executor", "pbs"], "--executor must be"),
+    (["--chapter", "raptor", "--profile", "smoke", "--time", "0"], "--time must be"),
+])
+def test_bad_arguments_are_clear_errors(argv: list[str], message: str, tmp_path: Path,
+                                        fresh_cache: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sweep", *argv, "--dry-run", "--folder", str(tmp_path)]) == 2
+    assert message in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
