@@ -21,7 +21,7 @@ from raptor.book.profiles import PAPER_DISTILL, PAPER_TEACHER, SMOKE_DISTILL, SM
 from raptor.book.spec import DistillSpec, TeacherSpec, nested, require
 from raptor.data import dataset_info
 from raptor.experiment import trajectories_of
-from raptor.paper import BASIN_CLASSES, DMD_RANK
+from raptor.paper import BASIN_CLASSES, DMD_RANK, FINAL_UPDATE_RANK
 from raptor.similarity import layer_similarity, phase_matrix
 from raptor.low_rank import coherence_rows
 from raptor.sphere import MeanStd, directions, updates
@@ -338,8 +338,9 @@ ALIGNED_MIN = Threshold(0.5, "[ours] the paper shows the jumps (§4, Fig. 11) wi
 RANK_P_MAX = Threshold(0.05, "[ours] 'both the stable rank and effective rank decrease steadily "
                              "with depth' (§4, Fig. 12 left): a negative Spearman ρ with "
                              "p < 0.05; negative but not significant is inconclusive")
-FINAL_RANK = Threshold(6.0, "the ranks reach 'values near six in the final phase' (§4, Fig. 12 "
-                            "left), for DINOv2-B (D = 768)")
+FINAL_RANK = Threshold(float(FINAL_UPDATE_RANK),
+                       "the ranks reach 'values near six in the final phase' (§4, Fig. 12 left), "
+                       "for DINOv2-B (D = 768)")
 FINAL_RANK_TOL = Threshold(3.0, "[ours] 'near six' (§4) without a tolerance: within ±3 of 6")
 PAPER_WIDTH = 768  # DINOv2-B's width, the only one at which "≈ 6" is a statement
 SHARP_SHARE = Threshold(0.5, "[ours] κ_l 'rises sharply and peaks late' (§4, Fig. 12 middle) "
