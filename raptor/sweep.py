@@ -36,7 +36,7 @@ from raptor.cache import Tensors, entry_name, planning
 
 EXECUTORS = ("local", "slurm", "debug")
 GPU_RECORD = Path(__file__).resolve().parents[1] / "bench" / "gpu_check.json"
-DRY_IMAGES = 2  # stand-in images per request in a dry run (they only need the right shape)
+DRY_IMAGES = 8  # stand-in images per request in a dry run (the right shape; ≥ 4 for C1's halves)
 MAX_ROUNDS = 10
 
 

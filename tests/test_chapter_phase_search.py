@@ -51,7 +51,8 @@ def test_an_interval_on_the_threshold_is_inconclusive() -> None:
 
 
 @pytest.mark.parametrize("changes, match", [
-    ({"families": ((12, 400),)}, r"parameter 'L' must be with steps one of families \[\[12, 400\]\]"),
+    ({"families": ((12, 400),)},
+     r"parameter 'L' must be with steps one of families \[\[12, 400\]\]"),
     ({"families": ((2, 400), (8, 400))}, "parameter 'families'"),
     ({"k_values": (8,)}, "parameter 'k_values'"), ({"n_boot": 2}, "parameter 'n_boot'")])
 def test_bad_parameters(changes: dict, match: str) -> None:

@@ -20,9 +20,9 @@ def claim(ours: str, verdict: str = "holds", detail: str = "k=3, 1000 images") -
     return {"id": "C1", "verdict": verdict, "paper": "blocks", "ours": ours, "detail": detail}
 
 
-@pytest.mark.parametrize("a, b", [("excess +0.012 [+0.010, +0.014]", "excess +0.013 [+0.009, +0.014]"),
-                                  ("97% of the teacher", "98% of the teacher"),
-                                  ("ratio 1.5e-03", "ratio 1.6e-03")])
+@pytest.mark.parametrize("a, b", [
+    ("excess +0.012 [+0.010, +0.014]", "excess +0.013 [+0.009, +0.014]"),
+    ("97% of the teacher", "98% of the teacher"), ("ratio 1.5e-03", "ratio 1.6e-03")])
 def test_last_digit_differences_pass(tmp_path: Path, a: str, b: str) -> None:
     assert compare(write(tmp_path / "a", [claim(a)]), write(tmp_path / "b", [claim(b)])) == []
 

@@ -109,7 +109,8 @@ def versus(low: float, high: float, threshold: float, *, above: bool = True) -> 
 
 
 def all_of(verdicts: Iterable[str]) -> str:
-    """A conjunction of sub-verdicts: fails if any fails, else inconclusive if any is, else holds."""
+    """A conjunction of sub-verdicts: fails if any fails, else inconclusive if any is, else
+    holds."""
     vs = list(verdicts)
     if not vs or any(v not in (HOLDS, FAILS, INCONCLUSIVE) for v in vs):
         raise ValueError(f"need holds / does not hold / inconclusive verdicts, got {vs}")

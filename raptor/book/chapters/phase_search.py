@@ -141,7 +141,8 @@ def summary(result: Result) -> pd.DataFrame:
         for k in result.spec.k_values:
             c = c1_block_excess({f"seed {r.seed}": r.excess[k] for r in group}, k=k)
             rows.append({"L": L, "steps": steps or "untrained", "p": p, "k": k,
-                         "seeds": len(group), "excess (min)": min(r.excess[k].excess for r in group),
+                         "seeds": len(group),
+                         "excess (min)": min(r.excess[k].excess for r in group),
                          "excess (max)": max(r.excess[k].excess for r in group),
                          "verdict": c.verdict})
     return pd.DataFrame(rows)

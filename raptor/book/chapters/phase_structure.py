@@ -133,7 +133,8 @@ def excess_row(e: PhaseExcess) -> dict[str, object]:
     return {"max-cut": phases.format_partition(e.cut),
             "null's cut": phases.format_partition(e.null_cut), "excess": round(e.excess, 4),
             f"{e.level:.0%} interval": f"[{e.low:+.4f}, {e.high:+.4f}]",
-            "cut agreement": round(e.agreement, 2), "contrast rank": f"{e.rank.rank}/{e.rank.total}"}
+            "cut agreement": round(e.agreement, 2),
+            "contrast rank": f"{e.rank.rank}/{e.rank.total}"}
 
 
 def excess_table(result: Result) -> pd.DataFrame:
