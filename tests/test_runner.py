@@ -148,7 +148,7 @@ def test_output_path(book: Path) -> None:
     assert output_path("toy", "paper", book, update_book=True) == book / "chapters" / "toy.ipynb"
     assert output_path("claims", "paper", book) == book.parent / "runs/paper/claims.ipynb"
     out = book.parent / "elsewhere"
-    assert output_path("toy", "cpu", book, out=out) == out / "chapters" / "toy.ipynb"
+    assert output_path("toy", "cpu", book, out=out) == out.resolve() / "chapters" / "toy.ipynb"
 
 
 def test_a_run_with_out_leaves_the_book_alone(book: Path) -> None:

@@ -67,7 +67,7 @@ def output_path(name: str, profile: str, book: Path = BOOK, update_book: bool = 
     ``runs/<profile>/``."""
     rel = Path(chapter(name).NOTEBOOK)
     if out is not None:
-        return Path(out) / rel
+        return Path(out).resolve() / rel
     if profile == BOOK_PROFILE or update_book:
         return book / rel
     return book.parent / "runs" / profile / rel
