@@ -106,7 +106,7 @@ def compute(spec: Spec) -> Result:
                 for s in spec.teacher_seeds]
     settings += [(L, 0, None, s) for L in spec.depths for s in spec.teacher_seeds]
     for L, steps, p, seed in settings:
-        family = dataclasses.replace(spec.teacher, depth=L, steps=max(steps, 1))
+        family = dataclasses.replace(spec.teacher, depth=L, steps=steps)
         model, record = family.get_teacher(p or 0.0, seed=seed, trained=p is not None)
         per_image = image_phase_matrices(*trajectories_of(model, images, labels))
         excess = {k: phase_excess(per_image, k, n_boot=spec.n_boot, seed=seed)
