@@ -1,9 +1,9 @@
 # Two commands do everything on a fresh machine:
 #   make book   set up, execute every chapter at the default `cpu` profile, build the book
 #   make test   set up, then unit tests (every chapter at `smoke` included), the artifact tier's
-#               checksums, nbval of the committed book against the tier, book build, and the
-#               built site opened in headless Chromium (`make browser`); `make kernels` checks the
-#               book under other CPU kernels (not yet part of `make test`)
+#               checksums, the committed book checked twice against the tier (nbval with the
+#               default CPU kernels and, at the same time, `make kernels` under other kernels),
+#               book build, and the built site opened in headless Chromium (`make browser`)
 # For maintainers: `make artifacts` retrains what the cache lacks (the tier is not used), executes
 # the book and refills artifacts/ with the models it used.
 PYTHON ?= python3.11
@@ -12,7 +12,8 @@ PY := $(VENV)/bin/python
 PROFILE ?= cpu
 export RAPTOR_CACHE ?= $(CURDIR)/.cache/raptor
 
-.PHONY: setup book test unit smoke test-paper-shape verify nbval kernels build browser artifacts clean
+.PHONY: setup book test unit smoke test-paper-shape verify book-checks nbval kernels build browser \
+	artifacts clean
 
 $(VENV)/.installed: pyproject.toml
 	@if [ ! -d /usr/share/datasets/fashion-mnist ] && command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
@@ -29,7 +30,7 @@ setup: $(VENV)/.installed
 book: setup
 	$(PY) -m raptor run --profile $(PROFILE)
 
-test: setup unit verify nbval build browser
+test: setup unit verify book-checks build browser
 
 unit: setup
 	$(PY) -m pytest -q -m "not browser" --ignore=tests/test_paper_shape.py
@@ -43,6 +44,10 @@ test-paper-shape: setup
 
 verify: setup
 	$(PY) -m raptor artifacts verify
+
+# The two checks of the stored book run side by side (one core each on a 2-core machine).
+book-checks: setup
+	$(MAKE) --no-print-directory -j2 nbval kernels
 
 nbval: setup
 	$(PY) -m pytest -q --nbval-lax --nbval-current-env book/chapters book/claims.ipynb

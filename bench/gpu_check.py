@@ -23,14 +23,22 @@ extrapolation is for that reduced model on that CPU, not for the paper's run.
 Each step is one call of :func:`raptor.loop.train`, the loop :func:`raptor.train.distill` runs
 (with its per-step host synchronisation of the non-finite guard), on the teacher's trajectory.
 
+On CUDA it writes ``bench/gpu_check.json`` (``--record`` elsewhere): the device and the training
+throughput of its fastest mode over the paper's schedule (TFLOP/s, the FLOPs of the schedule's steps
+over their time), from which ``python -m raptor sweep --dry-run`` estimates GPU-hours. A CPU run
+writes a record only where ``--record`` asks for one.
+
     .venv/bin/python bench/gpu_check.py [--quick] [--weights FILE] [--batch-size 64]
                                         [--modes eager,compile] [--cpu] [--gpus 1,4,8]
+                                        [--record FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -45,6 +53,7 @@ from raptor.loop import adamw, train
 from raptor.losses import Objective
 from raptor.model import Raptor, flops_per_image
 from raptor.paper import DINOV2_B_PARTITIONS, RECIPE
+from raptor.sweep import GPU_RECORD
 from raptor.teachers import DINOV2_B, load_pretrained
 from raptor.train import DistillConfig, build_student
 from raptor.trajectories import TokenGroups, trajectory
@@ -209,6 +218,8 @@ def main() -> None:
     parser.add_argument("--cpu", action="store_true", help="the reduced CPU run even with CUDA")
     parser.add_argument("--gpus", default="1,2,4,8", help="GPU counts to extrapolate to")
     parser.add_argument("--threads", type=int, help="CPU threads (default: torch's)")
+    parser.add_argument("--record", help=f"write the throughput record here (default on CUDA: "
+                        f"{GPU_RECORD.relative_to(GPU_RECORD.parents[1])})")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -251,14 +262,26 @@ def main() -> None:
           f"DDP's all-reduce and the data loader are not measured).")
     print(f"{'mode':<17}{'stage 1':>11}{'stage 2':>11}{'total':>11}"
           + "".join(f"{f'total/{n} GPUs':>15}" for n in gpus if n > 1))
+    schedule = {}  # label -> (seconds, TFLOP/s) of the paper's schedule
     for label in dict.fromkeys(r.mode for r in rows):
-        ips = {r.step: r.images_per_s for r in rows if r.mode == label}
-        images_per_stage = PAPER_STEPS * PAPER_BATCH
-        s1 = images_per_stage * (ANNEAL_FRAC / ips[STEPS[0][0]]
-                                 + (1 - ANNEAL_FRAC) / ips[STEPS[1][0]])
-        s2 = images_per_stage / ips[STEPS[2][0]]
+        by_step = {r.step: r for r in rows if r.mode == label}
+        images = {name: PAPER_STEPS * PAPER_BATCH * share for name, share in
+                  zip(by_step, (ANNEAL_FRAC, 1 - ANNEAL_FRAC, 1.0))}
+        seconds = {name: images[name] / r.images_per_s for name, r in by_step.items()}
+        s1, s2 = seconds[STEPS[0][0]] + seconds[STEPS[1][0]], seconds[STEPS[2][0]]
+        flops = sum(images[name] * r.tflops * 1e12 / r.images_per_s for name, r in by_step.items())
+        schedule[label] = (s1 + s2, flops / (s1 + s2) / 1e12)
         print(f"{label:<17}{hours(s1):>11}{hours(s2):>11}{hours(s1 + s2):>11}"
               + "".join(f"{hours((s1 + s2) / n):>15}" for n in gpus if n > 1))
+    record = args.record or (None if cpu else GPU_RECORD)
+    if record:
+        label, (_, tflops) = min(schedule.items(), key=lambda item: item[1][0])
+        tmp = f"{record}.tmp"
+        with open(tmp, "w") as f:
+            json.dump({"device": where, "tflops": tflops, "mode": label, "batch": batch,
+                       "torch": torch.__version__, "date": time.strftime("%Y-%m-%d")}, f, indent=1)
+        os.replace(tmp, record)
+        print(f"\nrecord: {record} ({label}, {tflops:.3g} TFLOP/s over the schedule)")
     print(f"\ncheck took {time.perf_counter() - t_start:.0f} s")
 
 

@@ -1,5 +1,6 @@
 """Command line: ``python -m raptor run [--profile P] [--chapter C ...] [-p NAME VALUE ...]``,
-``python -m raptor sweep --chapter C --profile P --executor local|slurm [...]``,
+``python -m raptor sweep --chapter C --profile P --executor local|slurm [...]``
+(``python -m raptor job KIND KEYFILE``: one of its jobs, or one ``torchrun`` rank of it),
 ``python -m raptor build``, ``python -m raptor compare EXPECTED ACTUAL`` and
 ``python -m raptor artifacts export|verify``."""
 
@@ -13,7 +14,7 @@ from raptor.artifacts import MANIFEST, ArtifactError, export, verify
 from raptor.book.chapters import MODULES, PROFILES
 from raptor.book.compare import compare
 from raptor.book.runner import RunnerError, build_book, parse_value, run
-from raptor.sweep import EXECUTORS, Options, sweep
+from raptor.sweep import EXECUTORS, Options, rank_job, sweep
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,8 +51,16 @@ def main(argv: list[str] | None = None) -> int:
                          help="SLURM: GPUs for each job")
     p_sweep.add_argument("--array-parallelism", type=int, default=Options.array_parallelism,
                          help="SLURM: jobs of one array running at once")
+    p_sweep.add_argument("--ranks", type=int, default=Options.ranks,
+                         help="processes (torchrun, DDP) per student job; default one per GPU "
+                         "(--gpus-per-node) or 1")
     p_sweep.add_argument("--dry-run", action="store_true",
                          help="check parameters and inputs, list the jobs and their cost, exit")
+    p_job = sub.add_parser("job", help="train one cache entry from its key (JSON) as a sweep's "
+                           "job does; under torchrun every rank distils the student")
+    p_job.add_argument("kind", choices=["teacher", "student"])
+    p_job.add_argument("keyfile", type=Path)
+    p_job.add_argument("--data-root")
     sub.add_parser("build", help="jupyter-book build book/ (no execution)")
     p_art = sub.add_parser("artifacts", help="fill or check the artifact tier (artifacts/)")
     p_art.add_argument("action", choices=["export", "verify"])
@@ -63,13 +72,15 @@ def main(argv: list[str] | None = None) -> int:
             build_book()
         elif args.command == "artifacts":
             return _artifacts(args)
+        elif args.command == "job":
+            print(rank_job(args.kind, args.keyfile, args.data_root))
         elif args.command == "compare":
             problems = compare(args.expected, args.actual)
             print("\n".join(problems) or f"{args.actual} matches {args.expected}")
             return 1 if problems else 0
         elif args.command == "sweep":
             opts = Options(args.executor, args.folder, args.partition, args.time,
-                           args.gpus_per_node, args.array_parallelism)
+                           args.gpus_per_node, args.array_parallelism, args.ranks)
             sweep(args.chapter, args.profile, {n: parse_value(v) for n, v in args.p}, opts,
                   dry_run=args.dry_run)
         else:

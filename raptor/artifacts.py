@@ -89,11 +89,17 @@ def export(names: Iterable[str], root: Path, *, source: Path | None = None) -> d
     """Copy the entries ``names`` (from the cache, else already in the tier) into the tier at
     ``root``, drop the tier's other files and rewrite its manifest."""
     source = source or cache_root()
-    entries = {}
-    for name in sorted(set(names)):
-        src = source / name if (source / name).is_file() else root / name
+    sources = {name: source / name if (source / name).is_file() else root / name
+               for name in sorted(set(names))}
+    for name, src in sources.items():
         if not src.is_file():
             raise ArtifactError(f"{name} is neither in the cache {source} nor in the tier {root}")
+    total = sum(src.stat().st_size for src in sources.values())
+    if total > MAX_BYTES:  # before anything is copied: a refused export leaves the tier as it was
+        raise ArtifactError(f"the tier would hold {total / 2**20:.1f} MiB, over "
+                            f"{MAX_BYTES / 2**20:.0f} MiB")
+    entries = {}
+    for name, src in sources.items():
         meta_config = json.loads(_metadata(src)["config"])
         _, record = load_tensors(src, meta_config)
         dst = root / name
@@ -105,10 +111,6 @@ def export(names: Iterable[str], root: Path, *, source: Path | None = None) -> d
                          "sha256": sha256(dst), "bytes": dst.stat().st_size,
                          "wall_s": built.get("wall_s", record.get("seconds")),
                          "machine": built.get("machine", "unknown"), "metrics": metrics(record)}
-    total = sum(e["bytes"] for e in entries.values())
-    if total > MAX_BYTES:
-        raise ArtifactError(f"the tier would hold {total / 2**20:.1f} MiB, over "
-                            f"{MAX_BYTES / 2**20:.0f} MiB")
     for stale in root.glob("*/*.safetensors"):
         if str(stale.relative_to(root)) not in entries:
             stale.unlink()

@@ -22,11 +22,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
 import torch
+import torch.distributed as dist
 
 from raptor.checkpoint import CheckpointError, digest, fingerprint, load_tensors, save_tensors
 
@@ -97,8 +98,12 @@ def get_or_build(kind: str, config: Mapping[str, Any], build: Builder
     metrics). ``work_path`` is where ``build`` may keep a resumable checkpoint; it is removed once
     the entry is stored. Processes asking for the same missing entry build it once: one holds its
     lock (:func:`entry_lock`), the others wait and then load it. Inside :func:`planning` a missing
-    entry is not built: the planner's stand-in is returned instead.
+    entry is not built: the planner's stand-in is returned instead. The ranks of a process group
+    (``torchrun``) build together: see :func:`_get_or_build_ranks`.
     """
+    if _planned is None and dist.is_available() and dist.is_initialized() and \
+            dist.get_world_size() > 1:
+        return _get_or_build_ranks(kind, config, build)
     found = load_entry(kind, config)
     if found is not None:
         return found
@@ -114,6 +119,32 @@ def get_or_build(kind: str, config: Mapping[str, Any], build: Builder
         # Removed only once the entry exists: whoever still waits on it finds the entry then.
         path.with_suffix(".lock").unlink(missing_ok=True)
         return built
+
+
+def _get_or_build_ranks(kind: str, config: Mapping[str, Any], build: Builder
+                        ) -> tuple[Tensors, dict[str, Any]]:
+    """:func:`get_or_build` on every rank: rank 0 alone looks, holding the lock while the entry is
+    missing, and tells the others; then every rank runs ``build`` (which must share its work
+    between them, as DDP distillation does), rank 0 stores the entry, and the others load it."""
+    rank, path = dist.get_rank(), entry_path(kind, config)
+    found = load_entry(kind, config) if rank == 0 else None
+    with entry_lock(path) if rank == 0 and found is None else nullcontext():
+        if rank == 0 and found is None and path.exists():
+            found = load_entry(kind, config)  # built by the process this one waited for
+        missing = [found is None]
+        dist.broadcast_object_list(missing, src=0)
+        if missing[0] and rank == 0:
+            found = _build(path, config, build)
+            path.with_suffix(".lock").unlink(missing_ok=True)
+        elif missing[0]:
+            build(path.with_suffix(".work.safetensors"))
+    if missing[0]:
+        dist.barrier()
+    found = found if rank == 0 else load_entry(kind, config)
+    if found is None:
+        raise CheckpointError(f"rank {rank} cannot load {entry_name(kind, config)}, which rank 0 "
+                              f"found or stored")
+    return found
 
 
 def _build(path: Path, config: Mapping[str, Any], build: Builder

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -51,6 +52,18 @@ def resolve_device(device: str) -> str:
     if kind == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device={device!r} but CUDA is not available here; use 'auto' or 'cpu'")
     return device
+
+
+@contextmanager
+def on_device(model: nn.Module, device: str | torch.device) -> Iterator[torch.device]:
+    """``model`` in eval mode on ``device`` (:func:`resolve_device`) for the ``with`` block, then
+    given back on the device it came on."""
+    on, home = torch.device(resolve_device(str(device))), next(model.parameters()).device
+    model.eval().to(on)
+    try:
+        yield on
+    finally:
+        model.to(home)
 
 
 def check_recipe(recipe: Optimisation) -> None:

@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from raptor.loop import on_device
 from raptor.trajectories import TokenGroups, embed, head_logits, run_layers
 
 Stat = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -116,34 +117,34 @@ def evaluate_student(student: nn.Module, teacher: nn.Module, batches: Iterable, 
 
     Returns per-layer, per-group ``r2`` and ``cosine`` (lists, layers 0..L), the authors'
     ``global_r2`` at the last layer, top-1 ``student_acc`` and ``teacher_acc`` through the
-    teacher's head, their top-1 ``agreement``, and the number of ``images``.
+    teacher's head, their top-1 ``agreement``, and the number of ``images``. Computed on
+    ``device`` (:func:`~raptor.loop.on_device`: the models are given back where they were).
     """
     if max_images is not None and max_images < 1:
         raise ValueError(f"max_images must be >= 1 or None, got {max_images}")
-    student.eval().to(device)
-    teacher.eval().to(device)
     groups = TokenGroups.from_model(teacher)
     r2, cos, final = LayerwiseMeans(groups, r2_vectors), LayerwiseMeans(groups, cosine_vectors), \
         GlobalR2()
     hits = {"student": 0, "teacher": 0, "agree": 0}
     seen = 0
-    for images, labels in batches:
-        if max_images is not None:
-            images, labels = images[: max_images - seen], labels[: max_images - seen]
-        images, labels = images.to(device), labels.to(device)
-        t_traj = run_layers(teacher, embed(teacher, images))
-        s_traj = run_layers(student, embed(student, images))
-        r2.update(s_traj, t_traj)
-        cos.update(s_traj, t_traj)
-        final.update(s_traj[:, -1], t_traj[:, -1])
-        s_pred = head_logits(student, s_traj[:, -1]).argmax(-1)
-        t_pred = head_logits(teacher, t_traj[:, -1]).argmax(-1)
-        hits["student"] += (s_pred == labels).sum().item()
-        hits["teacher"] += (t_pred == labels).sum().item()
-        hits["agree"] += (s_pred == t_pred).sum().item()
-        seen += len(labels)
-        if max_images is not None and seen >= max_images:
-            break
+    with on_device(student, device) as device, on_device(teacher, device):
+        for images, labels in batches:
+            if max_images is not None:
+                images, labels = images[: max_images - seen], labels[: max_images - seen]
+            images, labels = images.to(device), labels.to(device)
+            t_traj = run_layers(teacher, embed(teacher, images))
+            s_traj = run_layers(student, embed(student, images))
+            r2.update(s_traj, t_traj)
+            cos.update(s_traj, t_traj)
+            final.update(s_traj[:, -1], t_traj[:, -1])
+            s_pred = head_logits(student, s_traj[:, -1]).argmax(-1)
+            t_pred = head_logits(teacher, t_traj[:, -1]).argmax(-1)
+            hits["student"] += (s_pred == labels).sum().item()
+            hits["teacher"] += (t_pred == labels).sum().item()
+            hits["agree"] += (s_pred == t_pred).sum().item()
+            seen += len(labels)
+            if max_images is not None and seen >= max_images:
+                break
     if seen == 0:
         raise ValueError("batches yielded no images")
     return {"r2": {k: v.tolist() for k, v in r2.compute().items()},
@@ -156,13 +157,14 @@ def evaluate_student(student: nn.Module, teacher: nn.Module, batches: Iterable, 
 @torch.no_grad()
 def head_accuracy(model: nn.Module, batches: Iterable, *, device: str | torch.device = "cpu"
                   ) -> float:
-    """Top-1 accuracy of a ViT or a Raptor through the (teacher's) final norm and head."""
-    model.eval().to(device)
+    """Top-1 accuracy of a ViT or a Raptor through the (teacher's) final norm and head, computed
+    on ``device`` (:func:`~raptor.loop.on_device`)."""
     correct = total = 0
-    for images, labels in batches:
-        logits = head_logits(model, run_layers(model, embed(model, images.to(device)))[:, -1])
-        correct += (logits.argmax(-1).cpu() == labels).sum().item()
-        total += len(labels)
+    with on_device(model, device) as device:
+        for images, labels in batches:
+            logits = head_logits(model, run_layers(model, embed(model, images.to(device)))[:, -1])
+            correct += (logits.argmax(-1).cpu() == labels).sum().item()
+            total += len(labels)
     if total == 0:
         raise ValueError("batches yielded no images")
     return correct / total

@@ -15,6 +15,7 @@ Two solvers, both used in the project (paper App. A.1; Table 1's partitions):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
@@ -236,18 +237,28 @@ def hierarchical_maxcut(
     return HierarchicalResult(tuple(clusters), contiguous, partition, tuple(gains), total)
 
 
-def random_partitions(L: int, k: int, n: int, seed: int) -> list[Partition]:
-    """``n`` contiguous k-partitions of ``L`` layers, uniform over all ``C(L-1, k-1)`` of them.
+def random_partitions(L: int, k: int, n: int, seed: int, exclude: Sequence[Partition] = ()
+                      ) -> list[Partition]:
+    """``n`` distinct contiguous k-partitions of ``L`` layers, none of ``exclude``, uniform without
+    replacement over the ``C(L-1, k-1)`` of them; all that remain when fewer than ``n`` do.
 
-    Each draw picks ``k - 1`` distinct cut points among the ``L - 1`` gaps, with
-    ``numpy.random.default_rng(seed)``; the paper's baseline for max-cut (Fig. 3).
+    The paper's baseline for max-cut (Fig. 3) draws random partitions; drawing each at most once
+    and leaving out the max-cut itself is [ours]. Each draw picks ``k - 1`` distinct cut points
+    among the ``L - 1`` gaps with ``numpy.random.default_rng(seed)``; repeats are drawn again.
     """
     L = _check_int("L", L, 1)
     k = _check_int("k", k, 1, L)
     n = _check_int("n", n, 0)
+    seen = {validate_partition(p, L) for p in exclude}
+    if any(len(p) != k for p in seen):
+        raise ValueError(f"exclude must hold {k}-partitions of L = {L}, got {list(exclude)}")
+    n = min(n, math.comb(L - 1, k - 1) - len(seen))
     rng = np.random.default_rng(seed)
-    draws = []
-    for _ in range(n):
+    draws: list[Partition] = []
+    while len(draws) < n:
         cuts = np.sort(rng.choice(L - 1, size=k - 1, replace=False)) + 1
-        draws.append(tuple(pairwise([0, *cuts.tolist(), L])))
+        part = tuple(pairwise([0, *cuts.tolist(), L]))
+        if part not in seen:
+            seen.add(part)
+            draws.append(part)
     return draws

@@ -35,7 +35,7 @@ from torchvision import transforms
 from raptor import paper
 from raptor.checkpoint import CheckpointError, read_state_dict
 from raptor.data import dataset_info
-from raptor.loop import adamw, train
+from raptor.loop import adamw, on_device, train
 from raptor.trajectories import TokenGroups, trajectory, trajectory_model
 
 Features = tuple[Tensor, ...]
@@ -147,10 +147,11 @@ def classification_features(model: nn.Module, images: Tensor) -> Tensor:
 def probe_features(model: nn.Module, batches: Iterable, *, device: str | torch.device = "cpu"
                    ) -> tuple[Tensor, Tensor]:
     """:func:`classification_features` ``(N, 2D)`` of all ``(images, labels)`` batches, and the
-    labels, on the CPU (the inputs of :func:`linear_probe`)."""
-    model.eval().to(device)
-    feats, labels = zip(*((classification_features(model, images.to(device)).cpu(), y.cpu())
-                          for images, y in batches))
+    labels, on the CPU (the inputs of :func:`linear_probe`); computed on ``device``
+    (:func:`~raptor.loop.on_device`)."""
+    with on_device(model, device) as device:
+        feats, labels = zip(*((classification_features(model, images.to(device)).cpu(), y.cpu())
+                              for images, y in batches))
     return torch.cat(feats), torch.cat(labels)
 
 

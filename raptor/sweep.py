@@ -9,6 +9,8 @@ once its teacher is in the cache. :func:`sweep` therefore runs in rounds — pla
 jobs as one job array, wait — until nothing is missing; then the chapter executes from the cache.
 Each job rebuilds its entry from its key alone (:func:`train_job`), and the cache's per-entry lock
 makes two jobs racing for one key train it once, so a re-submitted sweep resumes where it stopped.
+A teacher job is one process; a student job with ``ranks`` > 1 runs ``torchrun`` on its node
+(:func:`torchrun_job`), whose ranks distil with DDP (:func:`rank_job`), rank 0 storing the entry.
 
 Cost estimates: training FLOPs ≈ 6 × params × tokens × batch × steps (a Raptor applies its blocks
 as often as its teacher has layers, so it costs its teacher's params); GPU-hours from the training
@@ -18,9 +20,14 @@ throughput that ``bench/gpu_check.py`` recorded in ``bench/gpu_check.json`` (``{
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import functools
 import json
 import math
+import shlex
+import subprocess
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,7 +62,9 @@ class Job:
 @dataclass(frozen=True)
 class Options:
     """Where and how jobs run: submitit's ``local``, ``slurm`` or in-process ``debug`` executor.
-    A job is one process (``--gpus-per-node`` GPUs for it); multi-rank jobs are not launched."""
+    A student job runs ``ranks`` processes under ``torchrun`` (default: one per GPU,
+    ``gpus_per_node``, or 1) and gets ``gpus_per_node`` GPUs on SLURM; a teacher job is one
+    process with at most one GPU."""
 
     executor: str = "local"
     folder: Path = Path("runs/sweeps")
@@ -63,16 +72,23 @@ class Options:
     time_min: int = 24 * 60
     gpus_per_node: int = 0
     array_parallelism: int = 64
+    ranks: int | None = None
 
     def __post_init__(self) -> None:
         if self.executor not in EXECUTORS:
             raise RunnerError(f"--executor must be one of {', '.join(EXECUTORS)}, got "
                               f"{self.executor!r}")
-        for name, low in (("time_min", 1), ("gpus_per_node", 0), ("array_parallelism", 1)):
+        if self.ranks is None:
+            object.__setattr__(self, "ranks", max(1, self.gpus_per_node))
+        for name, low in (("time_min", 1), ("gpus_per_node", 0), ("array_parallelism", 1),
+                          ("ranks", 1)):
             value = getattr(self, name)
             if not isinstance(value, int) or value < low:
                 flag = "--time" if name == "time_min" else "--" + name.replace("_", "-")
                 raise RunnerError(f"{flag} must be an integer >= {low}, got {value!r}")
+        if self.gpus_per_node and self.ranks > self.gpus_per_node:
+            raise RunnerError(f"--ranks must be at most --gpus-per-node ({self.gpus_per_node}): "
+                              f"one rank a GPU, got {self.ranks}")
 
 
 # --- the cache key of a job -> its configuration -----------------------------------------------
@@ -127,6 +143,43 @@ def train_job(kind: str, key: Mapping[str, Any], data_root: str | None) -> str:
         student_of(teacher, dict(key), _distill_of(key, teacher), img_size=cfg.img_size,
                    data_root=data_root, progress=False)
     return entry_name(kind, key)
+
+
+def rank_job(kind: str, keyfile: Path, data_root: str | None) -> str:
+    """:func:`train_job` for the key in ``keyfile`` (JSON), alone or as one process of
+    ``torchrun``: then it joins the process group, every rank distils the student (DDP) and rank 0
+    stores it."""
+    from raptor.cache import load_entry
+    from raptor.distributed import init_distributed
+
+    key = json.loads(Path(keyfile).read_text())
+    _, world = init_distributed(key["distill"]["device"] if kind == "student"
+                                else key.get("device", "cpu"))
+    try:
+        if world > 1 and (kind != "student" or key["teacher"]["train"] is not None
+                          and load_entry("teacher", key["teacher"]) is None):
+            raise ValueError("only a student whose teacher is cached trains on several ranks")
+        return train_job(kind, key, data_root)
+    finally:
+        if torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+
+
+def torchrun_job(kind: str, keyfile: str, data_root: str | None, *, ranks: int) -> str:
+    """A job of ``ranks`` processes: ``torchrun`` on this node runs ``python -m raptor job KIND
+    KEYFILE`` (:func:`rank_job`) in each; their output goes to the job's log, and its last lines
+    into the error if they fail."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+           f"--nproc_per_node={ranks}", "-m", "raptor", "job", kind, keyfile,
+           *(["--data-root", str(data_root)] if data_root else [])]
+    tail: collections.deque[str] = collections.deque(maxlen=100)
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as run:
+        for line in run.stdout or ():
+            print(line, end="", flush=True)
+            tail.append(line)
+    if run.returncode:
+        raise RuntimeError(f"{shlex.join(cmd)} exited with {run.returncode}:\n{''.join(tail)}")
+    return entry_name(kind, json.loads(Path(keyfile).read_text()))
 
 
 # --- planning ------------------------------------------------------------------------------------
@@ -290,14 +343,28 @@ def _on_cuda(job: Job) -> bool:
     return device.startswith("cuda")
 
 
-def _executor(opts: Options) -> Any:
+def _keyfile(opts: Options, job: Job) -> str:
+    """The job's key as JSON in ``<folder>/keys/``, for its ranks to read."""
+    path = (opts.folder / "keys" / entry_name(job.kind, job.key)).with_suffix(".json").resolve()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(job.key))
+    return str(path)
+
+
+def _uneven(jobs: Sequence[Job], ranks: int) -> str | None:
+    """Why ``ranks`` cannot train these students (each rank takes an equal slice of a batch)."""
+    bad = [j.label for j in jobs if j.kind == "student" and j.key["distill"]["batch_size"] % ranks]
+    return f"--ranks {ranks} must divide the batch size of: {'; '.join(bad)}" if bad else None
+
+
+def _executor(opts: Options, gpus: int) -> Any:
     import submitit
 
     executor = submitit.AutoExecutor(folder=str(opts.folder / "%j"), cluster=opts.executor)
     executor.update_parameters(timeout_min=opts.time_min, name="raptor-sweep")
     if opts.executor == "slurm":
         executor.update_parameters(
-            nodes=1, tasks_per_node=1, gpus_per_node=opts.gpus_per_node,
+            nodes=1, tasks_per_node=1, gpus_per_node=gpus,
             slurm_array_parallelism=opts.array_parallelism,
             **({"slurm_partition": opts.partition} if opts.partition else {}))
     return executor
@@ -316,6 +383,8 @@ def sweep(name: str, profile: str, overrides: Mapping[str, Any] | None = None,
         out(f"dry run of chapter {name} at profile {profile}: parameters checked")
         out("\n".join(["inputs missing:", *problems]) if problems else "inputs: all found")
         out(describe(jobs, gpu_throughput()) if jobs else "nothing to train: all cached")
+        if _uneven(jobs, opts.ranks):
+            out(_uneven(jobs, opts.ranks))
         if stopped:
             out(f"(planning on stand-in images stopped at {stopped}; later rounds may add jobs)")
         return 0
@@ -334,14 +403,26 @@ def sweep(name: str, profile: str, overrides: Mapping[str, Any] | None = None,
         if opts.executor == "slurm" and not opts.gpus_per_node and any(map(_on_cuda, ready)):
             raise RunnerError("these trainings are keyed to CUDA (device=auto found a GPU where "
                               "the sweep plans): give --gpus-per-node")
+        if _uneven(ready, opts.ranks):
+            raise RunnerError(_uneven(ready, opts.ranks))
         out(f"round {round_}: {len(ready)} of {len(jobs)} missing trainings ready\n"
             + describe(ready, gpu_throughput()))
-        executor = _executor(opts)
-        running = executor.map_array(train_job, [j.kind for j in ready],
-                                     [j.key for j in ready],
-                                     [data_root] * len(ready))
+        running = []
+        for kind in ("teacher", "student"):  # one array each: a teacher is one process, one GPU
+            group = [j for j in ready if j.kind == kind]
+            ranks = opts.ranks if kind == "student" else 1
+            if not group:
+                continue
+            executor = _executor(opts, opts.gpus_per_node if kind == "student"
+                                 else min(opts.gpus_per_node, 1))
+            handles = executor.map_array(
+                train_job if ranks == 1 else functools.partial(torchrun_job, ranks=ranks),
+                [kind] * len(group),
+                [j.key if ranks == 1 else _keyfile(opts, j) for j in group],
+                [data_root] * len(group))
+            running += zip(group, handles)
         submitted += len(running)
-        for job, handle in zip(ready, running):
+        for job, handle in running:
             try:
                 handle.result()
             except Exception as err:

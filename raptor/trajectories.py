@@ -21,7 +21,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 from tqdm import tqdm
 
-from raptor.loop import resolve_device
+from raptor.loop import on_device
 
 GROUP_NAMES = ("cls", "registers", "patches")
 
@@ -148,14 +148,11 @@ def iter_trajectories(model: nn.Module, batches: Iterable, *, device: str = "aut
     """
     if max_images is not None and max_images < 1:
         raise ValueError(f"max_images must be >= 1 or None, got {max_images}")
-    device = resolve_device(str(device))
-    home = next(model.parameters()).device
-    model.eval().to(device)
     seen = 0
     total = max_images if max_images is not None else (
         len(batches.dataset) if isinstance(batches, DataLoader) else None)
-    bar = tqdm(total=total, desc="trajectories", unit="img", disable=not progress)
-    try:
+    with on_device(model, device) as device, tqdm(total=total, desc="trajectories", unit="img",
+                                                  disable=not progress) as bar:
         for images, labels in batches:
             if max_images is not None:
                 images, labels = images[: max_images - seen], labels[: max_images - seen]
@@ -165,9 +162,6 @@ def iter_trajectories(model: nn.Module, batches: Iterable, *, device: str = "aut
             yield traj, labels
             if max_images is not None and seen >= max_images:
                 break
-    finally:
-        bar.close()
-        model.to(home)
 
 
 def collect_trajectories(model: nn.Module, batches: Iterable, **kwargs) -> tuple[torch.Tensor,

@@ -130,19 +130,21 @@ def fake_cifar100() -> Callable[..., Path]:
 
 @pytest.fixture(scope="session")
 def fake_ade() -> Callable[..., Path]:
-    """``fake_ade(root, labels, seed=0)``: ``root/ADEChallengeData2016`` with, for each
-    ``labels[split][stem]`` (a label map: 0 = other, 1..150), a noise JPEG and the uint8 PNG.
-    Returns the ``ADEChallengeData2016`` folder."""
+    """``fake_ade(root, labels, seed=0, image=None)``: ``root/ADEChallengeData2016`` with, for
+    each ``labels[split][stem]`` (a label map: 0 = other, 1..150), a JPEG and the uint8 PNG;
+    ``image(rng, label)`` draws the JPEG's pixels (default: uniform noise). Returns the
+    ``ADEChallengeData2016`` folder."""
 
-    def make(root: Path, labels: dict[str, dict[str, np.ndarray]], seed: int = 0) -> Path:
+    def make(root: Path, labels: dict[str, dict[str, np.ndarray]], seed: int = 0,
+             image: Callable[..., np.ndarray] | None = None) -> Path:
         base = root / "ADEChallengeData2016"
         rng = np.random.default_rng(seed)
         for split, maps in labels.items():
             for kind in ("images", "annotations"):
                 (base / kind / split).mkdir(parents=True, exist_ok=True)
             for stem, label in maps.items():
-                Image.fromarray(_noise(rng, label.shape)).save(base / "images" / split /
-                                                               f"{stem}.jpg")
+                pixels = image(rng, label) if image else _noise(rng, label.shape)
+                Image.fromarray(pixels).save(base / "images" / split / f"{stem}.jpg")
                 Image.fromarray(label.astype(np.uint8)).save(base / "annotations" / split /
                                                              f"{stem}.png")
         return base
@@ -152,13 +154,14 @@ def fake_ade() -> Callable[..., Path]:
 
 @pytest.fixture(scope="session")
 def fake_nyu() -> Callable[..., Path]:
-    """``fake_nyu(root, depths_mm, leading_slash=True, seed=1)``: ``root/nyu_depth_v2`` in BTS's
-    layout: split files, ``sync/`` (train) and ``official_splits/test/`` with ``rgb_<k>.jpg``
-    and 16-bit ``sync_depth_<k>.png`` (mm) for each ``depths_mm[split][k]``. Train lines start
-    with '/', as in BTS. Returns the ``nyu_depth_v2`` folder."""
+    """``fake_nyu(root, depths_mm, leading_slash=True, seed=1, image=None)``:
+    ``root/nyu_depth_v2`` in BTS's layout: split files, ``sync/`` (train) and
+    ``official_splits/test/`` with ``rgb_<k>.jpg`` and 16-bit ``sync_depth_<k>.png`` (mm) for
+    each ``depths_mm[split][k]``; ``image(rng, depth)`` draws the JPEG's pixels (default:
+    uniform noise). Train lines start with '/', as in BTS. Returns the ``nyu_depth_v2`` folder."""
 
     def make(root: Path, depths_mm: dict[str, list[np.ndarray]], leading_slash: bool = True,
-             seed: int = 1) -> Path:
+             seed: int = 1, image: Callable[..., np.ndarray] | None = None) -> Path:
         base = root / "nyu_depth_v2"
         rng = np.random.default_rng(seed)
         for split, folder in (("train", "sync"), ("test", "official_splits/test")):
@@ -166,7 +169,8 @@ def fake_nyu() -> Callable[..., Path]:
             for k, depth in enumerate(depths_mm.get(split, [])):
                 scene = base / folder / f"scene_{k % 2}"
                 scene.mkdir(parents=True, exist_ok=True)
-                Image.fromarray(_noise(rng, depth.shape)).save(scene / f"rgb_{k:05d}.jpg")
+                pixels = image(rng, depth) if image else _noise(rng, depth.shape)
+                Image.fromarray(pixels).save(scene / f"rgb_{k:05d}.jpg")
                 Image.fromarray(depth.astype(np.uint16)).save(scene / f"sync_depth_{k:05d}.png")
                 slash = "/" if leading_slash and split == "train" else ""
                 lines.append(f"{slash}{scene.name}/rgb_{k:05d}.jpg "

@@ -96,6 +96,7 @@ def test_export_enforces_the_size_limit(tmp_path, monkeypatch):
     get_or_build("teacher", {"a": 1}, _build(1.0))
     with pytest.raises(ArtifactError, match="MiB"):
         export([entry_name("teacher", {"a": 1})], tmp_path / "artifacts")
+    assert not (tmp_path / "artifacts").exists()  # refused before anything was copied
 
 
 def _cheapest_tier_teacher():

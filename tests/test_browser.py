@@ -295,16 +295,6 @@ def test_planted_faults_are_caught(tmp_path: Path, driver, serve, plant: str, ex
 
 # --- without a browser ---------------------------------------------------------------------------
 
-def test_install_cells_use_the_configured_repository() -> None:
-    url = yaml.safe_load((BOOK / "_config.yml").read_text())["repository"]["url"]
-    assert url.startswith("https://") and "<" not in url
-    for nb in sorted((BOOK / "chapters").glob("*.ipynb")):
-        cells = json.loads(nb.read_text())["cells"]
-        first = next(c for c in cells if c["cell_type"] == "code")
-        assert f"git+{url}" in "".join(first["source"]), nb.name
-        assert "hide-cell" in first["metadata"].get("tags", []), nb.name
-
-
 def test_the_book_refers_to_no_file_outside_the_repository() -> None:
     for f in BOOK.rglob("*"):
         if f.suffix in (".md", ".ipynb", ".yml", ".bib") and "_build" not in f.parts:

@@ -232,3 +232,51 @@ def test_a_killed_builder_leaves_no_stale_lock(tmp_path: Path) -> None:
     out = second.communicate(timeout=120)[0].strip()
     assert second.returncode == 0
     assert out == digest(load_entry("toy", {"model": "race"})[0])
+
+
+RANKS = """
+import datetime, sys
+from pathlib import Path
+import torch, torch.distributed as dist
+import raptor.cache
+from raptor.checkpoint import digest
+folder = Path(sys.argv[1])
+dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=30))  # a deadlock fails
+rank, save = dist.get_rank(), raptor.cache.save_tensors
+def note(name, text):
+    with open(folder / name, "a") as f:
+        f.write(f"{text}\\n")
+def counted_save(*args, **kwargs):
+    note("stored", rank)
+    return save(*args, **kwargs)
+raptor.cache.save_tensors = counted_save
+def build(work):
+    note("built", rank)
+    total = torch.tensor([rank + 1.0])
+    dist.all_reduce(total)  # returns only once every rank builds
+    return {"w": torch.arange(4.0) * total}, {"total": total.item()}
+for _ in range(2):  # built, then found
+    tensors, _ = raptor.cache.get_or_build("toy", {"model": "ranks"}, build)
+    note(f"got{rank}", digest(tensors))
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.slow
+def test_the_ranks_of_a_process_group_build_an_entry_together(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    (tmp_path / "ranks.py").write_text(RANKS)
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                           "--nproc_per_node=2", str(tmp_path / "ranks.py"), str(tmp_path)],
+                          check=False, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert sorted((tmp_path / "built").read_text().split()) == ["0", "1"]
+    assert (tmp_path / "stored").read_text().split() == ["0"]
+    got = [(tmp_path / f"got{rank}").read_text().split() for rank in (0, 1)]
+    tensors, record = load_entry("toy", {"model": "ranks"})
+    assert got[0] == got[1] == [digest(tensors)] * 2
+    assert record["total"] == 3 and torch.equal(tensors["w"], torch.arange(4.0) * 3)
+    path = entry_path("toy", {"model": "ranks"})
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no lock, no work file

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
-import pytest
-
 from raptor.book.chapters import phase_search as chapter
 from raptor.book.claims import FAILS, HOLDS, INCONCLUSIVE
-from raptor.book.spec import SpecError
 from raptor.structure import PhaseExcess, Rank
 
 CUT = ((0, 4), (4, 8), (8, 12))
@@ -48,16 +45,6 @@ def test_an_interval_on_the_threshold_is_inconclusive() -> None:
     r = result({f: chapter.EXCESS_MIN.value for f in chapter.Spec().by_cost()})
     assert set(chapter.summary(r).query("steps != 'untrained'").verdict) == {INCONCLUSIVE}
     assert chapter.cheapest_family(r, 3) is None
-
-
-@pytest.mark.parametrize("changes, match", [
-    ({"families": ((12, 400),)},
-     r"parameter 'L' must be with steps one of families \[\[12, 400\]\]"),
-    ({"families": ((2, 400), (8, 400))}, "parameter 'families'"),
-    ({"k_values": (8,)}, "parameter 'k_values'"), ({"n_boot": 2}, "parameter 'n_boot'")])
-def test_bad_parameters(changes: dict, match: str) -> None:
-    with pytest.raises(SpecError, match=match):
-        dataclasses.replace(chapter.Spec(), **changes)
 
 
 def test_smoke_result(smoke_result) -> None:

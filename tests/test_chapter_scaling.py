@@ -1,4 +1,5 @@
-"""The scaling chapter: its claims on known inputs, Tables 1–2, its spec, profiles and notebook."""
+"""The scaling chapter: its claims on known inputs, Tables 1–2, a smoke run with pipeline
+results."""
 
 import dataclasses
 import json
@@ -15,19 +16,7 @@ from raptor import paper
 from raptor.book.chapters import scaling as chapter
 from raptor.book.claims import FAILS, HOLDS, INCONCLUSIVE, UNTESTABLE, Claim
 from raptor.book.result import load, save
-from raptor.book.spec import SpecError, from_parameters
 
-NOTEBOOK = Path(__file__).parents[1] / "book" / chapter.NOTEBOOK
-
-# The profiles as the old raptor/profiles.py set them for this chapter.
-OLD_SMOKE = {"L": 4, "D": 32, "heads": 2, "steps": 30, "batch_size": 64, "train_limit": 1024,
-             "stage1_steps": 6, "stage2_steps": 6, "distill_warmup": 2, "distill_limit": 256,
-             "n_images": 64, "k_values": [2, 3, 4], "probe_images": 128}
-OLD_PAPER = {"dataset": "cifar100", "L": 12, "D": 768, "heads": 12, "patch_size": 14,
-             "img_size": 224, "registers": 0, "steps": 8_000, "batch_size": 256, "lr": 5e-4,
-             "train_limit": None, "stage1_steps": 20_000, "stage2_steps": 20_000,
-             "distill_lr": 3e-4, "distill_warmup": 1_000, "distill_limit": None,
-             "n_images": 10_000, "probe_images": 50_000}
 # The paper's Table 2 (the ladder), as fractions.
 PAPER_RUNGS = [v / 100 for v in paper.TABLE2.values()]
 
@@ -118,25 +107,12 @@ def test_claims_of_the_committed_cpu_run() -> None:
     assert (c13.verdict, c14.verdict) == (INCONCLUSIVE, FAILS)
 
 
-# --- spec, profiles, notebook ----------------------------------------------------------------
-
-@pytest.mark.parametrize("name, value", [
-    ("p", 1.0), ("k_values", []), ("k_values", [2, 9]), ("ladder_k", 5), ("n_images", 0),
-    ("probe_images", 0), ("pipeline_results", "results.json")])
-def test_spec_errors_name_the_parameter(name: str, value: object) -> None:
-    with pytest.raises(SpecError, match=repr(name)):
-        from_parameters(chapter.Spec, {name: value})
-
+# --- pipeline results -----------------------------------------------------------------------
 
 def test_missing_pipeline_results_fail_before_any_work(tmp_path: Path) -> None:
     spec = dataclasses.replace(chapter.SMOKE, pipeline_results=(str(tmp_path / "none.json"),))
     with pytest.raises(FileNotFoundError, match="none.json"):
         chapter.compute(spec)
-
-
-def test_profiles_are_the_old_ones() -> None:
-    assert chapter.SMOKE == from_parameters(chapter.Spec, OLD_SMOKE)
-    assert chapter.PAPER == from_parameters(chapter.Spec, OLD_PAPER)
 
 
 # --- the chapter at smoke --------------------------------------------------------------------

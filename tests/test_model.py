@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -12,18 +14,19 @@ from timm.models.vision_transformer import Block
 
 from raptor.model import (DEPTH_HIDDEN, Raptor, RaptorBlock, count_parameters, flops_per_image,
                           make_block, partition_from_repeats, repeats_from_partition)
-from raptor.teachers import TeacherConfig, ViTTeacher, build_teacher
+from raptor.teachers import ViTTeacher
 from raptor.train import DistillConfig
 from raptor.trajectories import TokenGroups, TrajectoryModel, head_logits, trajectory
 
 
 
-TINY = dict(depth=4, embed_dim=32, num_heads=4, patch_size=4, img_size=16, in_chans=1,
-            num_classes=10)
+Teacher = Callable[..., torch.nn.Module]
 
 
-def teacher(**kw: object) -> torch.nn.Module:
-    return build_teacher(TeacherConfig(**{**TINY, **kw}), seed=0).eval()
+@pytest.fixture(scope="session")
+def teacher(tiny_teacher: Teacher) -> Teacher:
+    """conftest's tiny teacher (4 blocks of width 32, 16 px, 10 classes), no registers."""
+    return functools.partial(tiny_teacher, reg_tokens=0)
 
 
 def images(n: int = 3) -> torch.Tensor:
@@ -37,7 +40,7 @@ def identity_scaling(raptor: Raptor) -> None:
 
 
 @pytest.mark.parametrize("kw", [{}, {"reg_tokens": 2, "layerscale": 0.1}])
-def test_exact_copy_reproduces_teacher_trajectory(kw: dict) -> None:
+def test_exact_copy_reproduces_teacher_trajectory(kw: dict, teacher: Teacher) -> None:
     t = teacher(**kw)
     x = images()
     ref = trajectory(t, x)
@@ -67,7 +70,7 @@ def test_from_timm_block_copies_weights_and_matches_block() -> None:
         RaptorBlock.from_timm(torch.nn.Linear(3, 3))
 
 
-def test_depth_scaling_formula_against_submodules() -> None:
+def test_depth_scaling_formula_against_submodules(teacher: Teacher) -> None:
     torch.manual_seed(0)
     rb = make_block(teacher(layerscale=0.3).blocks[0], init="teacher")
     d = rb.dim
@@ -81,7 +84,7 @@ def test_depth_scaling_formula_against_submodules() -> None:
     torch.testing.assert_close(rb(x, 2), c * x2)
 
 
-def test_depth_scaling_init_and_per_sample_depths() -> None:
+def test_depth_scaling_init_and_per_sample_depths(teacher: Teacher) -> None:
     torch.manual_seed(0)
     rb = make_block(teacher().blocks[0], init="random")
     w = rb.scale.fc2.weight
@@ -95,7 +98,7 @@ def test_depth_scaling_init_and_per_sample_depths() -> None:
     assert not torch.allclose(rb(x, 1), rb(x, 4), rtol=0, atol=0)
 
 
-def test_forward_from_mid_segment_matches_full_forward() -> None:
+def test_forward_from_mid_segment_matches_full_forward(teacher: Teacher) -> None:
     torch.manual_seed(0)
     r = Raptor(teacher(), (3, 1), init="random")
     x0 = r.embed(images())
@@ -109,7 +112,7 @@ def test_forward_from_mid_segment_matches_full_forward() -> None:
         r.forward_from(x0, 3, 2)
 
 
-def test_blocks_are_weight_tied_over_their_segment() -> None:
+def test_blocks_are_weight_tied_over_their_segment(teacher: Teacher) -> None:
     torch.manual_seed(0)
     r = Raptor(teacher(), (3, 1), init="random", depth_scaling=False)
     x0 = r.embed(images())
@@ -117,7 +120,7 @@ def test_blocks_are_weight_tied_over_their_segment() -> None:
     torch.testing.assert_close(r(x0)[:, -1], manual)
 
 
-def test_partition_api_and_errors() -> None:
+def test_partition_api_and_errors(teacher: Teacher) -> None:
     t = teacher()
     r = Raptor(t, repeats_from_partition(((0, 3), (3, 4)), 4), depth_scaling=False)
     assert r.repeats == (3, 1) and r.partition == ((0, 3), (3, 4)) and r.depth == 4
@@ -142,7 +145,7 @@ def test_partition_round_trip(repeats: list[int]) -> None:
     assert repeats_from_partition(part, sum(repeats)) == tuple(repeats)
 
 
-def test_teacher_is_frozen_shared_and_kept_in_eval() -> None:
+def test_teacher_is_frozen_shared_and_kept_in_eval(teacher: Teacher) -> None:
     t = teacher()
     r = Raptor(t, (2, 2))
     r.train()
@@ -158,7 +161,7 @@ def test_teacher_is_frozen_shared_and_kept_in_eval() -> None:
     assert all(p.grad is None for p in t.parameters())
 
 
-def test_one_init_default_and_the_trajectory_protocol() -> None:
+def test_one_init_default_and_the_trajectory_protocol(teacher: Teacher) -> None:
     """``init="random"`` (the book's) is the default of the model and of DistillConfig; a Raptor
     and an adapted timm teacher are TrajectoryModels with the teacher's norm and head."""
     for fn in (Raptor, make_block):
@@ -175,7 +178,7 @@ def test_one_init_default_and_the_trajectory_protocol() -> None:
         Raptor(torch.nn.Linear(2, 2), (1,))  # type: ignore[arg-type]
 
 
-def test_random_init_is_seeded_and_differs_from_teacher() -> None:
+def test_random_init_is_seeded_and_differs_from_teacher(teacher: Teacher) -> None:
     t = teacher(layerscale=0.2)
     with torch.no_grad():  # as if trained: random init must reset these
         t.blocks[0].ls1.gamma.fill_(0.7)
@@ -193,7 +196,7 @@ def test_random_init_is_seeded_and_differs_from_teacher() -> None:
     assert torch.equal(a.blocks[0].attn.qkv.bias, torch.zeros(96))
 
 
-def test_parameter_count_is_k_over_l_of_teacher_blocks() -> None:
+def test_parameter_count_is_k_over_l_of_teacher_blocks(teacher: Teacher) -> None:
     t = teacher(reg_tokens=1)
     tc = count_parameters(t)
     off = count_parameters(Raptor(t, (3, 1), depth_scaling=False))
@@ -205,7 +208,7 @@ def test_parameter_count_is_k_over_l_of_teacher_blocks() -> None:
     assert on["blocks"] - off["blocks"] == 2 * (DEPTH_HIDDEN * 2 + DEPTH_HIDDEN * 3 * d + 3 * d)
 
 
-def test_flops_match_teacher_without_depth_scaling_and_closed_form() -> None:
+def test_flops_match_teacher_without_depth_scaling_and_closed_form(teacher: Teacher) -> None:
     t = teacher(reg_tokens=2)
     tokens, d, hidden, depth = 1 + 2 + 16, 32, 128, 4
     per_block = 2 * tokens * (3 * d * d + d * d + 2 * d * hidden) + 4 * tokens * tokens * d
@@ -216,7 +219,7 @@ def test_flops_match_teacher_without_depth_scaling_and_closed_form() -> None:
     assert TokenGroups.from_model(t).num_tokens == tokens
 
 
-def test_swiglu_variants_and_option_errors() -> None:
+def test_swiglu_variants_and_option_errors(teacher: Teacher) -> None:
     t = teacher()
     mlp_params = sum(p.numel() for p in t.blocks[0].mlp.parameters())
     matched = make_block(t.blocks[0], mlp="swiglu", init="random")
@@ -272,7 +275,7 @@ def grads(params: list[torch.Tensor], out: torch.Tensor, weight: torch.Tensor
        tokens=st.integers(1, 6))
 def test_folded_depth_scaling_equals_unfused_forward_and_backward(
         repeats: list[int], data: st.DataObject, heads: int, mlp: str, layerscale: float | None,
-        batch: int, tokens: int) -> None:
+        batch: int, tokens: int, teacher: Teacher) -> None:
     depth = sum(repeats)
     start = data.draw(st.integers(0, depth - 1), label="start")
     stop = data.draw(st.integers(start + 1, depth), label="stop")
@@ -292,7 +295,7 @@ def test_folded_depth_scaling_equals_unfused_forward_and_backward(
 
 
 @pytest.mark.parametrize("z", [torch.tensor(3.0), 2, torch.tensor([1, 4, 2])])
-def test_block_call_scalar_and_per_sample_depths_equal_unfused(z: object) -> None:
+def test_block_call_scalar_and_per_sample_depths_equal_unfused(z: object, teacher: Teacher) -> None:
     torch.manual_seed(0)
     r = scrambled(Raptor(teacher(layerscale=0.2), (4,)))
     block = r.blocks[0]
@@ -307,7 +310,7 @@ def test_block_call_scalar_and_per_sample_depths_equal_unfused(z: object) -> Non
 
 
 def test_folding_is_checked_and_a_planted_fold_error_is_caught(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, teacher: Teacher) -> None:
     """The state_dict layout is the stored students' one; a fold that drops the LayerScale
     (planted) and a module that cannot be folded are caught."""
     t = teacher(layerscale=0.2)

@@ -302,23 +302,33 @@ def test_hierarchical_bad_sizes():
 # ---------------------------------------------------------------- random partitions
 
 
-def test_random_partitions_valid_and_deterministic():
+def test_random_partitions_valid_distinct_and_deterministic():
     draws = random_partitions(12, 4, 50, seed=7)
-    assert len(draws) == 50
+    assert len(draws) == len(set(draws)) == 50
     for p in draws:
         assert validate_partition(p, 12) == p and len(p) == 4
     assert random_partitions(12, 4, 50, seed=7) == draws
     assert random_partitions(12, 4, 50, seed=8) != draws
-    assert random_partitions(5, 1, 3, seed=0) == [((0, 5),)] * 3
-    assert random_partitions(3, 3, 2, seed=0) == [((0, 1), (1, 2), (2, 3))] * 2
+    assert random_partitions(5, 1, 3, seed=0) == [((0, 5),)]
+    assert random_partitions(3, 3, 2, seed=0) == [((0, 1), (1, 2), (2, 3))]
     assert random_partitions(5, 2, 0, seed=0) == []
 
 
-@pytest.mark.parametrize(("L", "k"), [(7, 3), (6, 4), (9, 2)])
-def test_random_partitions_uniform(L, k):
+def test_random_partitions_leave_out_exclude_and_give_all_when_fewer_remain():
+    maxcut = ((0, 3), (3, 8))
+    others = random_partitions(8, 2, 10, seed=0, exclude=[maxcut])
+    assert sorted(others) == sorted(set(all_partitions(8, 2)) - {maxcut})  # 6 of C(7, 1) = 7
+    assert maxcut not in random_partitions(8, 3, 20, seed=1, exclude=[((0, 1), (1, 2), (2, 8))])
+    with pytest.raises(ValueError, match="exclude must hold 2-partitions"):
+        random_partitions(8, 2, 3, seed=0, exclude=[((0, 1), (1, 2), (2, 8))])
+
+
+@pytest.mark.parametrize(("L", "k", "n"), [(7, 3, 1), (6, 4, 3), (9, 2, 4)])
+def test_random_partitions_uniform(L, k, n):
+    """Each partition is drawn equally often over seeds (uniform without replacement)."""
     support = all_partitions(L, k)
-    n = 400 * len(support)
-    counts = Counter(random_partitions(L, k, n, seed=12345))
+    seeds = 300 * len(support) // n
+    counts = Counter(p for seed in range(seeds) for p in random_partitions(L, k, n, seed=seed))
     assert set(counts) == set(support)
     assert chisquare([counts[p] for p in support]).pvalue > 1e-3
 

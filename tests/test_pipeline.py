@@ -13,6 +13,7 @@ import os
 import shutil
 import socket
 import typing
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +22,8 @@ import pytest
 import timm
 import torch
 import torch.multiprocessing as mp
-from PIL import Image
 from safetensors.torch import save_file
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Dataset
 
 import raptor.pipeline as pipeline
 import raptor.train
@@ -44,53 +44,10 @@ FAST = ["--partition", "3,1", "--stage1-steps", "3", "--stage2-steps", "2", "--b
         "--probe-cache-features", "--workers", "0", "--loader-threads", "2", "--quiet"]
 
 
-class Interrupted(Exception):
-    pass
-
-
 @pytest.fixture(autouse=True)
 def _isolated(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("RAPTOR_DATA", raising=False)
     monkeypatch.delenv("WORLD_SIZE", raising=False)
-
-
-def save_image(path: Path, rng: np.random.Generator, shape: tuple[int, int]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    Image.fromarray(rng.integers(0, 256, (*shape, 3), dtype=np.uint8)).save(path)
-
-
-def make_imagenet(root: Path) -> Path:
-    """ImageFolder train/ and val/ with 2 classes (4 + 2 images each)."""
-    rng = np.random.default_rng(0)
-    for split, n in (("train", 4), ("val", 2)):
-        for c in ("n01", "n02"):
-            for i in range(n):
-                save_image(root / split / c / f"{i}.png", rng, (32, 32))
-    return root
-
-
-def make_ade(root: Path) -> Path:
-    rng = np.random.default_rng(1)
-    for split in ("training", "validation"):
-        for i in range(2):
-            save_image(root / "images" / split / f"{i}.jpg", rng, (30, 30))
-            (root / "annotations" / split).mkdir(parents=True, exist_ok=True)
-            Image.fromarray(rng.integers(0, 4, (30, 30), dtype=np.uint8)).save(
-                root / "annotations" / split / f"{i}.png")
-    return root
-
-
-def make_nyu(root: Path) -> Path:
-    rng = np.random.default_rng(2)
-    for split, folder in (("train", "sync"), ("test", "official_splits/test")):
-        lines = []
-        for i in range(2):
-            save_image(root / folder / "s" / f"rgb_{i}.jpg", rng, (20, 24))
-            Image.fromarray(rng.integers(500, 5000, (20, 24)).astype(np.uint16)).save(
-                root / folder / "s" / f"sync_depth_{i}.png")
-            lines.append(f"s/rgb_{i}.jpg s/sync_depth_{i}.png 518.8579")
-        (root / f"nyudepthv2_{split}_files_with_gt.txt").write_text("\n".join(lines))
-    return root
 
 
 def save_weights(path: Path, seed: int = 0, **kwargs: Any) -> Path:
@@ -107,10 +64,20 @@ def args(data: dict[str, Path], out: Path, *extra: str, kwargs: dict | None = No
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def data(tmp_path_factory: pytest.TempPathFactory, fake_imagenet: Callable[..., Path],
+         fake_ade: Callable[..., Path], fake_nyu: Callable[..., Path]) -> dict[str, Path]:
+    """ImageNet with 2 classes of 4 train and 2 val images; ADE20k and NYUv2 with 2 images a
+    split (4 classes, depths of 0.5–5 m); the teacher's weights."""
     root = tmp_path_factory.mktemp("data")
-    return {"imagenet": make_imagenet(root / "imagenet"), "ade20k": make_ade(root / "ade"),
-            "nyuv2": make_nyu(root / "nyu"), "weights": save_weights(root / "w.safetensors")}
+    rng = np.random.default_rng(1)
+    labels = {split: {str(i): rng.integers(0, 4, (30, 30)) for i in range(2)}
+              for split in ("training", "validation")}
+    depths = {split: [rng.integers(500, 5000, (20, 24)) for _ in range(2)]
+              for split in ("train", "test")}
+    return {"imagenet": fake_imagenet(root / "imagenet", {"train": 4, "val": 2}, ("n01", "n02"),
+                                      (32, 32), suffix=".png"),
+            "ade20k": fake_ade(root, labels), "nyuv2": fake_nyu(root, depths),
+            "weights": save_weights(root / "w.safetensors")}
 
 
 @pytest.fixture(scope="module")
@@ -187,13 +154,13 @@ def test_rerun_after_completion_does_nothing(finished: tuple[Path, dict[str, Any
 
 def test_run_interrupted_after_stage1_resumes_with_stage2_only(
         finished: tuple[Path, dict[str, Any]], data: dict[str, Path], tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, kill_after: Callable[..., Dataset]) -> None:
     real = raptor.train._train_stage
     calls: list[tuple[int, int]] = []
 
     def dies_in_stage2(run: Any, stage: int, steps: int, start: int, opt: Any) -> None:
         if stage == 2:
-            raise Interrupted
+            raise kill_after.Killed
         real(run, stage, steps, start, opt)
 
     def counted(run: Any, stage: int, steps: int, start: int, opt: Any) -> None:
@@ -202,7 +169,7 @@ def test_run_interrupted_after_stage1_resumes_with_stage2_only(
 
     out = tmp_path / "run"
     monkeypatch.setattr(raptor.train, "_train_stage", dies_in_stage2)
-    with pytest.raises(Interrupted):
+    with pytest.raises(kill_after.Killed):
         run_pipeline(args(data, out))
     assert json.loads((out / "results.json").read_text())["steps_done"] == ["stage1"]
     assert not (out / "student.safetensors").exists()

@@ -311,7 +311,7 @@ def test_notebook_figures_are_glued_numbered_and_captioned(name: str) -> None:
     assert {m[1] for _, m in cells} == set(figure_functions(mod)), "every figure shown once"
     keys = [m[2] for _, m in cells]
     assert len(set(keys)) == len(keys) and all(k.startswith(f"fig-{name}-") for k in keys)
-    setup = [c.source for c in nb.cells if "spec = from_parameters(" in c.source]
+    setup = [c.source for c in nb.cells if "spec = notebook_spec(chapter, globals())" in c.source]
     assert len(setup) == 1 and "plotting.setup()" in setup[0]
     assert f'glue("{name}-profile", plotting.profile_of(chapter, spec), display=False)' \
         in setup[0]

@@ -4,6 +4,7 @@ on-disk layout."""
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -36,10 +37,13 @@ FAST = ProbeConfig(lr=3e-2, weight_decay=0.0, epochs=6, batch_size=8, warmup_ste
                    cache_features=True)
 
 
-def tiny_vit(**kwargs: object) -> VisionTransformer:
-    torch.manual_seed(0)
-    return VisionTransformer(img_size=28, patch_size=7, embed_dim=32, depth=2, num_heads=2,
-                             num_classes=0, **kwargs).eval()
+ViT = Callable[..., VisionTransformer]
+
+
+@pytest.fixture(scope="session")
+def vit(tiny_vit: ViT) -> ViT:
+    """conftest's tiny ViT as the probes' backbone: 2 blocks on 28 px RGB, patch 7."""
+    return functools.partial(tiny_vit, img_size=28, patch_size=7, in_chans=3, depth=2)
 
 
 class Untouchable:
@@ -73,16 +77,16 @@ def colour_image(rng: np.random.Generator, colour: tuple[int, int, int], shape: 
 # --- features --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("reg_tokens", [0, 2])
-def test_classification_features_match_timm_forward_features(reg_tokens: int) -> None:
-    model = tiny_vit(reg_tokens=reg_tokens)
+def test_classification_features_match_timm_forward_features(reg_tokens: int, vit: ViT) -> None:
+    model = vit(reg_tokens=reg_tokens)
     x = torch.randn(3, 3, 28, 28)
     normed = model.forward_features(x)  # timm applies the final norm
     expected = torch.cat([normed[:, 0], normed[:, 1 + reg_tokens:].mean(1)], dim=1)
     torch.testing.assert_close(classification_features(model, x), expected)
 
 
-def test_features_of_a_raptor_come_from_its_own_last_layer() -> None:
-    teacher = tiny_vit(reg_tokens=2, dynamic_img_size=True)
+def test_features_of_a_raptor_come_from_its_own_last_layer(vit: ViT) -> None:
+    teacher = vit(reg_tokens=2, dynamic_img_size=True)
     raptor = Raptor(teacher, (1, 1))
     with torch.no_grad():  # perturb the student so it differs from its teacher
         for p in raptor.blocks.parameters():
@@ -265,13 +269,13 @@ def test_invalid_depth_pixels_change_neither_loss_nor_rmse() -> None:
 
 @pytest.mark.parametrize("cache", [True, False])
 def test_linear_probe_end_to_end(tmp_path: Path, cache: bool,
-                                 fake_imagenet: Callable[..., Path]) -> None:
+                                 fake_imagenet: Callable[..., Path], vit: ViT) -> None:
     colours = {"n01440764": (200, 40, 40), "n01443537": (40, 40, 200)}  # red, blue
     fake_imagenet(tmp_path, {"train": 8, "val": 4}, tuple(colours), (32, 32), seed=4,
                   image=lambda rng, wnid, shape: colour_image(rng, colours[wnid], shape))
     cfg = ProbeConfig(**{**FAST.__dict__, "cache_features": cache})
     train, val = get_loaders("imagenet", batch_size=8, root=tmp_path, img_size=28)
-    model = tiny_vit(reg_tokens=2)
+    model = vit(reg_tokens=2)
     before = frozen_state(model)
     result = probes.train_linear_probe(model, train, val, cfg, num_classes=2)
     assert_backbone_untouched(model, before)
@@ -287,7 +291,7 @@ def test_linear_probe_end_to_end(tmp_path: Path, cache: bool,
     assert float(torch.cat(hits).mean()) == result.last
 
 
-def test_init_linear_head_from_dinov2_style_file(tmp_path: Path) -> None:
+def test_init_linear_head_from_dinov2_style_file(tmp_path: Path, vit: ViT) -> None:
     torch.manual_seed(5)
     released = nn.Linear(64, 3)
     torch.save(released.state_dict(), tmp_path / "dinov2_vitb14_reg4_linear_head.pth")
@@ -299,7 +303,7 @@ def test_init_linear_head_from_dinov2_style_file(tmp_path: Path) -> None:
     x, y = torch.randn(8, 3, 28, 28), torch.arange(8) % 3
     cfg = ProbeConfig(lr=1e-12, min_lr=0.0, epochs=1, batch_size=8, cache_features=True)
     loader = DataLoader(TensorDataset(x, y), batch_size=8)
-    result = probes.train_linear_probe(tiny_vit(), loader, loader, cfg, num_classes=3,
+    result = probes.train_linear_probe(vit(), loader, loader, cfg, num_classes=3,
                                        init_head=tmp_path / "dinov2_vitb14_reg4_linear_head.pth")
     torch.testing.assert_close(result.head.weight, released.weight)
     torch.save({"weight": torch.zeros(3, 32), "bias": torch.zeros(3)}, tmp_path / "bad.pth")
@@ -312,31 +316,29 @@ def test_init_linear_head_from_dinov2_style_file(tmp_path: Path) -> None:
 
 # --- ADE20k probe, end to end -----------------------------------------------------------------
 
-def make_ade_colours(root: Path, n: dict[str, int]) -> Path:
-    """ADEChallengeData2016 where a half-image is red (raw class 1) or blue (raw class 2);
-    a border row is "other" (raw 0, ignored)."""
-    base = root / "ADEChallengeData2016"
-    rng = np.random.default_rng(6)
-    for split, count in n.items():
-        (base / "images" / split).mkdir(parents=True)
-        (base / "annotations" / split).mkdir(parents=True)
-        for k in range(count):
-            left = k % 2
-            raw = np.where(np.arange(28)[None, :] < 14, 1 + left, 2 - left).repeat(28, 0)
-            raw[0] = 0
-            image = np.where((raw == 1)[..., None], colour_image(rng, (200, 40, 40), (28, 28)),
-                             colour_image(rng, (40, 40, 200), (28, 28)))
-            Image.fromarray(image).save(base / "images" / split / f"ADE_{k:08d}.jpg", quality=95)
-            Image.fromarray(raw.astype(np.uint8)).save(base / "annotations" / split /
-                                                       f"ADE_{k:08d}.png")
-    return base
+def halves(k: int) -> np.ndarray:
+    """Raw ADE labels of image ``k``: a half of class 1, a half of class 2 (swapped every other
+    image), the top row "other" (raw 0, ignored)."""
+    left = k % 2
+    raw = np.where(np.arange(28)[None, :] < 14, 1 + left, 2 - left).repeat(28, 0)
+    raw[0] = 0
+    return raw
 
 
-def test_segmentation_probe_end_to_end(tmp_path: Path) -> None:
-    base = make_ade_colours(tmp_path, {"training": 8, "validation": 4})
+def red_blue(rng: np.random.Generator, raw: np.ndarray) -> np.ndarray:
+    """Red where the raw class is 1, blue elsewhere."""
+    return np.where((raw == 1)[..., None], colour_image(rng, (200, 40, 40), raw.shape),
+                    colour_image(rng, (40, 40, 200), raw.shape))
+
+
+def test_segmentation_probe_end_to_end(tmp_path: Path, fake_ade: Callable[..., Path],
+                                       vit: ViT) -> None:
+    labels = {split: {f"ADE_{k:08d}": halves(k) for k in range(n)}
+              for split, n in (("training", 8), ("validation", 4))}
+    base = fake_ade(tmp_path, labels, seed=6, image=red_blue)
     train = DataLoader(ADE20k(base, "training", img_size=28), batch_size=8, shuffle=True)
     val = DataLoader(ADE20k(base, "validation", img_size=28), batch_size=8)
-    model = tiny_vit()
+    model = vit()
     before = frozen_state(model)
     cfg = ProbeConfig(**{**FAST.__dict__, "lr": 1e-1, "epochs": 10})
     result = dense_probes.train_segmentation_probe(model, train, val, cfg, num_classes=3)
@@ -350,35 +352,30 @@ def test_segmentation_probe_end_to_end(tmp_path: Path) -> None:
 
 # --- NYUv2 probe, end to end ------------------------------------------------------------------
 
-def make_nyu_brightness(root: Path, n: dict[str, int]) -> Path:
-    """BTS layout; bright upper half 2 m away, dark lower half 6 m (flipped every other
-    image), with a column of missing depth (0). Images are 24×30: padded to 28×35."""
-    base = root / "nyu_depth_v2"
-    rng = np.random.default_rng(7)
-    for split, folder in (("train", "sync"), ("test", "official_splits/test")):
-        lines = []
-        (base / folder / "room").mkdir(parents=True)
-        for k in range(n[split]):
-            top = np.arange(24)[:, None] < 12
-            top = top if k % 2 else ~top
-            depth = np.where(top, 2000, 6000).repeat(30, 1)
-            depth[:, 0] = 0
-            image = np.where(top[..., None], colour_image(rng, (220, 220, 220), (24, 30)),
-                             colour_image(rng, (30, 30, 30), (24, 30)))
-            Image.fromarray(image).save(base / folder / "room" / f"rgb_{k:05d}.jpg")
-            Image.fromarray(depth.astype(np.uint16)).save(
-                base / folder / "room" / f"sync_depth_{k:05d}.png")
-            lines.append(f"/room/rgb_{k:05d}.jpg /room/sync_depth_{k:05d}.png 518.8579")
-        (base / f"nyudepthv2_{split}_files_with_gt.txt").write_text("\n".join(lines))
-    return base
+def near_and_far(k: int) -> np.ndarray:
+    """Depth (mm) of image ``k``, 24×30 (padded to 28×35): the upper half 2 m away, the lower
+    6 m (flipped every other image), with a column of missing depth (0)."""
+    top = np.arange(24)[:, None] < 12
+    depth = np.where(top if k % 2 else ~top, 2000, 6000).repeat(30, 1)
+    depth[:, 0] = 0
+    return depth
 
 
-def test_depth_probe_end_to_end(tmp_path: Path) -> None:
-    base = make_nyu_brightness(tmp_path, {"train": 8, "test": 4})
+def brightness(rng: np.random.Generator, depth: np.ndarray) -> np.ndarray:
+    """Bright rows 2 m away, dark rows 6 m away."""
+    near = (depth.max(axis=1) == 2000)[:, None, None]
+    return np.where(near, colour_image(rng, (220, 220, 220), depth.shape),
+                    colour_image(rng, (30, 30, 30), depth.shape))
+
+
+def test_depth_probe_end_to_end(tmp_path: Path, fake_nyu: Callable[..., Path], vit: ViT) -> None:
+    depths = {"train": [near_and_far(k) for k in range(8)],
+              "test": [near_and_far(k) for k in range(4)]}
+    base = fake_nyu(tmp_path, depths, seed=7, image=brightness)
     cfg = ProbeConfig(**{**FAST.__dict__, "lr": 5e-2, "epochs": 8, "cache_features": False})
     train = DataLoader(NYUv2Depth(base, "train"), batch_size=8, shuffle=True)
     val = DataLoader(NYUv2Depth(base, "test"), batch_size=8)
-    model = tiny_vit(dynamic_img_size=True)
+    model = vit(dynamic_img_size=True)
     before = frozen_state(model)
     result = dense_probes.train_depth_probe(model, train, val, cfg, n_bins=32)
     assert_backbone_untouched(model, before)
@@ -396,11 +393,11 @@ def test_depth_probe_end_to_end(tmp_path: Path) -> None:
     assert float(torch.cat(errors).nanmean()) == pytest.approx(result.last, rel=1e-5)
 
 
-def test_amp_matches_float32_closely() -> None:
+def test_amp_matches_float32_closely(vit: ViT) -> None:
     torch.manual_seed(8)
     x, depth = torch.randn(8, 3, 20, 30), torch.rand(8, 20, 30) * 5 + 0.5
     loader = DataLoader(TensorDataset(x, depth), batch_size=4)
-    model = tiny_vit(dynamic_img_size=True)
+    model = vit(dynamic_img_size=True)
     runs = [dense_probes.train_depth_probe(model, loader, loader, ProbeConfig(
         lr=1e-2, epochs=2, batch_size=4, cache_features=True, amp=amp), n_bins=16)
         for amp in (False, True)]
@@ -418,8 +415,8 @@ def test_probe_config_rejects_bad_values(kwargs: dict, match: str) -> None:
         ProbeConfig(**kwargs)
 
 
-def test_probes_needing_cls_reject_a_model_without_one_before_work() -> None:
-    model = tiny_vit(class_token=False, global_pool="avg")
+def test_probes_needing_cls_reject_a_model_without_one_before_work(vit: ViT) -> None:
+    model = vit(class_token=False, global_pool="avg")
     for train in (probes.train_linear_probe, dense_probes.train_depth_probe):
         with pytest.raises(ValueError, match="needs a cls token"):
             train(model, Untouchable(), Untouchable(), FAST)
@@ -431,8 +428,8 @@ def test_probes_needing_cls_reject_a_model_without_one_before_work() -> None:
     assert 0.0 <= result.best <= 1.0
 
 
-def test_probes_reject_bad_arguments_before_work() -> None:
-    model = tiny_vit()
+def test_probes_reject_bad_arguments_before_work(vit: ViT) -> None:
+    model = vit()
     for train in (probes.train_linear_probe, dense_probes.train_segmentation_probe):
         with pytest.raises(ValueError, match="num_classes must be an int >= 2"):
             train(model, Untouchable(), Untouchable(), FAST, num_classes=1)
@@ -463,11 +460,11 @@ def _loader(x: torch.Tensor, y: torch.Tensor) -> DataLoader:
      "matching the images"),
 ])
 def test_probes_reject_bad_batches(train: object, x: torch.Tensor, y: torch.Tensor,
-                                   match: str) -> None:
+                                   match: str, vit: ViT) -> None:
     kwargs = {} if train is dense_probes.train_depth_probe else {"num_classes": 2}
     cfg = ProbeConfig(epochs=1, batch_size=4)
     with pytest.raises(ValueError, match=match):
-        train(tiny_vit(), _loader(x, y), _loader(x, y), cfg, **kwargs)
+        train(vit(), _loader(x, y), _loader(x, y), cfg, **kwargs)
 
 
 def test_probe_train_transform() -> None:
@@ -475,10 +472,10 @@ def test_probe_train_transform() -> None:
     assert probes.probe_train_transform(28)(image).shape == (3, 28, 28)
 
 
-def test_probe_features_are_the_book_features_bit_for_bit() -> None:
+def test_probe_features_are_the_book_features_bit_for_bit(vit: ViT) -> None:
     """The book's probe inputs do not change: equal to the formula of the former
     ``raptor.metrics.probe_features`` (final norm of the last layer, cls ‖ mean of patches)."""
-    model = tiny_vit(reg_tokens=2)
+    model = vit(reg_tokens=2)
     g = torch.Generator().manual_seed(2)
     data = TensorDataset(torch.randn(10, 3, 28, 28, generator=g),
                          torch.randint(0, 3, (10,), generator=g))

@@ -3,10 +3,11 @@
 Part of the unit tests (``make smoke`` runs it alone); the chapters' models are trained once into a
 shared smoke cache (the ``smoke_result`` fixture), which the chapters' own tests reuse. For each
 chapter of :data:`raptor.book.chapters.MODULES`, ``compute(SMOKE)`` must return the chapter's
-``Result`` with every field of its declared type, survive a save/load round trip with the same
-claims, render its figures, and its ``claims`` must be :class:`~raptor.book.claims.Claim` s with
-valid ids and verdicts. One chapter also runs through the runner (papermill) into a copy of the
-book, so the notebook path is covered too.
+``Result`` with every field of its declared type, survive a save/load round trip field by field
+(arrays bit for bit) with the same claims, render its figures from the loaded result, and its
+``claims`` must be :class:`~raptor.book.claims.Claim` s with valid ids and verdicts. One chapter
+also runs through the runner (papermill) into a copy of the book, so the notebook path is
+covered too.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from typing import Any
 
 import matplotlib
 import nbformat
+import numpy as np
 import pytest
+import torch
 
 from raptor.book.chapters import MODULES, chapter
 from raptor.book.claims import CLAIMS, VERDICTS, Claim
@@ -87,6 +90,30 @@ def check_type(value: Any, hint: Any, where: str) -> None:
         assert isinstance(value, origin or hint), f"{where}: {type(value).__name__}, not {hint}"
 
 
+def check_same(loaded: Any, saved: Any, where: str) -> None:
+    """Assert ``loaded`` is ``saved``'s equal and of its type (dataclasses, dicts, lists and
+    tuples recursively; arrays and tensors bit for bit, NaN equal to NaN)."""
+    assert type(loaded) is type(saved), f"{where}: {type(loaded)}, not {type(saved)}"
+    if isinstance(saved, (np.ndarray, torch.Tensor)):
+        assert loaded.dtype == saved.dtype and loaded.shape == saved.shape, where
+        assert np.array_equal(np.asarray(loaded), np.asarray(saved), equal_nan=True), where
+    elif dataclasses.is_dataclass(saved):
+        for f in dataclasses.fields(saved):
+            check_same(getattr(loaded, f.name), getattr(saved, f.name), f"{where}.{f.name}")
+    elif isinstance(saved, dict):
+        assert list(loaded) == list(saved), f"{where}: keys {list(loaded)}, not {list(saved)}"
+        for k in saved:
+            check_same(loaded[k], saved[k], f"{where}[{k!r}]")
+    elif isinstance(saved, (list, tuple)):
+        assert len(loaded) == len(saved), f"{where}: {len(loaded)} items, not {len(saved)}"
+        for i, (a, b) in enumerate(zip(loaded, saved)):
+            check_same(a, b, f"{where}[{i}]")
+    elif isinstance(saved, float) and np.isnan(saved):
+        assert np.isnan(loaded), where
+    else:
+        assert loaded == saved, f"{where}: {loaded!r}, not {saved!r}"
+
+
 def check_claims(claims: Any) -> None:
     assert isinstance(claims, list), f"claims() returned a {type(claims).__name__}"
     for c in claims:
@@ -111,11 +138,13 @@ def test_compute_at_smoke(name: str, smoke_result, tmp_path: Path) -> None:
         assert result.spec == mod.SMOKE
     claims = mod.claims(result)
     check_claims(claims)
+    shown = result
     if name != "claims":  # the claims page gathers the other chapters' files; nothing to store
-        loaded = load(mod.Result, save(result, tmp_path / name))
-        assert mod.claims(loaded) == claims  # a stored result re-renders the same claims
+        shown = load(mod.Result, save(result, tmp_path / name))
+        check_same(shown, result, "result")
+        assert mod.claims(shown) == claims  # a stored result re-renders the same claims
     for fig_name, figure in figure_functions(mod).items():
-        fig = figure(result)
+        fig = figure(shown)
         assert isinstance(fig, plt.Figure), fig_name
         plt.close(fig)
 

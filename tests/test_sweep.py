@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -51,6 +52,38 @@ def test_local_sweep_fills_the_cache_then_the_chapter_trains_nothing(
         a = (fresh_cache / rel).read_bytes()
         b = (tmp_path / "in-process" / rel).read_bytes()
         assert _tensor_bytes(a) == _tensor_bytes(b), rel
+
+
+@pytest.mark.slow
+def test_a_two_rank_sweep_distils_under_torchrun_as_one_process_does(
+        fresh_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from raptor.checkpoint import load_tensors
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    opts = Options(executor="local", folder=tmp_path / "jobs", time_min=20, ranks=2)
+    assert sweep(CHAPTER, "smoke", opts=opts, out=lambda _: None) == 2
+    assert not list(fresh_cache.glob("*/*.lock")) and not list(fresh_cache.glob("*/*.work*"))
+    # the teacher trained in its job's process; only the student went through torchrun
+    (keyfile,) = (tmp_path / "jobs" / "keys").rglob("*.json")
+    assert keyfile.parent.name == "student"
+    (student,) = fresh_cache.glob("student/*.safetensors")
+    (teacher,) = fresh_cache.glob("teacher/*.safetensors")
+    ranked, record = load_tensors(student)
+    assert record["world_size"] == 2
+    mod = chapter(CHAPTER)
+    with planning(_no_training):
+        mod.compute(mod.SMOKE)
+    # the same student distilled in one process: DDP's mean over two half batches is the
+    # gradient of the whole batch, up to float rounding
+    one = tmp_path / "one-rank"
+    (one / "teacher").mkdir(parents=True)
+    (one / "teacher" / teacher.name).write_bytes(teacher.read_bytes())
+    monkeypatch.setenv("RAPTOR_CACHE", str(one))
+    train_job("student", json.loads(keyfile.read_text()), None)
+    single, record = load_tensors(one / "student" / student.name)
+    assert record["world_size"] == 1 and ranked.keys() == single.keys()
+    worst = max((ranked[k] - single[k]).abs().max().item() for k in single)
+    assert worst < 1e-5, f"2 ranks vs 1: max |difference| {worst:.3g}"
 
 
 def _tensor_bytes(raw: bytes) -> bytes:
@@ -140,6 +173,28 @@ def test_cost_is_six_params_tokens_batch_steps(tmp_path: Path) -> None:
     assert gpu_throughput(record) == ("H200", 412.5)
 
 
+@pytest.mark.slow
+def test_gpu_check_writes_the_record_the_dry_run_reads(tmp_path: Path) -> None:
+    record = tmp_path / "gpu_check.json"
+    script = Path(__file__).resolve().parents[1] / "bench" / "gpu_check.py"
+    subprocess.run([sys.executable, str(script), "--cpu", "--quick", "--batch-size", "2",
+                    "--threads", "1", "--record", str(record)], check=True, capture_output=True)
+    device, tflops = gpu_throughput(record)
+    assert device.startswith("CPU") and 0 < tflops < 10
+    assert f"({device}, bench/gpu_check.py)" in describe([Job("teacher", {}, "a", 1e12, True)],
+                                                          (device, tflops))
+
+
+def test_ranks_default_to_one_per_gpu_and_must_split_each_batch() -> None:
+    from raptor.sweep import _uneven
+
+    assert Options().ranks == 1 and Options(gpus_per_node=4).ranks == 4
+    jobs = [Job("teacher", {}, "t", 1.0, True),
+            Job("student", {"distill": {"batch_size": 32}}, "s", 1.0, True)]
+    assert _uneven(jobs, 4) is None
+    assert _uneven(jobs, 3) == "--ranks 3 must divide the batch size of: s"
+
+
 def test_a_failed_job_stops_the_sweep_naming_it(fresh_cache: Path, tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     def fails(kind: str, key: object, data_root: object) -> str:
@@ -149,6 +204,19 @@ def test_a_failed_job_stops_the_sweep_naming_it(fresh_cache: Path, tmp_path: Pat
     with pytest.raises(RunnerError, match="teacher p=0.0 seed=0.*failed"):
         sweep(CHAPTER, "smoke", opts=Options(executor="debug", folder=tmp_path / "jobs"),
               out=lambda _: None)
+
+
+@pytest.mark.slow
+def test_a_failed_torchrun_job_raises_with_its_ranks_output(fresh_cache: Path,
+                                                           tmp_path: Path) -> None:
+    from raptor.sweep import torchrun_job
+    from raptor.teachers import TeacherConfig, TrainConfig, teacher_key
+
+    keyfile = tmp_path / "teacher.json"
+    keyfile.write_text(json.dumps(teacher_key(TeacherConfig(), TrainConfig(), 0)))
+    with pytest.raises(RuntimeError, match="(?s)exited with 1.*only a student whose teacher is "
+                                           "cached trains on several ranks"):
+        torchrun_job("teacher", str(keyfile), None, ranks=2)
 
 
 def test_a_key_that_does_not_round_trip_is_refused(fresh_cache: Path) -> None:
@@ -167,6 +235,9 @@ def test_a_key_that_does_not_round_trip_is_refused(fresh_cache: Path) -> None:
     (["--chapter", "raptor", "--profile", "smoke", "-p", "nope", "1"], "nope"),
     (["--chapter", "raptor", "--profile", "smoke", "--executor", "pbs"], "--executor must be"),
     (["--chapter", "raptor", "--profile", "smoke", "--time", "0"], "--time must be"),
+    (["--chapter", "raptor", "--profile", "smoke", "--ranks", "0"], "--ranks must be"),
+    (["--chapter", "raptor", "--profile", "smoke", "--gpus-per-node", "2", "--ranks", "4"],
+     "--ranks must be at most --gpus-per-node (2)"),
 ])
 def test_bad_arguments_are_clear_errors(argv: list[str], message: str, tmp_path: Path,
                                         fresh_cache: Path,

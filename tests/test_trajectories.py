@@ -2,28 +2,33 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 import pytest
 import torch
 import torch.nn.functional as F
 from timm.models.vision_transformer import VisionTransformer
 from torch import nn
 
-from raptor.teachers import TeacherConfig, build_teacher
 from raptor.trajectories import (TokenGroups, collect_trajectories, embed, head_logits,
                                  TrajectoryModel, iter_trajectories, run_layers, trajectory,
                                  trajectory_model)
 
-CFG = TeacherConfig(depth=3, embed_dim=32, num_heads=2, patch_size=4, img_size=16, in_chans=1,
-                    num_classes=3)
 N_PATCH = (16 // 4) ** 2
+Factory = Callable[..., nn.Module]
 
 
-def plain_vit(**kwargs) -> VisionTransformer:
-    """A stock timm ViT (timm's own Block), independent of raptor.teachers."""
-    torch.manual_seed(1)
-    args = dict(img_size=16, patch_size=4, in_chans=1, num_classes=3, embed_dim=32, depth=3,
-                num_heads=2, qkv_bias=True)
-    return VisionTransformer(**{**args, **kwargs}).eval()
+@pytest.fixture(scope="session")
+def teacher(tiny_teacher: Factory) -> Factory:
+    """conftest's tiny teacher with 3 blocks, 2 heads, 3 classes, no registers."""
+    return functools.partial(tiny_teacher, depth=3, num_heads=2, num_classes=3, reg_tokens=0)
+
+
+@pytest.fixture(scope="session")
+def plain_vit(tiny_vit: Factory) -> Factory:
+    """conftest's stock timm ViT (timm's own Block, independent of raptor.teachers), 3 classes."""
+    return functools.partial(tiny_vit, seed=1, num_classes=3)
 
 
 def images(n: int = 5, seed: int = 0) -> torch.Tensor:
@@ -54,13 +59,13 @@ def manual_embedding(model: VisionTransformer, x: torch.Tensor) -> torch.Tensor:
     return torch.cat(prefix + [p], dim=1) + model.pos_embed
 
 
-@pytest.mark.parametrize("make", [lambda: build_teacher(CFG).eval(), plain_vit,
-                                  lambda: plain_vit(class_token=False, reg_tokens=2,
-                                                    global_pool="avg"),
-                                  lambda: plain_vit(reg_tokens=3)],
-                         ids=["teacher", "timm", "regs-no-cls", "cls-regs"])
-def test_trajectory_matches_timm_forward(make) -> None:
-    model = make()
+@pytest.mark.parametrize("factory, kwargs", [
+    ("teacher", {}), ("plain_vit", {}),
+    ("plain_vit", dict(class_token=False, reg_tokens=2, global_pool="avg")),
+    ("plain_vit", dict(reg_tokens=3))], ids=["teacher", "timm", "regs-no-cls", "cls-regs"])
+def test_trajectory_matches_timm_forward(factory: str, kwargs: dict,
+                                         request: pytest.FixtureRequest) -> None:
+    model = request.getfixturevalue(factory)(**kwargs)
     x = images()
     with torch.no_grad():
         traj = trajectory(model, x)
@@ -76,7 +81,7 @@ def test_trajectory_matches_timm_forward(make) -> None:
     torch.testing.assert_close(logits, expected_logits, rtol=0, atol=0)
 
 
-def test_token_groups_from_model() -> None:
+def test_token_groups_from_model(plain_vit: Factory, teacher: Factory) -> None:
     assert TokenGroups.from_model(plain_vit()) == TokenGroups(slice(0, 1), slice(1, 1),
                                                               slice(1, 17))
     g = TokenGroups.from_model(plain_vit(class_token=False, reg_tokens=2, global_pool="avg"))
@@ -86,8 +91,7 @@ def test_token_groups_from_model() -> None:
     g = TokenGroups.from_model(plain_vit(reg_tokens=3))
     assert list(g.items()) == [("cls", slice(0, 1)), ("registers", slice(1, 4)),
                                ("patches", slice(4, 20))]
-    teacher = build_teacher(TeacherConfig(**{**CFG.__dict__, "reg_tokens": 4}))
-    assert TokenGroups.from_model(teacher).registers == slice(1, 5)
+    assert TokenGroups.from_model(teacher(reg_tokens=4)).registers == slice(1, 5)
 
 
 def test_token_groups_from_counts_errors() -> None:
@@ -97,8 +101,8 @@ def test_token_groups_from_counts_errors() -> None:
 
 
 @pytest.mark.parametrize("start", [0, 1, 2, 3])
-def test_run_layers_from_middle_is_tail_of_full(start: int) -> None:
-    model = build_teacher(CFG).eval()
+def test_run_layers_from_middle_is_tail_of_full(start: int, teacher: Factory) -> None:
+    model = teacher()
     with torch.no_grad():
         full = trajectory(model, images())
         tail = run_layers(model, full[:, start], start)
@@ -109,19 +113,19 @@ def test_run_layers_from_middle_is_tail_of_full(start: int) -> None:
 
 
 @pytest.mark.parametrize("start, stop", [(2, 1), (-1, 2), (0, 4), (4, None)])
-def test_run_layers_bad_range(start: int, stop: int | None) -> None:
-    model = build_teacher(CFG)
+def test_run_layers_bad_range(start: int, stop: int | None, teacher: Factory) -> None:
+    model = teacher()
     with pytest.raises(ValueError, match="start"):
         run_layers(model, torch.zeros(1, 17, 32), start, stop)
 
 
-def test_run_layers_bad_ndim() -> None:
+def test_run_layers_bad_ndim(teacher: Factory) -> None:
     with pytest.raises(ValueError, match="tokens must be"):
-        run_layers(build_teacher(CFG), torch.zeros(17, 32))
+        run_layers(teacher(), torch.zeros(17, 32))
 
 
-def test_iter_and_collect_trajectories() -> None:
-    model = build_teacher(TeacherConfig(**{**CFG.__dict__, "p": 0.5}))
+def test_iter_and_collect_trajectories(teacher: Factory) -> None:
+    model = teacher(p=0.5)
     model.train()  # iter_trajectories must switch to eval: layer drop would make runs differ
     x = images(12)
     labels = torch.arange(12)
@@ -144,20 +148,20 @@ def test_iter_and_collect_trajectories() -> None:
 
 
 @pytest.mark.parametrize("bad", [0, -3])
-def test_iter_trajectories_bad_max_images(bad: int) -> None:
+def test_iter_trajectories_bad_max_images(bad: int, teacher: Factory) -> None:
     batches = [(images(2), torch.zeros(2))]
     with pytest.raises(ValueError, match="max_images"):
-        next(iter_trajectories(build_teacher(CFG), batches, max_images=bad, progress=False))
+        next(iter_trajectories(teacher(), batches, max_images=bad, progress=False))
 
 
 class Recurrent(nn.Module):
     """A TrajectoryModel other than the Raptor: one linear step applied 4 times on a ViT's
     embedding, the ViT's norm and head."""
 
-    def __init__(self) -> None:
+    def __init__(self, vit: VisionTransformer) -> None:
         super().__init__()
         self.depth = 4
-        self.teacher = plain_vit()
+        self.teacher = vit
         self.step = nn.Linear(32, 32)
 
     def embed(self, x: torch.Tensor) -> torch.Tensor:
@@ -177,8 +181,8 @@ class Recurrent(nn.Module):
         return self.teacher.forward_head(tokens)
 
 
-def test_trajectory_models_are_used_through_the_protocol() -> None:
-    model = Recurrent().eval()
+def test_trajectory_models_are_used_through_the_protocol(plain_vit: Factory) -> None:
+    model = Recurrent(plain_vit()).eval()
     x = images(3)
     assert isinstance(model, TrajectoryModel) and trajectory_model(model) is model
     with torch.no_grad():
@@ -198,11 +202,10 @@ def test_trajectory_models_are_used_through_the_protocol() -> None:
         trajectory(nn.Linear(3, 3), x)
 
 
-def test_trajectories_of_refuses_no_images_and_warns_on_nan() -> None:
+def test_trajectories_of_refuses_no_images_and_warns_on_nan(teacher: Factory) -> None:
     from raptor.experiment import trajectories_of
 
-    model = build_teacher(TeacherConfig(depth=2, embed_dim=32, num_heads=2, patch_size=4,
-                                        img_size=16, in_chans=1, num_classes=3)).eval()
+    model = teacher(depth=2)
     x, y = torch.randn(4, 1, 16, 16), torch.zeros(4, dtype=torch.long)
     with pytest.raises(ValueError, match="at least one image.*got 0 images"):
         trajectories_of(model, x[:0], y[:0])
@@ -216,13 +219,13 @@ def test_trajectories_of_refuses_no_images_and_warns_on_nan() -> None:
     assert torch.isfinite(traj[[0, 2, 3]]).all()
 
 
-def test_trajectories_on_auto_device_equal_cpu_and_give_the_model_back() -> None:
+def test_trajectories_on_auto_device_equal_cpu_and_give_the_model_back(
+        teacher: Factory) -> None:
     """``device='auto'`` (CUDA when available) gives the CPU's trajectories within float
     tolerance (exactly on a CPU-only machine) and leaves the model where it was."""
     from raptor.experiment import trajectories_of
 
-    model = build_teacher(TeacherConfig(depth=2, embed_dim=32, num_heads=2, patch_size=4,
-                                        img_size=16, in_chans=1, num_classes=3)).eval()
+    model = teacher(depth=2)
     x, y = torch.randn(6, 1, 16, 16), torch.zeros(6, dtype=torch.long)
     on_cpu, _ = trajectories_of(model, x, y, batch_size=4, device="cpu")
     auto, _ = trajectories_of(model, x, y, batch_size=4)

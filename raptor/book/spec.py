@@ -173,7 +173,8 @@ class TeacherSpec:
 
     The paper trains ViT-B/14 on CIFAR-100 (§2); the ``cpu`` profile trains ViTs with
     8 blocks of width 64 on Fashion-MNIST for 400 steps [ours: a 2-core budget]. ``device``
-    trains the teachers and their students (``"auto"``: CUDA when available, else the CPU).
+    trains the teachers and their students and runs every forward pass of the chapter
+    (``"auto"``: CUDA when available, else the CPU).
     """
 
     dataset: str = "fashion-mnist"

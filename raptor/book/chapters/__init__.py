@@ -9,7 +9,9 @@ dataclass, ``compute(spec) -> Result`` and ``claims(result) -> list[Claim]``.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from types import ModuleType
+from typing import Any
 
 # Book order.
 MODULES: dict[str, str] = {
@@ -43,3 +45,12 @@ def spec_for(name: str, profile: str):
         raise ChapterError(f"unknown profile {profile!r}; valid profiles: {', '.join(PROFILES)}")
     mod = chapter(name)
     return {"smoke": mod.SMOKE, "cpu": mod.Spec(), "paper": mod.PAPER}[profile]
+
+
+def notebook_spec(module: ModuleType, values: Mapping[str, Any]):
+    """A chapter notebook's spec: its ``profile``'s spec, with every parameter the notebook sets
+    away from the ``cpu`` default (what ``python -m raptor run -p NAME VALUE`` injects)."""
+    from raptor.book.spec import diff, from_parameters
+
+    changed = diff(from_parameters(module.Spec, values, strict=False), module.Spec())
+    return from_parameters(module.Spec, changed, base=spec_for(module.NAME, values.get("profile", "cpu")))

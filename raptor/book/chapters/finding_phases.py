@@ -20,6 +20,7 @@ from raptor.book.claims import Claim, Threshold, claim
 from raptor.book.profiles import PAPER_TEACHER, PHASE_TEACHER, SMOKE_TEACHER
 from raptor.book.spec import TeacherSpec, nested, require
 from raptor.experiment import trajectories_of, weights_path
+from raptor.loop import resolve_device
 from raptor.phases import Partition
 from raptor.similarity import layer_similarity, phase_matrix
 from raptor.structure import (PhaseExcess, boundary_shift, image_phase_matrices, phase_excess,
@@ -131,13 +132,14 @@ def compute(spec: Spec) -> Result:
     """Phase matrices and max-cuts per teacher, DP vs hierarchical, and C2's stability."""
     dinov2 = weights_path(spec.dinov2_weights)
     t, seed0 = spec.teacher, spec.teacher_seeds[0]
+    device = resolve_device(t.device)
     images, labels = t.eval_images(spec.n_images)
     runs = sorted({(p, seed0) for p in spec.p_values}
                   | {(spec.p_values[0], s) for s in spec.teacher_seeds})
     teachers, reference = [], None
     for p, s in runs:
         model, record = t.get_teacher(p, seed=s)
-        traj, groups = trajectories_of(model, images, labels)
+        traj, groups = trajectories_of(model, images, labels, device=device)
         teachers.append(_phases(f"p={p}, seed={s}", p, s, record["val"][-1]["acc"], traj, groups,
                                 spec.k_values))
         if (p, s) == (spec.p_values[0], seed0):
@@ -147,7 +149,7 @@ def compute(spec: Spec) -> Result:
                                        img_size=224)
         d_images, d_labels = imagenet.eval_images(min(spec.n_images, 1000))
         model = load_pretrained(DINOV2_B, dinov2, img_size=224, num_classes=0)
-        traj, groups = trajectories_of(model, d_images, d_labels, batch_size=50)
+        traj, groups = trajectories_of(model, d_images, d_labels, batch_size=50, device=device)
         teachers.append(_phases(DINOV2, None, 0, math.nan, traj, groups, spec.k_values))
     comparison = [row for te in teachers for row in hierarchical_vs_dp(te.label, te.S,
                                                                        spec.eps_values)]

@@ -24,6 +24,7 @@ from raptor.book.claims import HOLDS, Claim
 from raptor.book.profiles import PAPER_TEACHER, SMOKE_TEACHER
 from raptor.book.spec import TeacherSpec, nested, require
 from raptor.experiment import trajectories_of
+from raptor.loop import resolve_device
 from raptor.structure import PhaseExcess, image_phase_matrices, phase_excess, stationary_null
 
 NAME = "phase-search"
@@ -101,6 +102,7 @@ def compute(spec: Spec) -> Result:
     """Every teacher of the grid and the untrained controls: per-image phase matrices on
     ``n_images`` validation images, and each k's :class:`~raptor.structure.PhaseExcess`."""
     images, labels = spec.teacher.eval_images(spec.n_images)
+    device = resolve_device(spec.teacher.device)
     runs, residual = [], {}
     settings = [(L, steps, p, s) for L, steps in spec.by_cost() for p in spec.p_values
                 for s in spec.teacher_seeds]
@@ -108,7 +110,7 @@ def compute(spec: Spec) -> Result:
     for L, steps, p, seed in settings:
         family = dataclasses.replace(spec.teacher, depth=L, steps=steps)
         model, record = family.get_teacher(p or 0.0, seed=seed, trained=p is not None)
-        per_image = image_phase_matrices(*trajectories_of(model, images, labels))
+        per_image = image_phase_matrices(*trajectories_of(model, images, labels, device=device))
         excess = {k: phase_excess(per_image, k, n_boot=spec.n_boot, seed=seed)
                   for k in spec.k_values}
         acc = record["val"][-1]["acc"] if p is not None else float("nan")

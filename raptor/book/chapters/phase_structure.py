@@ -21,6 +21,7 @@ from raptor.book.claims import FAILS, HOLDS, INCONCLUSIVE, Claim, Threshold, all
 from raptor.book.profiles import PAPER_TEACHER, PHASE_TEACHER, SMOKE_TEACHER
 from raptor.book.spec import TeacherSpec, nested, require
 from raptor.experiment import trajectories_of, weights_path
+from raptor.loop import resolve_device
 from raptor.similarity import layer_similarity
 from raptor.structure import PhaseExcess, image_phase_matrices, phase_excess
 from raptor.teachers import DINOV2_B, load_pretrained
@@ -89,6 +90,7 @@ def compute(spec: Spec) -> Result:
     """Similarity matrices per model and token group, max-cuts, and C1's block excess."""
     dinov2 = weights_path(spec.dinov2_weights)
     t = spec.teacher
+    device = resolve_device(t.device)
     images, labels = t.eval_images(spec.n_images)
     models = {}
     for p in spec.p_values:
@@ -106,7 +108,8 @@ def compute(spec: Spec) -> Result:
                               math.nan, d_images, d_labels)
     accuracy, shapes, mats, excess = {}, {}, {}, {}
     for name, (model, acc, x, y) in models.items():
-        traj, groups = trajectories_of(model, x, y, batch_size=50 if name == "DINOv2-B" else 250)
+        traj, groups = trajectories_of(model, x, y, batch_size=50 if name == "DINOv2-B" else 250,
+                                       device=device)
         accuracy[name], shapes[name] = acc, list(traj.shape)
         mats[name] = layer_similarity(traj, groups)
         excess[name] = phase_excess(image_phase_matrices(traj, groups), spec.k,

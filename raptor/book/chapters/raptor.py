@@ -18,6 +18,7 @@ from raptor.book.claims import BY_CONSTRUCTION, Claim, Threshold, all_of, claim,
 from raptor.book.profiles import PAPER_DISTILL, PAPER_TEACHER, SMOKE_DISTILL, SMOKE_TEACHER
 from raptor.book.spec import DistillSpec, TeacherSpec, nested, require
 from raptor.experiment import batched, trajectories_of
+from raptor.loop import resolve_device
 from raptor.metrics import evaluate_student
 from raptor.model import count_parameters, flops_per_image
 from raptor.phases import Partition
@@ -86,33 +87,36 @@ class Result:
     unit_cosine: dict[int, dict[str, np.ndarray]]  # k -> group -> (units, L+1) cosine
 
 
-def _probe_acc(model: torch.nn.Module, train: list, val: list) -> float:
+def _probe_acc(model: torch.nn.Module, train: list, val: list, device: str) -> float:
     """Linear probe on [cls ‖ mean patches] (the chapter's probe, not Table 1's)."""
-    return linear_probe(*probe_features(model, train), *probe_features(model, val))["val_acc"]
+    return linear_probe(*probe_features(model, train, device=device),
+                        *probe_features(model, val, device=device))["val_acc"]
 
 
 def compute(spec: Spec) -> Result:
     """Max-cut partitions, the distilled Raptors, their layerwise match, accuracy and cost."""
     t = spec.teacher
+    device = resolve_device(t.device)
     teacher, _ = t.get_teacher(spec.p, seed=spec.seed)
     images, labels = t.eval_images(spec.n_images, seed=spec.seed)
-    S = phase_matrix(layer_similarity(*trajectories_of(teacher, images, labels)))
+    S = phase_matrix(layer_similarity(*trajectories_of(teacher, images, labels, device=device)))
     partitions = {k: phases.maxcut(S, k) for k in spec.k_values}
     students = {k: t.get_student(spec.distill, spec.p, partitions[k], seed=spec.seed)
                 for k in spec.k_values}
     val = batched(images, labels)
-    evals = {k: evaluate_student(student, teacher, val) for k, (student, _) in students.items()}
+    evals = {k: evaluate_student(s, teacher, val, device=device) for k, (s, _) in students.items()}
     train = batched(*t.eval_images(spec.probe_images, seed=spec.seed, split="train"))
     first = evals[spec.k_values[0]]["teacher_acc"]
-    models = [Model(f"teacher (L={t.depth})", first, _probe_acc(teacher, train, val),
+    models = [Model(f"teacher (L={t.depth})", first, _probe_acc(teacher, train, val, device),
                     count_parameters(teacher)["blocks"], flops_per_image(teacher))]
-    models += [Model(f"Raptor k={k}", evals[k]["student_acc"], _probe_acc(student, train, val),
+    models += [Model(f"Raptor k={k}", evals[k]["student_acc"],
+                     _probe_acc(student, train, val, device),
                      count_parameters(student)["blocks"], flops_per_image(student))
                for k, (student, _) in students.items()]
     units = batched(images, labels, UNIT_IMAGES)
     unit_cosine = {}
     for k, (student, _) in students.items():
-        per = [evaluate_student(student, teacher, [u])["cosine"] for u in units]
+        per = [evaluate_student(student, teacher, [u], device=device)["cosine"] for u in units]
         unit_cosine[k] = {g: np.array([c[g] for c in per]) for g in GROUPS}
     return Result(spec, partitions, {k: rec for k, (_, rec) in students.items()}, evals, models,
                   np.array([len(y) for _, y in units], dtype=float), unit_cosine)

@@ -20,6 +20,7 @@ from raptor.book.claims import Claim, Threshold, all_of, claim, versus
 from raptor.book.profiles import PAPER_DISTILL, PAPER_TEACHER, SMOKE_DISTILL, SMOKE_TEACHER
 from raptor.book.spec import DistillSpec, TeacherSpec, nested, require
 from raptor.experiment import batched, trajectories_of
+from raptor.loop import resolve_device
 from raptor.metrics import evaluate_student
 from raptor.phases import Partition
 from raptor.probes import linear_probe, probe_features
@@ -98,28 +99,29 @@ def compute(spec: Spec) -> Result:
     """The teacher's max-cuts, a Raptor per k (head, probe, cosine) and the ladder's Raptors."""
     pipeline = _read_pipeline_results(spec.pipeline_results)
     t, seed = spec.teacher, spec.seed
+    device = resolve_device(t.device)
     teacher, _ = t.get_teacher(spec.p, seed=seed)
     images, labels = t.eval_images(spec.n_images, seed=seed)
     batches = batched(images, labels)
-    S = phase_matrix(layer_similarity(*trajectories_of(teacher, images, labels)))
+    S = phase_matrix(layer_similarity(*trajectories_of(teacher, images, labels, device=device)))
     probe_train = batched(*t.eval_images(spec.probe_images, seed=seed, split="train"))
 
     def probe_acc(model) -> float:
-        return linear_probe(*probe_features(model, probe_train),
-                            *probe_features(model, batches))["val_acc"]
+        return linear_probe(*probe_features(model, probe_train, device=device),
+                            *probe_features(model, batches, device=device))["val_acc"]
 
     parts = {k: phases.maxcut(S, k) for k in spec.k_values}
     students, evals = {}, {}
     for k in spec.k_values:
         students[k], _ = t.get_student(spec.distill, spec.p, parts[k], seed=seed)
-        evals[k] = evaluate_student(students[k], teacher, batches)
+        evals[k] = evaluate_student(students[k], teacher, batches, device=device)
     teacher_probe = probe_acc(teacher)
     probes = {k: probe_acc(students[k]) for k in spec.k_values}
     ladder = {}
     for name, options in LADDER.items():
         student, _ = t.get_student(spec.distill, spec.p, parts[spec.ladder_k], seed=seed,
                                    **options)
-        ladder[name] = evaluate_student(student, teacher, batches)["student_acc"]
+        ladder[name] = evaluate_student(student, teacher, batches, device=device)["student_acc"]
     ladder[PROBE_RUNG] = probes[spec.ladder_k]
     cosine = {k: {g: np.asarray(v) for g, v in e["cosine"].items()} for k, e in evals.items()}
     return Result(spec, parts, evals[spec.k_values[0]]["teacher_acc"], teacher_probe,

@@ -17,6 +17,7 @@ from raptor.book.claims import Claim, Threshold, claim
 from raptor.book.profiles import PAPER_DISTILL, PAPER_TEACHER, SMOKE_DISTILL, SMOKE_TEACHER
 from raptor.book.spec import DistillSpec, TeacherSpec, nested, require
 from raptor.experiment import batched, trajectories_of
+from raptor.loop import resolve_device
 from raptor.metrics import evaluate_student
 from raptor.phases import Partition
 from raptor.similarity import layer_similarity, mean_offdiagonal, phase_matrix
@@ -90,16 +91,17 @@ class Result:
 def compute(spec: Spec) -> Result:
     """For every rate and seed: the teacher, its similarity and max-cut, and its Raptor's fit."""
     t = spec.teacher
+    device = resolve_device(t.device)
     images, labels = t.eval_images(spec.n_images)
     runs = []
     for p in spec.p_values:
         for seed in spec.seeds:
             teacher, _ = t.get_teacher(p, seed=seed)
-            traj, groups = trajectories_of(teacher, images, labels)
+            traj, groups = trajectories_of(teacher, images, labels, device=device)
             S = phase_matrix(layer_similarity(traj, groups))
             part = phases.maxcut(S, spec.k)
             student, _ = t.get_student(spec.distill, p, part, seed=seed)
-            ev = evaluate_student(student, teacher, batched(images, labels))
+            ev = evaluate_student(student, teacher, batched(images, labels), device=device)
             runs.append(Run(p, seed, S, part, {g: np.asarray(v) for g, v in ev["r2"].items()},
                             ev["teacher_acc"], ev["student_acc"]))
     return Result(spec, runs)
