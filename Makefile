@@ -5,7 +5,9 @@
 #               default CPU kernels and, at the same time, `make kernels` under other kernels),
 #               book build, and the built site opened in headless Chromium (`make browser`)
 # For maintainers: `make artifacts` retrains what the cache lacks (the tier is not used), executes
-# the book and refills artifacts/ with the models it used.
+# the book and refills artifacts/ with the models it used. `make reproduce` retrains every model
+# of the book (or of CHAPTERS="raptor scaling …") from scratch into runs/reproduce/cache, sets
+# each beside the tier's (bit-identical or not, metrics, wall time) and compares the claims.
 PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -13,7 +15,7 @@ PROFILE ?= cpu
 export RAPTOR_CACHE ?= $(CURDIR)/.cache/raptor
 
 .PHONY: setup book test unit smoke test-paper-shape verify book-checks nbval kernels build browser \
-	artifacts clean
+	artifacts reproduce clean
 
 $(VENV)/.installed: pyproject.toml
 	@if [ ! -d /usr/share/datasets/fashion-mnist ] && command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
@@ -73,6 +75,14 @@ artifacts: setup
 	rm -f $(RAPTOR_CACHE)/used.log
 	RAPTOR_ARTIFACTS= RAPTOR_CACHE_LOG=$(RAPTOR_CACHE)/used.log $(PY) -m raptor run --profile cpu
 	$(PY) -m raptor artifacts export --log $(RAPTOR_CACHE)/used.log
+
+reproduce: setup
+	rm -rf runs/reproduce
+	RAPTOR_ARTIFACTS= RAPTOR_CACHE=$(CURDIR)/runs/reproduce/cache $(PY) -m raptor run --profile cpu \
+		--out runs/reproduce --no-build $(foreach c,$(CHAPTERS),--chapter $(c))
+	$(PY) -m raptor artifacts compare --cache runs/reproduce/cache
+	$(PY) -m raptor compare book/claims runs/reproduce/claims --retrained \
+		$(foreach c,$(CHAPTERS),--chapter $(c))
 
 clean:
 	rm -rf book/_build .cache runs/smoke runs/paper

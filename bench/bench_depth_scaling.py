@@ -10,7 +10,13 @@ the median of the per-repeat ratios, its spread their 25–75th percentiles; the
 fastest steps (contention only ever adds time) is printed too. Times are the process's CPU
 time (one torch thread): on a shared machine, time spent descheduled is not counted.
 
+``--ablation`` adds two variants of the Raptor with depth scaling that locate its cost: the scales
+folded *before* the step (the folded weights are leaves, so only the product left on activations
+and its backward remain), and the scales applied to activations instead of folded (the unfused
+arithmetic: three products per layer).
+
     .venv/bin/python bench/bench_depth_scaling.py [--repeats 11] [--threads 1] [--compile]
+                                                  [--ablation] [--widths 64 …] [--tokens 17 …]
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from raptor.model import Raptor
+from raptor.model import Folded, Raptor
 from raptor.teachers import TeacherConfig, build_teacher
 
 WIDTHS = (64, 96, 192, 384, 768)
@@ -35,13 +41,15 @@ REPEATS = (3, 3)  # k = 2, L = 6
 Step = Callable[[], None]
 
 
-def steps(dim: int, tokens: int, compile_: bool) -> dict[str, Step]:
-    """fwd+bwd steps of the untied teacher and the Raptors with / without depth scaling."""
+def steps(dim: int, tokens: int, batch: int, compile_: bool, ablation: bool = False
+          ) -> dict[str, Step]:
+    """fwd+bwd steps of the untied teacher and the Raptors with / without depth scaling (and,
+    with ``ablation``, the pre-folded and on-activations variants)."""
     teacher = build_teacher(TeacherConfig(depth=sum(REPEATS), embed_dim=dim,
                                           num_heads=max(1, dim // 64)), seed=0)
     gen = torch.Generator().manual_seed(0)
-    x0 = torch.randn(BATCHES[tokens], tokens, dim, generator=gen)
-    target = torch.randn(BATCHES[tokens], sum(REPEATS), tokens, dim, generator=gen)
+    x0 = torch.randn(batch, tokens, dim, generator=gen)
+    target = torch.randn(batch, sum(REPEATS), tokens, dim, generator=gen)
     untied = copy.deepcopy(teacher.blocks).requires_grad_(True).train()
 
     def untied_forward(x: torch.Tensor) -> torch.Tensor:  # the trajectory as forward_from builds it
@@ -51,18 +59,50 @@ def steps(dim: int, tokens: int, compile_: bool) -> dict[str, Step]:
         return torch.stack(states, 1)[:, 1:]
 
     forwards: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"teacher": untied_forward}
-    models: dict[str, nn.Module] = {"teacher": untied}
+    params: dict[str, list[torch.Tensor]] = {"teacher": list(untied.parameters())}
+    raptors = {}
     for name, scaling in (("scaled", True), ("plain", False)):
-        raptor = Raptor(teacher, REPEATS, depth_scaling=scaling).train()
+        raptors[name] = raptor = Raptor(teacher, REPEATS, depth_scaling=scaling).train()
         forwards[name] = lambda x, r=raptor: r.forward_from(x)[:, 1:]
-        models[name] = raptor
+        params[name] = raptor.raptor_parameters()
+    if ablation:
+        scaled = raptors["scaled"]
+        segments = [(block, scaled._z[first + 1:last + 1])
+                    for block, (first, last) in zip(scaled.blocks, scaled.partition)]
+        leaves = [[Folded(*(t.detach().clone().requires_grad_(True) if t is not None else None
+                            for t in folded)) for folded in block.folded(z)]
+                  for block, z in segments]
+
+        def prefolded(x: torch.Tensor) -> torch.Tensor:
+            states = [x]
+            for (block, _), layers in zip(segments, leaves):
+                for folded in layers:
+                    states.append(block.step(states[-1], folded))
+            return torch.stack(states, 1)[:, 1:]
+
+        def on_activations(x: torch.Tensor) -> torch.Tensor:
+            states = [x]
+            for block, z in segments:
+                s_attn, s_mlp, s_out = block.scale(z, z)  # (layers, 1, D) each; no LayerScale
+                for a, m, o in zip(s_attn.unbind(0), (s_mlp * s_out).unbind(0), s_out.unbind(0)):
+                    y = torch.addcmul(states[-1], a, block.attn(block.norm1(states[-1])))
+                    states.append(torch.addcmul(o * y, m, block.mlp(block.norm2(y))))
+            return torch.stack(states, 1)[:, 1:]
+
+        forwards.update(prefolded=prefolded, activations=on_activations)
+        with torch.no_grad():  # the variants compute the same trajectory
+            ref = forwards["scaled"](x0)
+            for name in ("prefolded", "activations"):
+                torch.testing.assert_close(forwards[name](x0), ref, rtol=1e-4, atol=1e-4)
+        params["activations"] = params["scaled"]
+        params["prefolded"] = params["scaled"] + [t for layers in leaves for f in layers
+                                                  for t in f if t is not None]
 
     def make(name: str) -> Step:
         fwd = torch.compile(forwards[name]) if compile_ else forwards[name]
-        params = [p for p in models[name].parameters() if p.requires_grad]
 
         def step() -> None:
-            for p in params:
+            for p in params[name]:
                 p.grad = None
             nn.functional.mse_loss(fwd(x0), target).backward()
         return step
@@ -70,14 +110,16 @@ def steps(dim: int, tokens: int, compile_: bool) -> dict[str, Step]:
     return {name: make(name) for name in forwards}
 
 
-def measure(dim: int, tokens: int, warmup: int, repeats: int, compile_: bool
-            ) -> dict[str, list[float]]:
-    """Per-repeat ratios ``model / teacher`` for ``scaled`` and ``plain``, and teacher ms."""
-    run = steps(dim, tokens, compile_)
+def measure(dim: int, tokens: int, batch: int, warmup: int, repeats: int, compile_: bool,
+            ablation: bool) -> dict[str, list[float]]:
+    """Per-repeat ratios ``variant / teacher`` for every Raptor variant, the per-repeat seconds of
+    each (``<name>_s``), and the teacher's ms."""
+    run = steps(dim, tokens, batch, compile_, ablation)
     for _ in range(warmup):
         for step in run.values():
             step()
-    out: dict[str, list[float]] = {"scaled": [], "plain": [], "teacher_ms": [],
+    variants = [name for name in run if name != "teacher"]
+    out: dict[str, list[float]] = {"teacher_ms": [], **{name: [] for name in variants},
                                    **{f"{name}_s": [] for name in run}}
     for i in range(repeats):
         order = list(run) if i % 2 == 0 else list(reversed(run))  # no fixed position in a round
@@ -89,7 +131,7 @@ def measure(dim: int, tokens: int, warmup: int, repeats: int, compile_: bool
         out["teacher_ms"].append(times["teacher"] * 1e3)
         for name, seconds in times.items():
             out[f"{name}_s"].append(seconds)
-        for name in ("scaled", "plain"):
+        for name in variants:
             out[name].append(times[name] / times["teacher"])
     return out
 
@@ -99,34 +141,45 @@ def quartiles(values: list[float]) -> tuple[float, float, float]:
     return q[0], statistics.median(values), q[2]
 
 
+COLUMNS = {"scaled": "depth scaling", "plain": "none", "prefolded": "pre-folded",
+           "activations": "on activations"}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=11)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--compile", action="store_true", help="torch.compile every forward")
+    parser.add_argument("--ablation", action="store_true",
+                        help="also time the pre-folded and on-activations variants")
     parser.add_argument("--widths", type=int, nargs="+", default=WIDTHS)
     parser.add_argument("--tokens", type=int, nargs="+", default=tuple(BATCHES),
                         choices=tuple(BATCHES))
+    parser.add_argument("--batch-scale", type=int, default=1,
+                        help="multiply every batch (~1,000 tokens a step) by this")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     print(f"{platform.processor() or platform.machine()}, torch {torch.__version__}, "
           f"threads {args.threads}, repeats {REPEATS}, warm-up {args.warmup}, "
           f"{args.repeats} interleaved repeats, {'compiled' if args.compile else 'eager'}\n")
-    print("| D | tokens × batch | teacher ms | depth scaling: median (p25–p75) / of minima "
-          "| none: median (p25–p75) / of minima |")
-    print("|---|---|---|---|---|")
+    names = list(COLUMNS) if args.ablation else ["scaled", "plain"]
+    print("| D | tokens × batch | teacher ms | "
+          + " | ".join(f"{COLUMNS[n]}: median (p25–p75) / of minima" for n in names) + " |")
+    print("|---|---|---|" + "---|" * len(names))
     for dim in args.widths:
         for tokens in args.tokens:
-            r = measure(dim, tokens, args.warmup, args.repeats, args.compile)
+            batch = BATCHES[tokens] * args.batch_scale
+            r = measure(dim, tokens, batch, args.warmup, args.repeats, args.compile,
+                        args.ablation)
             cells = []
-            for name in ("scaled", "plain"):
+            for name in names:
                 lo, med, hi = quartiles(r[name])
                 least = min(r[f"{name}_s"]) / min(r["teacher_s"])
                 cells.append(f"{med:.3f} ({lo:.3f}–{hi:.3f}) / {least:.3f}")
             teacher_ms = statistics.median(r["teacher_ms"])
-            print(f"| {dim} | {tokens} × {BATCHES[tokens]} | {teacher_ms:.1f} | {cells[0]} "
-                  f"| {cells[1]} |", flush=True)
+            print(f"| {dim} | {tokens} × {batch} | {teacher_ms:.1f} | " + " | ".join(cells)
+                  + " |", flush=True)
 
 
 if __name__ == "__main__":

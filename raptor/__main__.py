@@ -10,9 +10,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from raptor.artifacts import MANIFEST, ArtifactError, export, verify
+from raptor.artifacts import (MANIFEST, ArtifactError, compare_retrained, export, read_manifest,
+                              verify)
 from raptor.book.chapters import MODULES, PROFILES
-from raptor.book.compare import compare
+from raptor.book.compare import REPRODUCE_ATOL, REPRODUCE_RTOL, compare
 from raptor.book.runner import RunnerError, build_book, parse_value, run
 from raptor.sweep import EXECUTORS, Options, rank_job, sweep
 
@@ -36,6 +37,11 @@ def main(argv: list[str] | None = None) -> int:
                            "numbers within one unit of their last printed digit")
     p_cmp.add_argument("expected", type=Path, help="e.g. book/claims")
     p_cmp.add_argument("actual", type=Path, help="e.g. runs/kernels/claims")
+    p_cmp.add_argument("--chapter", action="append", dest="chapters",
+                       help="compare only this chapter (repeatable; default: all)")
+    p_cmp.add_argument("--retrained", action="store_true",
+                       help="the actual book was retrained from scratch: rounded numbers within "
+                       f"{REPRODUCE_RTOL:g} of their value + {REPRODUCE_ATOL:g} as well")
     p_sweep = sub.add_parser("sweep", help="train a chapter's teachers and students as jobs "
                              "(submitit: local processes or a SLURM cluster)")
     p_sweep.add_argument("--chapter", required=True, help=f"one of {', '.join(MODULES)}")
@@ -54,6 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     p_sweep.add_argument("--ranks", type=int, default=Options.ranks,
                          help="processes (torchrun, DDP) per student job; default one per GPU "
                          "(--gpus-per-node) or 1")
+    p_sweep.add_argument("--cpus-per-task", type=int, default=Options.cpus_per_task,
+                         help="SLURM: cores for each job")
     p_sweep.add_argument("--dry-run", action="store_true",
                          help="check parameters and inputs, list the jobs and their cost, exit")
     p_job = sub.add_parser("job", help="train one cache entry from its key (JSON) as a sweep's "
@@ -63,9 +71,11 @@ def main(argv: list[str] | None = None) -> int:
     p_job.add_argument("--data-root")
     sub.add_parser("build", help="jupyter-book build book/ (no execution)")
     p_art = sub.add_parser("artifacts", help="fill or check the artifact tier (artifacts/)")
-    p_art.add_argument("action", choices=["export", "verify"])
+    p_art.add_argument("action", choices=["export", "verify", "compare"])
     p_art.add_argument("--log", type=Path, help="export: the $RAPTOR_CACHE_LOG of a book run")
     p_art.add_argument("--root", type=Path, default=Path("artifacts"))
+    p_art.add_argument("--cache", type=Path,
+                       help="compare: a cache retrained from scratch (make reproduce)")
     args = parser.parse_args(argv)
     try:
         if args.command == "build":
@@ -75,12 +85,14 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "job":
             print(rank_job(args.kind, args.keyfile, args.data_root))
         elif args.command == "compare":
-            problems = compare(args.expected, args.actual)
+            wide = dict(rtol=REPRODUCE_RTOL, atol=REPRODUCE_ATOL) if args.retrained else {}
+            problems = compare(args.expected, args.actual, args.chapters, **wide)
             print("\n".join(problems) or f"{args.actual} matches {args.expected}")
             return 1 if problems else 0
         elif args.command == "sweep":
             opts = Options(args.executor, args.folder, args.partition, args.time,
-                           args.gpus_per_node, args.array_parallelism, args.ranks)
+                           args.gpus_per_node, args.array_parallelism, args.ranks,
+                           args.cpus_per_task)
             sweep(args.chapter, args.profile, {n: parse_value(v) for n, v in args.p}, opts,
                   dry_run=args.dry_run)
         else:
@@ -97,11 +109,39 @@ def _artifacts(args: argparse.Namespace) -> int:
     if args.action == "verify":
         print(f"{verify(args.root)} artifacts match {args.root / MANIFEST}")
         return 0
+    if args.action == "compare":
+        return _compare_retrained(args.root, args.cache)
     if args.log is None or not args.log.is_file():
         raise ArtifactError("export needs --log FILE: the $RAPTOR_CACHE_LOG written by a book run")
     manifest = export(args.log.read_text().split(), args.root)
     print(f"exported {len(manifest['entries'])} artifacts, "
           f"{manifest['total_bytes'] / 2**20:.1f} MiB, to {args.root}")
+    return 0
+
+
+def _compare_retrained(root: Path, cache: Path | None) -> int:
+    if cache is None or not cache.is_dir():
+        raise ArtifactError(f"compare needs --cache DIR: a cache retrained from scratch, got "
+                            f"{cache}")
+    rows, unmatched = compare_retrained(root, cache)
+    if not rows:
+        raise ArtifactError(f"{cache} holds none of the {len(read_manifest(root))} entries of "
+                            f"{root}")
+    print("| entry | tensors | max abs diff | final metric (retrained / tier) "
+          "| wall s (retrained / tier) |\n|---|---|---|---|---|")
+    for r in rows:
+        key = next((k for k in ("val_acc", "stage2_final_loss") if k in r["tier_metrics"]), None)
+        metric = (f"{key} {r['metrics'].get(key, float('nan')):.4g} / {r['tier_metrics'][key]:.4g}"
+                  if key else "—")
+        print(f"| {r['name']} | {'identical' if r['identical'] else 'differ'} | "
+              f"{r['max_abs_diff']:.3g} | {metric} | {r['wall_s']:.0f} / {r['tier_wall_s']:.0f} |")
+    same = sum(r["identical"] for r in rows)
+    print(f"{same} of {len(rows)} retrained entries are bit-identical to the tier's; "
+          f"retraining took {sum(r['wall_s'] for r in rows) / 60:.1f} min "
+          f"(the tier's records: {sum(r['tier_wall_s'] for r in rows) / 60:.1f} min)")
+    if unmatched:
+        print(f"{len(unmatched)} retrained entries have no counterpart in the tier (a student "
+              f"whose retrained teacher has another max-cut partition): {', '.join(unmatched)}")
     return 0
 
 

@@ -5,7 +5,8 @@
 its sha256, training wall time, machine and final metrics. The cache reads the tier read-only,
 after its own folder; a file whose sha256 differs from the manifest is an error naming the file,
 never a silent retrain. ``python -m raptor artifacts export`` fills the tier from the cache with
-the entries a book run used (listed by ``$RAPTOR_CACHE_LOG``).
+the entries a book run used (listed by ``$RAPTOR_CACHE_LOG``); ``artifacts compare`` sets the
+entries of a cache retrained from scratch (``make reproduce``) beside the tier's.
 """
 
 from __future__ import annotations
@@ -140,3 +141,41 @@ def verify(root: Path) -> int:
         if sha256(root / name) != entry["sha256"]:
             raise ArtifactError(f"{root / name} does not match its sha256 in {root / MANIFEST}")
     return len(entries)
+
+
+def _without_teacher_weights(config: Mapping[str, Any]) -> str:
+    """A configuration as JSON, less the digest of a student's teacher weights: a student
+    retrained from a retrained teacher keeps its counterpart in the tier."""
+    return json.dumps({k: v for k, v in config.items() if k != "teacher_weights"}, sort_keys=True)
+
+
+def compare_retrained(root: Path, cache: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """Each entry of ``cache`` (retrained from scratch) beside its counterpart in the tier at
+    ``root``: the same configuration, a student's teacher weights aside. For each pair: whether the
+    tensors are bit-identical, the largest absolute weight difference, both entries' metrics and
+    wall times. Also returns the retrained entries without a counterpart (e.g. a student whose
+    retrained teacher has another max-cut partition)."""
+    tier = {_without_teacher_weights(e["config"]): (name, e)
+            for name, e in read_manifest(root).items()}
+    rows, unmatched = [], []
+    for path in sorted(cache.glob("*/*.safetensors")):
+        if path.name.endswith(".work.safetensors"):
+            continue
+        name = str(path.relative_to(cache))
+        config = json.loads(_metadata(path)["config"])
+        if _without_teacher_weights(config) not in tier:
+            unmatched.append(name)
+            continue
+        tier_name, entry = tier[_without_teacher_weights(config)]
+        theirs, _ = load_tensors(root / tier_name)
+        ours, record = load_tensors(path, config)
+        if theirs.keys() != ours.keys():
+            raise ArtifactError(f"{path} holds other tensors than {root / tier_name}")
+        delta = max((float((ours[k].double() - theirs[k].double()).abs().max()) for k in ours
+                     if ours[k].numel()), default=0.0)
+        rows.append({"name": tier_name, "identical": all(torch.equal(theirs[k], ours[k])
+                                                         for k in ours),
+                     "max_abs_diff": delta, "metrics": metrics(record),
+                     "tier_metrics": entry["metrics"], "wall_s": record["built"]["wall_s"],
+                     "tier_wall_s": entry["wall_s"]})
+    return rows, unmatched

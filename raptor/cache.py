@@ -153,7 +153,8 @@ def _build(path: Path, config: Mapping[str, Any], build: Builder
     start = time.perf_counter()
     tensors, record = build(work)
     built = {"code_version": code_version(), "wall_s": round(time.perf_counter() - start, 1),
-             "machine": f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}"}
+             "machine": f"{platform.machine()} ({torch.backends.cpu.get_cpu_capability()} "
+                        f"kernels), {os.cpu_count()} cores, torch {torch.__version__}"}
     record = {**record, "built": built, "digest": digest(tensors)}
     save_tensors(path, tensors, config, record)
     for leftover in path.parent.glob(f"{path.stem}.work*.safetensors"):

@@ -64,7 +64,8 @@ class Options:
     """Where and how jobs run: submitit's ``local``, ``slurm`` or in-process ``debug`` executor.
     A student job runs ``ranks`` processes under ``torchrun`` (default: one per GPU,
     ``gpus_per_node``, or 1) and gets ``gpus_per_node`` GPUs on SLURM; a teacher job is one
-    process with at most one GPU."""
+    process with at most one GPU. On SLURM each job gets ``cpus_per_task`` cores (data loading,
+    torch threads)."""
 
     executor: str = "local"
     folder: Path = Path("runs/sweeps")
@@ -73,6 +74,7 @@ class Options:
     gpus_per_node: int = 0
     array_parallelism: int = 64
     ranks: int | None = None
+    cpus_per_task: int = 8
 
     def __post_init__(self) -> None:
         if self.executor not in EXECUTORS:
@@ -81,7 +83,7 @@ class Options:
         if self.ranks is None:
             object.__setattr__(self, "ranks", max(1, self.gpus_per_node))
         for name, low in (("time_min", 1), ("gpus_per_node", 0), ("array_parallelism", 1),
-                          ("ranks", 1)):
+                          ("ranks", 1), ("cpus_per_task", 1)):
             value = getattr(self, name)
             if not isinstance(value, int) or value < low:
                 flag = "--time" if name == "time_min" else "--" + name.replace("_", "-")
@@ -364,7 +366,7 @@ def _executor(opts: Options, gpus: int) -> Any:
     executor.update_parameters(timeout_min=opts.time_min, name="raptor-sweep")
     if opts.executor == "slurm":
         executor.update_parameters(
-            nodes=1, tasks_per_node=1, gpus_per_node=gpus,
+            nodes=1, tasks_per_node=1, gpus_per_node=gpus, cpus_per_task=opts.cpus_per_task,
             slurm_array_parallelism=opts.array_parallelism,
             **({"slurm_partition": opts.partition} if opts.partition else {}))
     return executor

@@ -48,6 +48,33 @@ def test_export_records_provenance_and_metrics(tier):
     assert json.loads((root / "manifest.json").read_text())["total_bytes"] == manifest["total_bytes"]
 
 
+def test_a_retrained_cache_is_set_beside_the_tier(tier, tmp_path, monkeypatch, capsys):
+    """Each retrained entry meets its tier counterpart (a student's teacher digest aside):
+    identical or not, by how much; an entry with no counterpart is listed."""
+    from raptor.__main__ import main
+
+    root, _ = tier
+    retrained = tmp_path / "retrained"
+    monkeypatch.setenv("RAPTOR_ARTIFACTS", "")
+    monkeypatch.setenv("RAPTOR_CACHE", str(retrained))
+    get_or_build("teacher", {"a": 1}, _build(1.0))  # bit-identical
+    get_or_build("student", {"a": 2, "teacher_weights": "other"}, _build(2.25))  # moved
+    get_or_build("student", {"a": 3}, _build(3.0))  # e.g. another partition
+    rows, unmatched = artifacts.compare_retrained(root, retrained)
+    by_name = {r["name"]: r for r in rows}
+    teacher = by_name[entry_name("teacher", {"a": 1})]
+    student = by_name[entry_name("student", {"a": 2})]
+    assert teacher["identical"] and teacher["max_abs_diff"] == 0
+    assert not student["identical"] and student["max_abs_diff"] == pytest.approx(0.25)
+    assert student["metrics"]["val_acc"] == student["tier_metrics"]["val_acc"] == 0.9
+    assert unmatched == [entry_name("student", {"a": 3})]
+    assert main(["artifacts", "compare", "--root", str(root), "--cache", str(retrained)]) == 0
+    out = capsys.readouterr().out
+    assert "1 of 2 retrained entries are bit-identical" in out and "no counterpart" in out
+    assert main(["artifacts", "compare", "--root", str(root), "--cache", str(tmp_path / "no")]) == 2
+    assert "compare needs --cache DIR" in capsys.readouterr().err
+
+
 def test_cache_falls_back_to_the_tier_without_building(tier):
     def fail(_work):
         raise AssertionError("must not build: the tier has it")

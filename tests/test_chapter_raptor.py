@@ -22,17 +22,26 @@ def test_min_cosine_interval_skips_the_shared_embedding() -> None:
 
 
 def test_c15_cosine_high_on_intervals() -> None:
-    held = chapter.c15_cosine_high({2: Interval(0.917, 0.91, 0.925, 0.95),
-                                    3: Interval(0.956, 0.95, 0.96, 0.95)})
+    held = chapter.c15_cosine_high({2: [Interval(0.917, 0.91, 0.925, 0.95)],
+                                    3: [Interval(0.956, 0.95, 0.96, 0.95)]})
     assert held.verdict == HOLDS
     assert held.ours == ("k=2: min cosine 0.917 [0.910, 0.925], k=3: min cosine 0.956 "
                          "[0.950, 0.960]")
     assert held.detail.startswith("minimum over layers 1..L of the cls and patch cosine; "
                                   "threshold 0.9 [ours]; 95% bootstrap")
-    low = {2: Interval(0.95, 0.94, 0.96, 0.95), 3: Interval(0.89, 0.88, 0.895, 0.95)}
+    low = {2: [Interval(0.95, 0.94, 0.96, 0.95)], 3: [Interval(0.89, 0.88, 0.895, 0.95)]}
     assert chapter.c15_cosine_high(low).verdict == FAILS
-    spans = {2: Interval(0.905, 0.895, 0.915, 0.95)}
+    spans = {2: [Interval(0.905, 0.895, 0.915, 0.95)]}
     assert chapter.c15_cosine_high(spans).verdict == INCONCLUSIVE
+
+
+def test_c15_needs_every_seed_and_reports_the_lowest() -> None:
+    good, bad = Interval(0.95, 0.94, 0.96, 0.95), Interval(0.85, 0.84, 0.86, 0.95)
+    assert chapter.c15_cosine_high({2: [good, good, good]}).verdict == HOLDS
+    one_seed_fails = chapter.c15_cosine_high({2: [good, bad, good]})
+    assert one_seed_fails.verdict == FAILS
+    assert one_seed_fails.ours == "k=2: min cosine 0.850 [0.840, 0.860] (the lowest of 3 seeds)"
+    assert one_seed_fails.detail.endswith("per seed: k=2 0.950, 0.850, 0.950")
 
 
 def test_c25_shorter_description() -> None:
@@ -53,20 +62,28 @@ def test_thresholds_say_ours() -> None:
         assert t.source.startswith("[ours]")
 
 
-def test_cost_table_relates_head_accuracy_to_the_teacher() -> None:
-    models = [chapter.Model("teacher (L=8)", 0.8, 0.79, 400, 1000),
-              chapter.Model("Raptor k=2", 0.6, 0.7, 100, 1003)]
-    table = chapter.cost_table(chapter.Result(chapter.Spec(), {}, {}, {}, models, np.zeros(0), {}))
+def test_cost_table_averages_seeds_and_relates_head_accuracy_to_the_teacher() -> None:
+    def run(seed: int, teacher: float, student: float) -> chapter.SeedRun:
+        models = [chapter.Model("teacher (L=8)", teacher, 0.79, 400, 1000),
+                  chapter.Model("Raptor k=2", student, 0.7, 100, 1003)]
+        return chapter.SeedRun(seed, {}, {}, {}, models, np.zeros(0), {})
+
+    table = chapter.cost_table(chapter.Result(chapter.Spec(), [run(0, 0.8, 0.6), run(1, 0.8, 0.4)]))
     assert table.index.tolist() == ["teacher (L=8)", "Raptor k=2"]
-    assert table["% of teacher (head)"].tolist() == pytest.approx([100.0, 75.0])
+    assert table["head acc"].tolist() == pytest.approx([0.8, 0.5])
+    assert table["head sd"].tolist() == pytest.approx([0.0, np.sqrt(0.02)])
+    assert table["% of teacher (head)"].tolist() == pytest.approx([100.0, 62.5])
+    one = chapter.cost_table(chapter.Result(chapter.Spec(), [run(0, 0.8, 0.6)]))
+    assert one["head sd"].isna().all()
 
 
 # --- the chapter at smoke --------------------------------------------------------------------
 
 @pytest.mark.slow
 def test_smoke_result(smoke_result) -> None:
-    result = smoke_result(chapter.NAME)
     spec = chapter.SMOKE
+    [result] = smoke_result(chapter.NAME).runs
+    assert result.seed == spec.seeds[0]
     L = spec.teacher.depth
     assert list(result.partitions) == list(spec.k_values) == list(result.evals)
     assert [len(p) for p in result.partitions.values()] == list(spec.k_values)

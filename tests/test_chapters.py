@@ -33,7 +33,8 @@ BAD = [
            ("n_resamples", 0)),
     pytest.param("finding-phases", {"dinov2_weights": "w.safetensors"},
                  "parameter 'imagenet_root'", id="finding-phases:dinov2 without imagenet"),
-    *named("raptor", ("p", 1.0), ("p", -0.1), ("seed", -1), ("k_values", [9]),
+    *named("raptor", ("p", 1.0), ("p", -0.1), ("seeds", [-1]), ("seeds", []), ("seeds", [1, 1]),
+           ("k_values", [9]),
            ("k_values", [0]), ("k_values", []), ("n_images", 0), ("probe_images", 0),
            ("distill_lr", 0.0)),
     *named("stochastic-depth", ("p_values", [0.0, 1.0]), ("p_values", []), ("seeds", []),
@@ -80,7 +81,7 @@ OLD_PROFILES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
          "n_resamples": 3},
         {**PAPER_TEACHER, "n_images": 10_000, "image_counts": [100, 300, 1000, 3000, 5000]}),
     "raptor": (
-        {**SMOKE_STUDENT, "n_images": 64, "k_values": [2], "probe_images": 128},
+        {**SMOKE_STUDENT, "n_images": 64, "k_values": [2], "probe_images": 128, "seeds": [0]},
         {**PAPER_STUDENT, "n_images": 10_000, "k_values": [2, 3, 4], "probe_images": 50_000}),
     "stochastic-depth": (
         {**SMOKE_STUDENT, "n_images": 64, "p_values": [0.0, 0.2, 0.4, 0.6], "seeds": [0],

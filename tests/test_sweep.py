@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -236,6 +237,8 @@ def test_a_key_that_does_not_round_trip_is_refused(fresh_cache: Path) -> None:
     (["--chapter", "raptor", "--profile", "smoke", "--executor", "pbs"], "--executor must be"),
     (["--chapter", "raptor", "--profile", "smoke", "--time", "0"], "--time must be"),
     (["--chapter", "raptor", "--profile", "smoke", "--ranks", "0"], "--ranks must be"),
+    (["--chapter", "raptor", "--profile", "smoke", "--cpus-per-task", "0"],
+     "--cpus-per-task must be"),
     (["--chapter", "raptor", "--profile", "smoke", "--gpus-per-node", "2", "--ranks", "4"],
      "--ranks must be at most --gpus-per-node (2)"),
 ])
@@ -245,3 +248,20 @@ def test_bad_arguments_are_clear_errors(argv: list[str], message: str, tmp_path:
     assert main(["sweep", *argv, "--dry-run", "--folder", str(tmp_path)]) == 2
     assert message in capsys.readouterr().err
     assert not list(tmp_path.iterdir())
+
+
+def test_the_slurm_script_asks_for_what_the_options_say(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from raptor.sweep import _executor
+
+    bin_ = tmp_path / "bin"  # submitit looks for srun before it writes a script
+    bin_.mkdir()
+    (bin_ / "srun").write_text("#!/bin/sh\nexit 0\n")
+    (bin_ / "srun").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_}:{os.environ['PATH']}")
+    opts = Options(executor="slurm", folder=tmp_path / "jobs", partition="gpu", time_min=90,
+                   gpus_per_node=4, array_parallelism=8, cpus_per_task=12)
+    script = _executor(opts, gpus=4)._executor._make_submission_file_text("python -V", "u")
+    for line in ("--partition=gpu", "--time=90", "--gpus-per-node=4", "--cpus-per-task=12",
+                 "--nodes=1", "--ntasks-per-node=1"):
+        assert f"#SBATCH {line}\n" in script

@@ -6,6 +6,11 @@ last bits; a number printed with ``d`` decimals may then differ by one unit in i
 :func:`compare` checks every claim of every chapter (``<dir>/<chapter>.json``) against that
 tolerance: same claims and verdicts, same text outside the numbers, each number within one unit
 of its last printed digit (or ``RTOL`` of its value, whichever is larger).
+
+Retraining from scratch on other kernels moves more than the last digit: 400 steps amplify
+last-bit differences (measured: a tier teacher's accuracy 0.8005 → 0.7965, its Raptors' minimum
+cosine 0.919 → 0.915). ``make reproduce`` therefore compares verdicts exactly and rounded numbers
+within ``REPRODUCE_RTOL`` and ``REPRODUCE_ATOL`` as well.
 """
 
 from __future__ import annotations
@@ -16,6 +21,9 @@ from pathlib import Path
 
 NUMBER = re.compile(r"[-+]?\d+(?:\.(\d+))?(?:[eE]([-+]?\d+))?(%?)")
 RTOL = 1e-3  # [ours] forward passes in float32 agree to ~1e-6; room for accumulated reductions
+# [ours] an order of magnitude above the retraining differences measured (0.004 in accuracy and
+# cosine); far below the effects the claims read.
+REPRODUCE_RTOL, REPRODUCE_ATOL = 0.05, 0.01
 FIELDS = ("id", "verdict", "paper", "ours", "detail")
 
 
@@ -34,23 +42,31 @@ def _numbers(text: str) -> tuple[str, list[tuple[float, float]]]:
     return NUMBER.sub(keep, text), found
 
 
-def _same_text(a: str, b: str) -> str | None:
-    """Why ``a`` and ``b`` differ beyond the tolerance, or ``None``."""
+def _same_text(a: str, b: str, rtol: float = RTOL, atol: float = 0.0) -> str | None:
+    """Why ``a`` and ``b`` differ beyond the tolerance, or ``None``: one unit of the last digit,
+    plus ``rtol`` of the value and ``atol`` for a rounded number; integers exactly."""
     (ta, na), (tb, nb) = _numbers(a), _numbers(b)
     if ta != tb or len(na) != len(nb):
         return f"{a!r} != {b!r}"
     for (x, ux), (y, uy) in zip(na, nb):
-        if abs(x - y) > max(ux, uy) * 1.0001 + RTOL * abs(y):
-            return f"{x:g} vs {y:g} beyond one unit of the last digit in {a!r} / {b!r}"
+        unit = max(ux, uy)
+        tolerance = unit * 1.0001 + rtol * abs(y) + atol if unit else RTOL * abs(y)
+        if abs(x - y) > tolerance:
+            return f"{x:g} vs {y:g} beyond the tolerance in {a!r} / {b!r}"
     return None
 
 
-def compare(expected: str | Path, actual: str | Path) -> list[str]:
-    """The differences between two claims folders (empty: the same within tolerance)."""
+def compare(expected: str | Path, actual: str | Path, chapters: list[str] | None = None, *,
+            rtol: float = RTOL, atol: float = 0.0) -> list[str]:
+    """The differences between two claims folders (empty: the same within tolerance), over every
+    chapter or only ``chapters``; ``rtol`` and ``atol`` widen the tolerance of rounded numbers
+    (a book retrained from scratch, not just re-executed, needs it: ``make reproduce``)."""
     expected, actual = Path(expected), Path(actual)
-    names = sorted(p.name for p in expected.glob("*.json"))
+    names = sorted(p.name for p in expected.glob("*.json")
+                   if chapters is None or p.stem in chapters)
     if not names:
-        raise FileNotFoundError(f"no claims (*.json) in {expected}")
+        raise FileNotFoundError(f"no claims (*.json) in {expected}"
+                                + (f" for chapters {', '.join(chapters)}" if chapters else ""))
     problems = []
     for name in names:
         other = actual / name
@@ -66,7 +82,7 @@ def compare(expected: str | Path, actual: str | Path) -> list[str]:
                 problems.append(f"{name} {ca['id']}: verdict {ca['verdict']!r} vs "
                                 f"{cb['verdict']!r}")
             for field in FIELDS[2:]:
-                why = _same_text(ca[field], cb[field])
+                why = _same_text(ca[field], cb[field], rtol, atol)
                 if why:
                     problems.append(f"{name} {ca['id']} {field}: {why}")
     return problems
