@@ -356,11 +356,19 @@ def _average(run: _Run, values: torch.Tensor) -> torch.Tensor:
 
 
 def student_key(teacher_cfg: TeacherConfig, teacher_train: TrainConfig | None, teacher_seed: int,
-                cfg: DistillConfig, teacher: nn.Module | str) -> dict[str, Any]:
+                cfg: DistillConfig, teacher: nn.Module | str | None) -> dict[str, Any]:
     """The cache key of a student: its teacher's key, the digest of the teacher's weights
     (``teacher``: the model, or that digest), so a rebuilt teacher gets new students, and the
-    distillation configuration."""
-    weights = teacher if isinstance(teacher, str) else digest(teacher.state_dict())
+    distillation configuration.
+
+    An untrained teacher (``teacher_train`` ``None``) is its configuration and seed: its weights
+    carry no digest, because their last bits depend on the machine's math library (the
+    truncated-normal init goes through MKL's ``erfinv``), which would give its students other
+    keys on another CPU."""
+    if teacher_train is None:
+        weights = None
+    else:
+        weights = teacher if isinstance(teacher, str) else digest(teacher.state_dict())
     return {"teacher": teacher_key(teacher_cfg, teacher_train, teacher_seed, cfg.device),
             "teacher_weights": weights, "distill": dataclasses.asdict(cfg), "format": 1}
 

@@ -311,12 +311,28 @@ def test_damaged_work_file_restarts_from_zero_bit_identical(tmp_path: Path, dama
 
 
 def test_student_key_holds_the_teachers_weight_digest() -> None:
-    cfg = DistillConfig(**FAST)
+    from raptor.teachers import TrainConfig
+
+    cfg, train = DistillConfig(**FAST), TrainConfig(steps=2)
     a, b = teacher(), build_teacher(TINY, seed=1)
-    key = student_key(TINY, None, 0, cfg, a)
+    key = student_key(TINY, train, 0, cfg, a)
     assert key["teacher_weights"] == digest(a.state_dict())
-    assert student_key(TINY, None, 0, cfg, digest(a.state_dict())) == key
-    assert fingerprint(student_key(TINY, None, 0, cfg, b)) != fingerprint(key)
+    assert student_key(TINY, train, 0, cfg, digest(a.state_dict())) == key
+    assert fingerprint(student_key(TINY, train, 0, cfg, b)) != fingerprint(key)
+
+
+def test_an_untrained_teachers_students_are_keyed_by_its_configuration() -> None:
+    """Other last bits of an untrained teacher's init (another CPU's math library) must find the
+    same student: the key holds no weight digest, but the teacher's seed and architecture."""
+    cfg, a = DistillConfig(**FAST), teacher()
+    other_bits = {k: v.nextafter(torch.full_like(v, 1e9)) if v.is_floating_point() else v
+                  for k, v in a.state_dict().items()}
+    b = teacher()
+    b.load_state_dict(other_bits)
+    key = student_key(TINY, None, 0, cfg, a)
+    assert key["teacher_weights"] is None
+    assert student_key(TINY, None, 0, cfg, b) == key == student_key(TINY, None, 0, cfg, None)
+    assert fingerprint(student_key(TINY, None, 1, cfg, a)) != fingerprint(key)
 
 
 def test_a_rebuilt_teacher_invalidates_its_students(tmp_path: Path,
