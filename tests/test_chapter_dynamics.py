@@ -1,5 +1,7 @@
 """Chapter *dynamics*: claims C16–C24 on synthetic curves, the result of a smoke run."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -218,24 +220,40 @@ def test_smoke_result(smoke_result) -> None:
     result = smoke_result(chapter.NAME)
     depth = chapter.SMOKE.teacher.depth
     groups = ["cls", "registers", "patches"]
-    assert list(result.flow) == ["teacher", "Raptor"]
-    for flow in result.flow.values():
+    (run,) = result.runs
+    assert run.seed == chapter.SMOKE.seeds[0]
+    assert list(run.flow) == ["teacher", "Raptor"]
+    for flow in run.flow.values():
         assert list(flow.norms) == groups
         assert all(v.shape == (depth + 1,) for v in [*flow.norms.values(),
                                                       *flow.convergence.values()])
         assert all(v.shape == (depth,) for v in flow.speed.values())
-    assert result.pca_paths.shape[1:] == (depth + 1, 2)
-    assert result.pca_paths.shape[0] == len(result.pca_labels) > 0
-    assert set(result.pca_labels) <= set(range(chapter.SMOKE.n_classes))
-    assert len(result.partition) == chapter.SMOKE.k and len(result.bounds) == chapter.SMOKE.k - 1
-    assert all(v.shape == (depth,) for v in result.sensitivity.values())
-    assert all(v.shape == (depth - result.perturb_layer + 1,) for v in result.distance.values())
-    assert all(np.abs(s.eigenvalues).max() < 1.5 for s in result.dmd.values())
+    assert run.pca_paths.shape[1:] == (depth + 1, 2)
+    assert run.pca_paths.shape[0] == len(run.pca_labels) > 0
+    assert set(run.pca_labels) <= set(range(chapter.SMOKE.n_classes))
+    assert len(run.partition) == chapter.SMOKE.k and len(run.bounds) == chapter.SMOKE.k - 1
+    assert all(v.shape == (depth,) for v in run.sensitivity.values())
+    assert all(v.shape == (depth - run.perturb_layer + 1,) for v in run.distance.values())
+    assert all(np.abs(s.eigenvalues).max() < 1.5 for s in run.dmd.values())
 
-    assert list(chapter.dmd_table(result).columns) == groups
+    assert list(chapter.dmd_table(result).index.get_level_values("group")) == groups
+    assert list(chapter.seeds_table(result).index) == list(chapter.SMOKE.seeds)
+    assert len(chapter.share_table(result)) == 3
     claims = chapter.claims(result)
     assert [c.id for c in claims] == [f"C{i}" for i in range(16, 25)]
     assert claims[0].verdict == UNTESTABLE  # γ over L + 1 = 5 layers: too few for the fit
+
+
+@pytest.mark.slow
+def test_claims_combine_the_seeds(smoke_result) -> None:
+    """With two seeds (the smoke run twice), every claim is judged on each and combined."""
+    result = smoke_result(chapter.NAME)
+    (run,) = result.runs
+    twice = chapter.Result(dataclasses.replace(result.spec, seeds=(0, 1)),
+                           [run, dataclasses.replace(run, seed=1)])
+    single, both = chapter.claims(result), chapter.claims(twice)
+    assert [c.verdict for c in both] == [c.verdict for c in single]
+    assert all("per seed: 0 " in c.ours and "seed 1: " in c.detail for c in both)
 
 
 def test_image_deviation_is_per_image_and_in_injection_norm_units(tiny_teacher) -> None:

@@ -63,5 +63,5 @@ def test_findings_read_the_summary() -> None:
     t = chapter.EXCESS_MIN.value
     r = result({(8, 400): 0.0, (12, 400): t + 0.01, (12, 1500): t + 0.03})
     assert chapter.findings(r, 3) == {"holding": "2", "groups": "3", "best": "L = 12, 400 steps",
-                                      "largest": f"{t + 0.03:+.3f} (L = 12, 1500 steps)",
+                                      "largest": f"{t + 0.03:+.3f} (L = 12, 1500 steps, p = 0.0)",
                                       "untrained": "none"}

@@ -1,4 +1,4 @@
-"""Chapter *Emergent phase structure*: C1 judged on block excess over the stationary null."""
+"""Chapter *Emergent phase structure*: C1 judged on block excess over the stronger of two nulls."""
 
 from __future__ import annotations
 
@@ -6,7 +6,10 @@ import numpy as np
 
 from raptor.book.chapters import phase_structure as chapter
 from raptor.book.claims import FAILS, HOLDS, INCONCLUSIVE
-from raptor.structure import PhaseExcess, Rank, phase_excess
+from raptor.book.profiles import PHASE_TEACHER
+from raptor.experiment import trajectories_of
+from raptor.structure import (PhaseExcess, Rank, image_growth_nulls, image_phase_matrices,
+                              phase_excess)
 
 CUT = ((0, 3), (3, 6), (6, 8))
 
@@ -75,3 +78,18 @@ def test_c1_is_inconclusive_when_the_untrained_control_passes_too() -> None:
     assert c.verdict == HOLDS and c.detail.endswith("untrained control: does not hold")
     assert chapter.c1_block_excess({"a": excess(0.0)}, k=3, control={"u": excess(t + 0.02)}
                                    ).verdict == FAILS
+
+
+def test_c1_fails_on_untrained_teachers(fresh_cache) -> None:
+    """The book's untrained control on real images (Fashion-MNIST): over the stationary null alone
+    a 12-block untrained ViT's late layers look like a block, but its stream follows the norm-growth
+    null, so C1 fails on it."""
+    images, labels = PHASE_TEACHER.eval_images(300)
+    excess = {}
+    for seed in range(3):
+        model = PHASE_TEACHER.get_teacher(seed=seed, trained=False)[0]
+        traj, groups = trajectories_of(model, images, labels, device="cpu")
+        excess[f"seed {seed}"] = phase_excess(image_phase_matrices(traj, groups), 3,
+                                              growth=image_growth_nulls(traj, groups), n_boot=50)
+    assert any(e.stationary > chapter.EXCESS_MIN.value for e in excess.values())
+    assert chapter.c1_block_excess(excess, k=3).verdict == FAILS

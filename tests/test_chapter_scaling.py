@@ -100,11 +100,19 @@ def test_claims_of_the_committed_cpu_run() -> None:
     """The committed book's accuracies (n/1000 on 1,000 images, so exact) give its claims."""
     ladder = dict(zip([*chapter.LADDER, chapter.PROBE_RUNG],
                       [0.664, 0.704, 0.709, 0.710, 0.771, 0.787]))
-    result = chapter.Result(chapter.Spec(), {}, 0.806, 0.794, {2: 0.769, 3: 0.771, 4: 0.788},
-                            {2: 0.777, 3: 0.787, 4: 0.794}, {}, ladder, [])
+    run = chapter.SeedRun(0, {}, 0.806, 0.794, {2: 0.769, 3: 0.771, 4: 0.788},
+                          {2: 0.777, 3: 0.787, 4: 0.794}, {})
+    result = chapter.Result(dataclasses.replace(chapter.Spec(), seeds=(0,)), [run], ladder, [])
     c12, c13, c14 = chapter.claims(result)
     assert c12.verdict == UNTESTABLE and "head k=2 95.4%, k=3 95.7%, k=4 97.8%" in c12.ours
     assert (c13.verdict, c14.verdict) == (INCONCLUSIVE, FAILS)
+    # C13 on three seeds: a seed where k=4 falls clearly below k=3 makes it fail
+    fall = dataclasses.replace(run, seed=2, probe_acc={2: 0.70, 3: 0.80, 4: 0.70})
+    three = chapter.Result(chapter.Spec(), [run, dataclasses.replace(run, seed=1), fall],
+                           ladder, [])
+    c13 = chapter.claims(three)[1]
+    assert c13.verdict == FAILS and "per seed: 0 inconclusive, 1 inconclusive, 2 does not hold" \
+        in c13.ours
 
 
 # --- pipeline results -----------------------------------------------------------------------
@@ -131,20 +139,22 @@ def test_smoke_compute_round_trips(smoke_cache: Path, tmp_path: Path) -> None:
         mp.setenv("RAPTOR_CACHE", str(smoke_cache))
         result = chapter.compute(spec)
     assert result.pipeline == [results]
-    assert list(result.partitions) == list(spec.k_values)
-    assert all(len(result.partitions[k]) == k for k in spec.k_values)
+    (run,) = result.runs
+    assert run.seed == spec.seeds[0] and list(run.partitions) == list(spec.k_values)
+    assert all(len(run.partitions[k]) == k for k in spec.k_values)
     assert list(result.ladder) == [*chapter.LADDER, chapter.PROBE_RUNG]
-    assert result.ladder[chapter.PROBE_RUNG] == result.probe_acc[spec.ladder_k]
+    assert result.ladder[chapter.PROBE_RUNG] == run.probe_acc[spec.ladder_k]
     L = spec.teacher.depth
-    assert all(result.cosine[k]["cls"].shape == (L + 1,) for k in spec.k_values)
+    assert all(run.cosine[k]["cls"].shape == (L + 1,) for k in spec.k_values)
     table = chapter.run_table(result)
-    assert table.loc[f"teacher (L={L})", "probe, % of teacher"] == 100
+    assert table.loc[(run.seed, f"teacher (L={L})"), "probe, % of teacher"] == 100
     again = load(chapter.Result, save(result, tmp_path / "result"))
     assert again.spec == spec and again.pipeline == result.pipeline
-    assert again.partitions == result.partitions and again.ladder == result.ladder
-    assert all(np.array_equal(again.cosine[k][g], result.cosine[k][g])
-               for k in spec.k_values for g in result.cosine[k])
+    assert again.runs[0].partitions == run.partitions and again.ladder == result.ladder
+    assert all(np.array_equal(again.runs[0].cosine[k][g], run.cosine[k][g])
+               for k in spec.k_values for g in run.cosine[k])
     assert chapter.run_table(again).equals(table)
+    assert chapter.share_cosine_figure(result).axes
     claims = chapter.claims(result, profile="smoke")
     assert [c.id for c in claims] == ["C12", "C13", "C14"]
     assert all(isinstance(c, Claim) for c in claims)

@@ -45,10 +45,11 @@ BAD = [
            ("overfit_steps", 0), ("overfit_snapshots", [700]), ("overfit_snapshots", [300, 50]),
            ("overfit_snapshots", []), ("swap_counts", []), ("swap_counts", [9]),
            ("max_swap_sets", 0)),
-    *named("dynamics", ("k", 9), ("k", 0), ("p", 1.0), ("eps", 0.0), ("eps", float("nan")),
-           ("n_images", 1), ("n_classes", 0), ("n_classes", 11), ("dmd_rank", 0), ("L", 1)),
+    *named("dynamics", ("k", 9), ("k", 0), ("p", 1.0), ("seeds", []), ("seeds", [0, 0]),
+           ("eps", 0.0), ("eps", float("nan")), ("n_images", 1), ("n_classes", 0),
+           ("n_classes", 11), ("dmd_rank", 0), ("L", 1)),
     pytest.param("dynamics", {"L": 4, "k": 5}, "parameter 'k'", id="dynamics:k=5 > L=4"),
-    *named("scaling", ("p", 1.0), ("k_values", []), ("k_values", [2, 9]), ("ladder_k", 5),
+    *named("scaling", ("p", 1.0), ("seeds", []), ("seeds", [1, 1]), ("k_values", []), ("k_values", [2, 9]), ("ladder_k", 5),
            ("n_images", 0), ("probe_images", 0), ("pipeline_results", "results.json")),
 ]
 
@@ -96,10 +97,11 @@ OLD_PROFILES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         {**PAPER_STUDENT, "n_images": 10_000, "k_values": [2, 3, 4], "overfit_limit": 5_000, "overfit_steps": 8_000,
          "overfit_snapshots": [500, 1_000, 2_000, 4_000, 8_000]}),
     "dynamics": (
-        {**SMOKE_STUDENT, "n_images": 64, "k": 2, "n_classes": 3},
+        {**SMOKE_STUDENT, "n_images": 64, "k": 2, "n_classes": 3, "seeds": [0]},
         {**PAPER_STUDENT, "n_images": 2_000}),
     "scaling": (
-        {**SMOKE_STUDENT, "n_images": 64, "k_values": [2, 3, 4], "probe_images": 128},
+        {**SMOKE_STUDENT, "n_images": 64, "k_values": [2, 3, 4], "probe_images": 128,
+         "seeds": [0]},
         {**PAPER_STUDENT, "n_images": 10_000, "probe_images": 50_000}),
 }
 

@@ -11,9 +11,8 @@ import pytest
 
 from raptor.book.chapters import MODULES, chapter
 from raptor.book.claims import (BY_CONSTRUCTION, CLAIMS, FAILS, HOLDS, INCONCLUSIVE, UNTESTABLE,
-                                VERDICTS,
-                                Claim, Threshold, all_of, claim, gather, versus,
-                                report, table)
+                                VERDICTS, Claim, Threshold, across_seeds, all_of, claim, gather,
+                                report, table, versus)
 
 
 def test_there_are_25_claims_c1_to_c25() -> None:
@@ -130,6 +129,28 @@ def test_versus_and_claim_reject_bad_input() -> None:
                          INCONCLUSIVE), ([INCONCLUSIVE, FAILS], FAILS)])
 def test_all_of(parts: list[str], verdict: str) -> None:
     assert all_of(parts) == verdict
+
+
+def _c17(verdict: str, ours: str = "rho") -> Claim:
+    return claim("C17", paper="p", ours=ours, holds=verdict, detail="d")
+
+
+@pytest.mark.parametrize("verdicts, verdict", [
+    ([HOLDS, HOLDS, HOLDS], HOLDS), ([HOLDS, FAILS, HOLDS], FAILS),
+    ([HOLDS, INCONCLUSIVE, HOLDS], INCONCLUSIVE), ([FAILS, FAILS, FAILS], FAILS),
+    ([UNTESTABLE, UNTESTABLE, UNTESTABLE], UNTESTABLE), ([UNTESTABLE, HOLDS, HOLDS], INCONCLUSIVE)])
+def test_across_seeds_holds_only_if_every_seed_holds(verdicts: list[str], verdict: str) -> None:
+    c = across_seeds({s: _c17(v, f"rho{s}") for s, v in enumerate(verdicts)})
+    assert c.verdict == verdict and c.id == "C17"
+    assert c.ours.startswith("seed 0: rho0 (per seed: 0 ") and "seed 2: rho2" in c.detail
+
+
+def test_across_seeds_of_one_seed_is_that_claim_and_ids_must_agree() -> None:
+    assert across_seeds({3: _c17(FAILS)}) == _c17(FAILS)
+    with pytest.raises(ValueError, match="one claim ID"):
+        across_seeds({0: _c17(HOLDS), 1: claim("C18", paper="p", ours="o", holds=True)})
+    with pytest.raises(ValueError, match="one claim ID"):
+        across_seeds({})
 
 
 # --- the claims page -----------------------------------------------------------------------------

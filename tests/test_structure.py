@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from raptor.phases import maxcut
 from raptor.similarity import layer_similarity, phase_matrix
 from raptor.structure import (block_excess, boundaries, boundary_shift, contiguous_partitions,
-                              contrast, contrast_rank, image_phase_matrices, phase_excess,
-                              stationary_null, subset_stability)
+                              contrast, contrast_rank, image_growth_nulls, image_phase_matrices,
+                              phase_excess, stationary_null, subset_stability)
 from raptor.trajectories import TokenGroups
 
 Blocks = Callable[..., np.ndarray]  # the planted_blocks fixture
@@ -141,3 +141,57 @@ def test_phase_excess_rejects_bad_input():
         phase_excess(np.ones((8, 4, 4)), 5)
     with pytest.raises(ValueError, match="n_boot"):
         phase_excess(np.ones((8, 4, 4)), 2, n_boot=1)
+
+
+def _growing_stream(n: int, L: int, dim: int, seed: int, orthogonal: bool = False
+                    ) -> tuple[torch.Tensor, TokenGroups]:
+    """A residual stream whose every update is uncorrelated with it (exactly orthogonal with
+    ``orthogonal``): Gaussian increments whose size grows fast early and stops late."""
+    g = torch.Generator().manual_seed(seed)
+    groups = TokenGroups.from_counts(1, 0, 4)
+    sizes = torch.tensor([1.0, 2.0, 2.0, 1.5, 1.0, 0.3, 0.2, 0.2, 0.1])[:L + 1]
+    if orthogonal:  # update l along basis vector l, per token a random rotation of the basis
+        q, _ = torch.linalg.qr(torch.randn(n, groups.num_tokens, dim, dim, generator=g))
+        steps = q[..., :L + 1].permute(0, 3, 1, 2) * sizes[None, :, None, None]
+    else:
+        steps = torch.randn(n, L + 1, groups.num_tokens, dim, generator=g) \
+            * sizes[None, :, None, None] / dim ** 0.5
+    return steps.cumsum(dim=1), groups
+
+
+def test_growth_null_is_exact_for_orthogonal_updates():
+    """If every update is orthogonal to the stream, cos(x_l, x_m) = ‖x_l‖ / ‖x_m‖ exactly — for
+    the cls token; the mean patch token's updates are orthogonal to it only on average."""
+    traj, _ = _growing_stream(6, 8, 16, seed=0, orthogonal=True)
+    cls_only = TokenGroups.from_counts(1, 0, 0)
+    traj = traj[:, :, :1]
+    np.testing.assert_allclose(image_growth_nulls(traj, cls_only),
+                               image_phase_matrices(traj, cls_only), atol=1e-12)
+
+
+def test_uncorrelated_updates_have_no_excess_over_the_growth_null():
+    """High-dimensional random updates: S is the growth null up to noise, so the excess over the
+    stronger null has an interval around 0, although the stationary null alone is beaten (the
+    norm stops growing late, so late layers look like a block)."""
+    traj, groups = _growing_stream(200, 8, 512, seed=1)
+    per_image, growth = image_phase_matrices(traj, groups), image_growth_nulls(traj, groups)
+    assert np.abs(per_image.mean(0) - growth.mean(0)).max() < 0.02
+    ex = phase_excess(per_image, 3, growth=growth, n_boot=100)
+    assert ex.stationary > 0.02 and abs(ex.growth) < 0.01
+    assert ex.excess == min(ex.stationary, ex.growth) and ex.low < 0.01
+
+
+def test_planted_phases_have_excess_over_both_nulls():
+    traj, groups = _phased_trajectory(n=100)
+    ex = phase_excess(image_phase_matrices(traj, groups), 3,
+                      growth=image_growth_nulls(traj, groups), n_boot=50)
+    assert ex.cut == ((0, 3), (3, 6), (6, 8))
+    assert ex.stationary > 0.1 and ex.growth > 0.1 and ex.low > 0.1
+
+
+def test_phase_excess_without_growth_is_over_the_stationary_null_alone():
+    per_image = _noisy_images(_decay(8), n=40, noise=0.3, seed=3)
+    ex = phase_excess(per_image, 2, n_boot=10)
+    assert math.isnan(ex.growth) and ex.excess == ex.stationary
+    with pytest.raises(ValueError, match="growth must have per_image's shape"):
+        phase_excess(per_image, 2, growth=per_image[:, :4, :4])

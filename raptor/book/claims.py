@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import pandas as pd
@@ -115,6 +115,30 @@ def all_of(verdicts: Iterable[str]) -> str:
     if not vs or any(v not in (HOLDS, FAILS, INCONCLUSIVE) for v in vs):
         raise ValueError(f"need holds / does not hold / inconclusive verdicts, got {vs}")
     return FAILS if FAILS in vs else INCONCLUSIVE if INCONCLUSIVE in vs else HOLDS
+
+
+def across_seeds(per_seed: Mapping[int, Claim]) -> Claim:
+    """One claim tested on the models of several seeds (``{seed: claim}``): as :func:`all_of`,
+    it holds only if it holds for every seed and does not hold if it fails for any. The first
+    seed's numbers are shown, every seed's verdict beside them and the others' numbers in the
+    detail. A claim not testable (or true by construction) for every seed stays so."""
+    if not per_seed or len({c.id for c in per_seed.values()}) != 1:
+        raise ValueError(f"need one claim ID over ≥ 1 seed, got "
+                         f"{sorted({c.id for c in per_seed.values()})}")
+    (s0, first), *rest = per_seed.items()
+    if not rest:
+        return first
+    verdicts = [c.verdict for c in per_seed.values()]
+    empirical = (HOLDS, FAILS, INCONCLUSIVE)
+    verdict = all_of(verdicts) if all(v in empirical for v in verdicts) else \
+        verdicts[0] if len(set(verdicts)) == 1 else INCONCLUSIVE
+    return replace(
+        first, verdict=verdict,
+        ours=f"seed {s0}: {first.ours} (per seed: "
+             + ", ".join(f"{s} {c.verdict}" for s, c in per_seed.items()) + ")",
+        detail=f"{first.detail}; {len(per_seed)} teacher seeds, each with its own models; holds "
+               f"only if it holds for every seed; "
+               + "; ".join(f"seed {s}: {c.ours}" for s, c in rest))
 
 
 class ClaimTable(pd.DataFrame):

@@ -16,7 +16,7 @@ from raptor import dynamics, low_rank, phases
 from raptor.book import plotting
 from raptor.book.chapters import dynamics_claims as judge
 from raptor.book.chapters.phase_structure import on_phases
-from raptor.book.claims import Claim
+from raptor.book.claims import Claim, across_seeds
 from raptor.book.profiles import PAPER_DISTILL, PAPER_TEACHER, SMOKE_DISTILL, SMOKE_TEACHER
 from raptor.book.spec import DistillSpec, TeacherSpec, nested, require
 from raptor.data import dataset_info
@@ -26,7 +26,8 @@ from raptor.paper import BASIN_CLASSES, DMD_RANK
 from raptor.similarity import layer_similarity, phase_matrix
 from raptor.low_rank import coherence_rows
 from raptor.sphere import MeanStd, directions, updates
-from raptor.structure import PhaseExcess, boundaries, image_phase_matrices, phase_excess
+from raptor.structure import (PhaseExcess, boundaries, image_growth_nulls, image_phase_matrices,
+                              phase_excess)
 from raptor.trajectories import TokenGroups
 
 NAME = "dynamics"
@@ -36,7 +37,8 @@ MODELS = ("teacher", "Raptor")
 
 @dataclass(frozen=True)
 class Spec:
-    """The teacher trained with stochastic depth ``p``, its max-cut into ``k`` phases, its Raptor.
+    """For each seed in ``seeds``, the teacher trained with stochastic depth ``p``, its max-cut
+    into ``k`` phases and its Raptor.
 
     ``n_classes``: classes whose cls paths the PCA shows (Fig. 8 left); ``eps``: the perturbation's
     size (Fig. 10); ``dmd_rank``: the exact DMD's rank r (Fig. 12 right).
@@ -44,7 +46,7 @@ class Spec:
 
     teacher: TeacherSpec = nested(TeacherSpec)
     p: float = 0.0
-    seed: int = 0
+    seeds: tuple[int, ...] = (0, 1, 2)
     k: int = 3
     distill: DistillSpec = nested(DistillSpec)
     n_images: int = 1000
@@ -56,6 +58,9 @@ class Spec:
         depth = self.teacher.depth
         require(depth >= 2, "L", "≥ 2 (a flow needs two layers)", depth)
         require(0 <= self.p < 1, "p", "in [0, 1)", self.p)
+        require(len(self.seeds) >= 1 and len(set(self.seeds)) == len(self.seeds)
+                and all(seed >= 0 for seed in self.seeds), "seeds",
+                "a non-empty list of distinct seeds ≥ 0", self.seeds)
         require(1 <= self.k <= depth, "k", f"in [1, L = {depth}]", self.k)
         require(self.n_images >= 2, "n_images", "≥ 2", self.n_images)
         classes = dataset_info(self.teacher.dataset).num_classes
@@ -66,8 +71,8 @@ class Spec:
         require(self.dmd_rank >= 1, "dmd_rank", "≥ 1", self.dmd_rank)
 
 
-SMOKE = dataclasses.replace(Spec(), teacher=SMOKE_TEACHER, distill=SMOKE_DISTILL, n_images=64,
-                            k=2, n_classes=3)
+SMOKE = dataclasses.replace(Spec(), teacher=SMOKE_TEACHER, distill=SMOKE_DISTILL, seeds=(0,),
+                            n_images=64, k=2, n_classes=3)
 PAPER = dataclasses.replace(Spec(), teacher=PAPER_TEACHER, distill=PAPER_DISTILL, n_images=2_000)
 
 
@@ -93,8 +98,8 @@ class Spectrum:
 
 
 @dataclass
-class Result:
-    """Per-group curves of the teacher (and, in ``flow``, its Raptor) over ``L`` layers.
+class SeedRun:
+    """One seed's teacher: per-group curves (and, in ``flow``, its Raptor's) over ``L`` layers.
 
     ``pca_paths`` ``(n, L+1, 2)`` are the cls paths of the images with a label below
     ``n_classes`` (labels ``pca_labels``); ``distance[g]`` ``(L−layer+1,)`` follows the
@@ -102,7 +107,7 @@ class Result:
     ``l = 0..L−1``; ``share[metric][g]`` is the Pearson r of the teacher's and Raptor's curves.
     """
 
-    spec: Spec
+    seed: int
     partition: tuple[tuple[int, int], ...]
     bounds: list[int]
     flow: dict[str, Flow]
@@ -126,19 +131,33 @@ class Result:
     dmd_radius_boot: dict[str, np.ndarray]  # (DMD_BOOT,) ρ(A) on resampled images
     basin_dirs: np.ndarray  # (N, 2, D) cls directions at layers 1 and L (C18)
     labels: np.ndarray  # (N,)
-    excess: PhaseExcess  # the max-cut's block excess over the stationary null (C1)
+    excess: PhaseExcess  # the max-cut's block excess over the stronger null (C1)
+
+
+@dataclass
+class Result:
+    """The chapter's spec and one :class:`SeedRun` per teacher seed."""
+
+    spec: Spec
+    runs: list[SeedRun]  # one per seed, in the order of ``spec.seeds``
 
 
 def compute(spec: Spec) -> Result:
-    """The teacher's and its Raptor's flow metrics (§4), on ``n_images`` validation images."""
+    """For each seed, the teacher's and its Raptor's flow metrics (§4), on ``n_images``
+    validation images (a subset drawn with that seed)."""
+    device = resolve_device(spec.teacher.device)
+    return Result(spec, [_seed_run(spec, seed, device) for seed in spec.seeds])
+
+
+def _seed_run(spec: Spec, seed: int, device: str) -> SeedRun:
     t, depth = spec.teacher, spec.teacher.depth
-    device = resolve_device(t.device)
-    teacher, _ = t.get_teacher(spec.p, seed=spec.seed)
-    images, labels = t.eval_images(spec.n_images, seed=spec.seed)
+    teacher, _ = t.get_teacher(spec.p, seed=seed)
+    images, labels = t.eval_images(spec.n_images, seed=seed)
     traj, groups = trajectories_of(teacher, images, labels, device=device)
     partition = phases.maxcut(phase_matrix(layer_similarity(traj, groups)), spec.k)
-    excess = phase_excess(image_phase_matrices(traj, groups), spec.k)
-    student, _ = t.get_student(spec.distill, spec.p, partition, seed=spec.seed)
+    excess = phase_excess(image_phase_matrices(traj, groups), spec.k,
+                          growth=image_growth_nulls(traj, groups))
+    student, _ = t.get_student(spec.distill, spec.p, partition, seed=seed)
     s_traj, _ = trajectories_of(student, images, labels, device=device)
     summary = {}
     for name, x in zip(MODELS, (traj, s_traj)):
@@ -164,8 +183,8 @@ def compute(spec: Spec) -> Result:
                for g, sl in groups.items()}
     d = directions(traj)
     s = summary["teacher"]
-    return Result(
-        spec=spec, partition=tuple(partition), bounds=list(boundaries(partition)), flow=flow,
+    return SeedRun(
+        seed=seed, partition=tuple(partition), bounds=list(boundaries(partition)), flow=flow,
         effective_rank={g: r.effective for g, r in s.ranks.items()},
         stable_rank={g: r.stable for g, r in s.ranks.items()},
         coherence=s.coherence["patches"].mean,
@@ -181,7 +200,7 @@ def compute(spec: Spec) -> Result:
                             for g, v in dynamics.image_deviation(pert, groups).items()},
         sensitivity_images=sens_images,
         coherence_images=coherence_rows(updates(d), groups.patches).double().numpy(),
-        dmd_radius_boot=_dmd_radius_boot(d, groups, spec.dmd_rank, spec.seed),
+        dmd_radius_boot=_dmd_radius_boot(d, groups, spec.dmd_rank, seed),
         basin_dirs=unit[:, [1, -1]].double().numpy(), labels=labels.numpy(), excess=excess)
 
 
@@ -216,28 +235,32 @@ def _share(a: Flow, b: Flow) -> dict[str, dict[str, float]]:
 
 
 def norms_convergence_figure(result: Result) -> plt.Figure:
-    """Feature norms (Fig. 9) and directional convergence γ_l (Fig. 8 right), both models."""
+    """Feature norms (Fig. 9) and directional convergence γ_l (Fig. 8 right), both models, for
+    the first seed."""
+    run = result.runs[0]
     fig, axes = plotting.figure(1, 2, height=3.4)
     ax_n, ax_c = axes[0]
     curves = {metric: {f"{model} {g}": v for model in MODELS
-                       for g, v in getattr(result.flow[model], metric).items()}
+                       for g, v in getattr(run.flow[model], metric).items()}
               for metric in ("norms", "convergence")}
     plotting.layer_curves(curves["norms"], ylabel="‖x_l‖", title="feature norms (Fig. 9)",
                           ax=ax_n)
     plotting.layer_curves(curves["convergence"], ylabel="γ_l = ⟨x̂_l, x̂_L⟩",
                           title="directional convergence (Fig. 8, right)", ax=ax_c)
     for ax in axes[0]:
-        plotting.phase_lines(ax, result.partition)
+        plotting.phase_lines(ax, run.partition)
     plotting.legend_below(fig, axes, ncols=4)
     return fig
 
 
 def basins_figure(result: Result, per_class: int = 30) -> plt.Figure:
-    """The cls paths of ``per_class`` images of each class in the top-2 PCA plane (Fig. 8 left)."""
+    """The cls paths of ``per_class`` images of each class in the top-2 PCA plane (Fig. 8 left),
+    first seed."""
+    run = result.runs[0]
     fig, ((ax,),) = plotting.figure(width=5.0, height=4.4)
     palette = plt.get_cmap("tab10")
     for c in range(result.spec.n_classes):
-        for path in result.pca_paths[result.pca_labels == c][:per_class]:
+        for path in run.pca_paths[run.pca_labels == c][:per_class]:
             ax.plot(path[:, 0], path[:, 1], color=palette(c), alpha=0.25, lw=0.7)
             ax.scatter(path[-1, 0], path[-1, 1], color=palette(c), s=6)
         ax.plot([], [], color=palette(c), label=f"class {c}")
@@ -248,13 +271,15 @@ def basins_figure(result: Result, per_class: int = 30) -> plt.Figure:
 
 
 def perturbation_figure(result: Result) -> plt.Figure:
-    """(A) distance to the clean path after a mid-depth injection; (B) sensitivity (Fig. 10)."""
-    depth, mid = result.spec.teacher.depth, result.perturb_layer
+    """(A) distance to the clean path after a mid-depth injection; (B) sensitivity (Fig. 10);
+    first seed."""
+    run = result.runs[0]
+    depth, mid = result.spec.teacher.depth, run.perturb_layer
     fig, axes = plotting.figure(1, 2, height=3.4)
     ax_a, ax_b = axes[0]
-    for g, d in result.distance.items():
+    for g, d in run.distance.items():
         ax_a.plot(np.arange(mid, depth + 1), d, marker="o", ms=3, label=g)
-        ax_b.plot(np.arange(depth), result.sensitivity[g], marker="o", ms=3, label=g)
+        ax_b.plot(np.arange(depth), run.sensitivity[g], marker="o", ms=3, label=g)
     ax_a.set(xlabel="layer", ylabel="d_cos to the clean path",
              title=f"(A) injection at layer {mid}")
     ax_b.set(xlabel="injection layer", ylabel="|ε|⁻¹ d_cos at layer L", yscale="log",
@@ -264,36 +289,38 @@ def perturbation_figure(result: Result) -> plt.Figure:
 
 
 def angular_speed_figure(result: Result) -> plt.Figure:
-    """Mean angular speed per group, both models; max-cut boundaries dashed (Fig. 11).
+    """Mean angular speed per group, both models, first seed; max-cut boundaries dashed (Fig. 11).
 
     The point at layer ``l`` is the angle block ``l`` turns the tokens by, from layer ``l−1``.
     """
+    run = result.runs[0]
     fig, ((ax,),) = plotting.figure(width=6.0, height=3.6)
     curves = {f"{model} {g}": s for model in MODELS
-              for g, s in result.flow[model].speed.items()}
+              for g, s in run.flow[model].speed.items()}
     plotting.layer_curves(curves, ylabel="angle from layer l−1 (rad)", title="angular speed",
                           ax=ax, first_layer=1)
-    plotting.phase_lines(ax, result.partition)
+    plotting.phase_lines(ax, run.partition)
     plotting.legend_below(fig, [ax], ncols=3)
     return fig
 
 
 def low_rank_dmd_figure(result: Result) -> plt.Figure:
-    """The teacher's update ranks, patch coherence κ_l and DMD eigenvalues (Fig. 12).
+    """The first seed's teacher's update ranks, patch coherence κ_l and DMD eigenvalues (Fig. 12).
 
     Ranks and κ at layer ``l`` are those of block ``l``'s update (layer ``l`` − layer ``l−1``).
     """
+    run = result.runs[0]
     fig, axes = plotting.figure(1, 3, height=3.3)
     ax_r, ax_k, ax_d = axes[0]
     layers = np.arange(1, result.spec.teacher.depth + 1)
-    for g, eff in result.effective_rank.items():
+    for g, eff in run.effective_rank.items():
         line, = ax_r.plot(layers, eff, marker="o", ms=3, label=f"{g}, effective")
-        ax_r.plot(layers, result.stable_rank[g], ls="--", color=line.get_color(),
+        ax_r.plot(layers, run.stable_rank[g], ls="--", color=line.get_color(),
                   label=f"{g}, stable")
-    ax_k.plot(layers, result.coherence, marker="o", ms=3, color="black")
+    ax_k.plot(layers, run.coherence, marker="o", ms=3, color="black")
     circle = np.exp(1j * np.linspace(0, 2 * np.pi, 200))
     ax_d.plot(circle.real, circle.imag, color="grey", lw=0.8)
-    for g, spectrum in result.dmd.items():
+    for g, spectrum in run.dmd.items():
         ax_d.scatter(spectrum.real, spectrum.imag, s=14, label=f"{g}, DMD λ")
     ax_r.set(xlabel="layer", ylabel="rank of the update", title="(A) update rank")
     ax_k.set(xlabel="layer", ylabel="κ_l (patches)", title="(B) patch coherence")
@@ -306,31 +333,59 @@ def low_rank_dmd_figure(result: Result) -> plt.Figure:
 
 
 def dmd_table(result: Result) -> pd.DataFrame:
-    """Spectral radius, median |λ| and the eigenvalue nearest +1, per group (Fig. 12 right)."""
+    """Per seed and group: spectral radius, median |λ| and the eigenvalue nearest +1 (Fig. 12
+    right)."""
     rows = {}
-    for g, spectrum in result.dmd.items():
-        lam = spectrum.eigenvalues
-        rows[g] = {"spectral radius": float(np.abs(lam).max()),
-                   "median |λ|": float(np.median(np.abs(lam))),
-                   "closest to +1": float(np.min(np.abs(lam - 1)))}
-    return pd.DataFrame(rows).round(4)
+    for run in result.runs:
+        for g, spectrum in run.dmd.items():
+            lam = spectrum.eigenvalues
+            rows[(run.seed, g)] = {"spectral radius": float(np.abs(lam).max()),
+                                   "median |λ|": float(np.median(np.abs(lam))),
+                                   "closest to +1": float(np.min(np.abs(lam - 1)))}
+    return pd.DataFrame(rows).T.rename_axis(["seed", "group"]).round(4)
 
 
-def claims(result: Result) -> list[Claim]:
-    """C16–C24 on the teacher (:mod:`~raptor.book.chapters.dynamics_claims`); "late" is the last
-    max-cut phase."""
-    t, s = result.flow["teacher"], result.spec
+def seeds_table(result: Result) -> pd.DataFrame:
+    """Per seed: the teacher's max-cut, its block excess (C1) and the class-basin ratio within /
+    between at layers 1 and L (C18)."""
+    return pd.DataFrame([{"seed": run.seed, "max-cut": phases.format_partition(run.partition),
+                          "block excess": round(run.excess.excess, 4),
+                          "basins, layer 1": round(run.basin_first, 3),
+                          "basins, layer L": round(run.basin_last, 3)}
+                         for run in result.runs]).set_index("seed")
+
+
+def share_table(result: Result) -> pd.DataFrame:
+    """Per seed and metric, the Pearson r across layers of the teacher's and its Raptor's curves,
+    per token group."""
+    return pd.DataFrame({(run.seed, metric): by_group for run in result.runs
+                         for metric, by_group in run.share.items()}).T.rename_axis(
+        ["seed", "metric"]).round(3)
+
+
+def seed_claims(run: SeedRun, spec: Spec) -> list[Claim]:
+    """C16–C24 on one seed's teacher (:mod:`~raptor.book.chapters.dynamics_claims`); "late" is
+    the last max-cut phase."""
+    t = run.flow["teacher"]
     return [
         judge.c16_directions_converge(t.convergence),
         judge.c17_norms_grow(t.norms),
-        judge.c18_class_basins(result.basin_dirs[:, 0], result.basin_dirs[:, 1], result.labels),
-        judge.c19_self_correction(result.relative_deviation, result.eps_over_norm,
-                                  layer=result.perturb_layer, distance=result.distance),
-        judge.c20_sensitivity_by_depth(result.sensitivity_images),
-        on_phases(judge.c21_angular_speed(t.speed, result.bounds), {f"k={s.k}": result.excess}),
-        judge.c22_update_rank_falls(result.stable_rank, result.effective_rank, result.bounds,
-                                    width=s.teacher.embed_dim),
-        judge.c23_coherence_rises(result.coherence_images, result.bounds),
-        judge.c24_dmd_near_one({g: d.eigenvalues for g, d in result.dmd.items()},
-                               result.dmd_radius_boot, rank=s.dmd_rank),
+        judge.c18_class_basins(run.basin_dirs[:, 0], run.basin_dirs[:, 1], run.labels),
+        judge.c19_self_correction(run.relative_deviation, run.eps_over_norm,
+                                  layer=run.perturb_layer, distance=run.distance),
+        judge.c20_sensitivity_by_depth(run.sensitivity_images),
+        on_phases(judge.c21_angular_speed(t.speed, run.bounds), {f"k={spec.k}": run.excess}),
+        judge.c22_update_rank_falls(run.stable_rank, run.effective_rank, run.bounds,
+                                    width=spec.teacher.embed_dim),
+        judge.c23_coherence_rises(run.coherence_images, run.bounds),
+        judge.c24_dmd_near_one({g: d.eigenvalues for g, d in run.dmd.items()},
+                               run.dmd_radius_boot, rank=spec.dmd_rank),
     ]
+
+
+def claims(result: Result) -> list[Claim]:
+    """C16–C24 judged on every seed's teacher (:func:`seed_claims`), combined by
+    :func:`~raptor.book.claims.across_seeds`: a claim holds only if it holds for every seed."""
+    per_seed = {run.seed: seed_claims(run, result.spec) for run in result.runs}
+    return [across_seeds({seed: cs[i] for seed, cs in per_seed.items()})
+            for i in range(len(next(iter(per_seed.values()))))]

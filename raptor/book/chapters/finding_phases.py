@@ -23,8 +23,8 @@ from raptor.experiment import trajectories_of, weights_path
 from raptor.loop import resolve_device
 from raptor.phases import Partition
 from raptor.similarity import layer_similarity, phase_matrix
-from raptor.structure import (PhaseExcess, boundary_shift, image_phase_matrices, phase_excess,
-                              subset_stability)
+from raptor.structure import (PhaseExcess, boundary_shift, image_growth_nulls, image_phase_matrices,
+                              phase_excess, subset_stability)
 from raptor.trajectories import TokenGroups
 from raptor.teachers import DINOV2_B, load_pretrained
 
@@ -81,7 +81,7 @@ PAPER = dataclasses.replace(Spec(), teacher=PAPER_TEACHER, n_images=10_000,
 @dataclass
 class TeacherPhases:
     """One teacher's phase matrix (blocks' outputs, tokens {cls, mean patch}), its max-cuts and
-    their block excess over the stationary null (C1)."""
+    their block excess over the stronger null (C1)."""
 
     label: str
     p: float | None  # None: DINOv2-B
@@ -104,9 +104,9 @@ class Result:
 def _phases(label: str, p: float | None, seed: int, accuracy: float, traj: torch.Tensor,
             groups: TokenGroups, k_values: Sequence[int]) -> TeacherPhases:
     S = phase_matrix(layer_similarity(traj, groups))
-    per_image = image_phase_matrices(traj, groups)
+    per_image, growth = image_phase_matrices(traj, groups), image_growth_nulls(traj, groups)
     return TeacherPhases(label, p, seed, accuracy, S, {k: phases.maxcut(S, k) for k in k_values},
-                         {k: phase_excess(per_image, k) for k in k_values})
+                         {k: phase_excess(per_image, k, growth=growth) for k in k_values})
 
 
 def hierarchical_vs_dp(label: str, S: np.ndarray, eps_values: Sequence[float]
@@ -242,7 +242,7 @@ def c2_boundaries_stable(seed_shift: dict[int, int], reproduced: dict[int, float
 
 def claims(result: Result) -> list[Claim]:
     """C2 on the first rate's teachers (every seed), set aside where their cuts show no block
-    excess over the stationary null (C1)."""
+    excess over the stronger null (C1)."""
     s = result.spec
     last = max(s.image_counts)
     first = [te for te in result.teachers if te.p == s.p_values[0]]

@@ -28,7 +28,7 @@ from raptor.metrics import evaluate_student, head_accuracy
 from raptor.phases import Partition
 from raptor.similarity import layer_similarity, phase_matrix
 from raptor.stats import Interval, bootstrap_mean
-from raptor.structure import PhaseExcess, image_phase_matrices, phase_excess
+from raptor.structure import PhaseExcess, image_growth_nulls, image_phase_matrices, phase_excess
 from raptor.swap import candidate_swaps, swapped
 
 NAME = "functional-phases"
@@ -121,7 +121,7 @@ class Result:
     unit_sizes: np.ndarray
     control_units: dict[str, dict[str, np.ndarray]]  # teacher -> token group -> R² per unit
     snapshot_units: dict[str, np.ndarray]  # token group, "acc" -> (snapshots, units)
-    excess: dict[int, PhaseExcess]  # per k: the teacher's max-cut vs the stationary null (C1)
+    excess: dict[int, PhaseExcess]  # per k: the teacher's max-cut vs the stronger null (C1)
 
 
 def _evaluate(student, teacher, batches, device: str) -> tuple[float, dict[str, float]]:
@@ -146,7 +146,7 @@ def compute(spec: Spec) -> Result:
     batches = batched(images, labels)
     traj, groups = trajectories_of(teacher, images, labels, device=device)
     S = phase_matrix(layer_similarity(traj, groups))
-    per_image = image_phase_matrices(traj, groups)
+    per_image, growth = image_phase_matrices(traj, groups), image_growth_nulls(traj, groups)
     partitions, acc, r2 = {}, {}, {}
     for k in spec.k_values:
         cut = phases.maxcut(S, k)
@@ -191,7 +191,7 @@ def compute(spec: Spec) -> Result:
                   {g: np.average(snapshot_units[g], axis=1, weights=sizes) for g in GROUPS},
                   head_accuracy(teacher, batches, device=device), swap_acc, sizes,
                   {name: {g: u[g] for g in GROUPS} for name, u in control_units.items()},
-                  snapshot_units, {k: phase_excess(per_image, k) for k in spec.k_values})
+                  snapshot_units, {k: phase_excess(per_image, k, growth=growth) for k in spec.k_values})
 
 
 def best_step(result: Result) -> int:

@@ -1,11 +1,12 @@
-"""Chapter *Where do phases appear?*: block excess over a stationary null across small teacher
-families (§2, Fig. 1; C1).
+"""Chapter *Where do phases appear?*: block excess over two nulls across small teacher families
+(§2, Fig. 1; C1).
 
 A max-cut always returns a partition, and a similarity that only decays with depth gets even cuts
 with a positive contrast. This chapter trains each teacher family (depth ``L``, training steps)
 with each stochastic-depth rate and ≥ 3 seeds, and measures the max-cut's block excess over the
-stationary null (:mod:`raptor.structure`) with a bootstrap interval over images, to find where
-block structure exists at a CPU budget and how depth, training length and ``p`` change it.
+stronger of the stationary and norm-growth nulls (:mod:`raptor.structure`) with a bootstrap
+interval over images, to find where block structure exists at a CPU budget and how depth,
+training length and ``p`` change it.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from raptor.book.profiles import PAPER_TEACHER, SMOKE_TEACHER
 from raptor.book.spec import TeacherSpec, nested, require
 from raptor.experiment import trajectories_of
 from raptor.loop import resolve_device
-from raptor.structure import PhaseExcess, image_phase_matrices, phase_excess, stationary_null
+from raptor.structure import (PhaseExcess, image_growth_nulls, image_phase_matrices, phase_excess,
+                              stationary_null)
 
 NAME = "phase-search"
 NOTEBOOK = "chapters/phase_search.ipynb"
@@ -110,8 +112,9 @@ def compute(spec: Spec) -> Result:
     for L, steps, p, seed in settings:
         family = dataclasses.replace(spec.teacher, depth=L, steps=steps)
         model, record = family.get_teacher(p or 0.0, seed=seed, trained=p is not None)
-        per_image = image_phase_matrices(*trajectories_of(model, images, labels, device=device))
-        excess = {k: phase_excess(per_image, k, n_boot=spec.n_boot, seed=seed)
+        traj, groups = trajectories_of(model, images, labels, device=device)
+        per_image, growth = image_phase_matrices(traj, groups), image_growth_nulls(traj, groups)
+        excess = {k: phase_excess(per_image, k, growth=growth, n_boot=spec.n_boot, seed=seed)
                   for k in spec.k_values}
         acc = record["val"][-1]["acc"] if p is not None else float("nan")
         runs.append(Run(L, steps, p, seed, acc, excess))
@@ -167,15 +170,15 @@ def findings(result: Result, k: int) -> dict[str, str]:
     at_k = s[s.k == k]
     trained, untrained = at_k[at_k.steps != "untrained"], at_k[at_k.steps == "untrained"]
     best = cheapest_family(result, k)
-    median = {(r.depth, r.steps): [] for r in result.runs if r.p is not None}
+    median = {(r.depth, r.steps, r.p): [] for r in result.runs if r.p is not None}
     for r in result.runs:
         if r.p is not None:
-            median[(r.depth, r.steps)].append(r.excess[k].excess)
-    (L, steps), values = max(median.items(), key=lambda kv: float(np.median(kv[1])))
+            median[(r.depth, r.steps, r.p)].append(r.excess[k].excess)
+    (L, steps, p), values = max(median.items(), key=lambda kv: float(np.median(kv[1])))
     passing = sorted(untrained[untrained.verdict == HOLDS].L)
     return {"holding": str(int((trained.verdict == HOLDS).sum())), "groups": str(len(trained)),
             "best": "none" if best is None else f"L = {best[0]}, {best[1]} steps",
-            "largest": f"{float(np.median(values)):+.3f} (L = {L}, {steps} steps)",
+            "largest": f"{float(np.median(values)):+.3f} (L = {L}, {steps} steps, p = {p})",
             "untrained": ", ".join(f"L = {d}" for d in passing) or "none"}
 
 

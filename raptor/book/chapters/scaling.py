@@ -16,7 +16,7 @@ import pandas as pd
 
 from raptor import paper, phases
 from raptor.book import plotting
-from raptor.book.claims import Claim, Threshold, all_of, claim, versus
+from raptor.book.claims import Claim, Threshold, across_seeds, all_of, claim, versus
 from raptor.book.profiles import PAPER_DISTILL, PAPER_TEACHER, SMOKE_DISTILL, SMOKE_TEACHER
 from raptor.book.spec import DistillSpec, TeacherSpec, nested, require
 from raptor.experiment import batched, trajectories_of
@@ -33,13 +33,13 @@ NOTEBOOK = "chapters/scaling.ipynb"
 
 @dataclass(frozen=True)
 class Spec:
-    """One teacher (rate ``p``), a Raptor per k in ``k_values`` and Table 2's ladder at
-    ``ladder_k``. ``pipeline_results``: ``results.json`` files of ``raptor.pipeline`` runs (the
+    """For each seed in ``seeds``, a teacher (rate ``p``) and a Raptor per k in ``k_values``;
+    Table 2's ladder at ``ladder_k`` on the first seed. ``pipeline_results``: ``results.json`` files of ``raptor.pipeline`` runs (the
     paper's DINOv2-B distillation) to list beside this run."""
 
     teacher: TeacherSpec = nested(TeacherSpec)
     p: float = 0.0
-    seed: int = 0
+    seeds: tuple[int, ...] = (0, 1, 2)
     k_values: tuple[int, ...] = (2, 3, 4)
     ladder_k: int = 3
     distill: DistillSpec = nested(DistillSpec)
@@ -50,6 +50,9 @@ class Spec:
     def __post_init__(self) -> None:
         L = self.teacher.depth
         require(0 <= self.p < 1, "p", "a rate in [0, 1)", self.p)
+        require(len(self.seeds) >= 1 and len(set(self.seeds)) == len(self.seeds)
+                and all(seed >= 0 for seed in self.seeds), "seeds",
+                "a non-empty list of distinct seeds ≥ 0", self.seeds)
         require(len(self.k_values) >= 1 and all(1 <= k <= L for k in self.k_values), "k_values",
                 f"a non-empty list of block counts in [1, L = {L}]", self.k_values)
         require(self.ladder_k in self.k_values, "ladder_k",
@@ -58,8 +61,8 @@ class Spec:
         require(self.probe_images >= 1, "probe_images", "≥ 1", self.probe_images)
 
 
-SMOKE = dataclasses.replace(Spec(), teacher=SMOKE_TEACHER, distill=SMOKE_DISTILL, n_images=64,
-                            probe_images=128)
+SMOKE = dataclasses.replace(Spec(), teacher=SMOKE_TEACHER, distill=SMOKE_DISTILL, seeds=(0,),
+                            n_images=64, probe_images=128)
 PAPER = dataclasses.replace(Spec(), teacher=PAPER_TEACHER, distill=PAPER_DISTILL,
                             n_images=10_000, probe_images=50_000)
 
@@ -75,15 +78,23 @@ PROBE_RUNG = "+ fine-tuned probe"
 
 
 @dataclass
-class Result:
-    spec: Spec
+class SeedRun:
+    """One seed's teacher and its Raptor per k: max-cuts, accuracies, cosine through depth."""
+
+    seed: int
     partitions: dict[int, Partition]
     teacher_acc: float  # through its own head
     teacher_probe: float  # a fresh linear probe
     head_acc: dict[int, float]  # Raptor k through the teacher's head
     probe_acc: dict[int, float]
     cosine: dict[int, dict[str, np.ndarray]]  # layerwise cosine to the teacher per group
-    ladder: dict[str, float]  # Table 2's rungs, accuracy in [0, 1]
+
+
+@dataclass
+class Result:
+    spec: Spec
+    runs: list[SeedRun]  # one per seed, in the order of ``spec.seeds``
+    ladder: dict[str, float]  # Table 2's rungs on the first seed, accuracy in [0, 1]
     pipeline: list[dict[str, Any]]  # the pipeline_results files as read
 
 
@@ -96,10 +107,25 @@ def _read_pipeline_results(paths: Sequence[str]) -> list[dict[str, Any]]:
 
 
 def compute(spec: Spec) -> Result:
-    """The teacher's max-cuts, a Raptor per k (head, probe, cosine) and the ladder's Raptors."""
+    """For each seed the teacher's max-cuts and a Raptor per k (head, probe, cosine); the
+    ladder's Raptors on the first seed."""
     pipeline = _read_pipeline_results(spec.pipeline_results)
-    t, seed = spec.teacher, spec.seed
-    device = resolve_device(t.device)
+    device = resolve_device(spec.teacher.device)
+    runs = [_seed_run(spec, seed, device) for seed in spec.seeds]
+    t, seed, first = spec.teacher, spec.seeds[0], runs[0]
+    teacher, _ = t.get_teacher(spec.p, seed=seed)
+    batches = batched(*t.eval_images(spec.n_images, seed=seed))
+    ladder = {}
+    for name, options in LADDER.items():
+        student, _ = t.get_student(spec.distill, spec.p, first.partitions[spec.ladder_k],
+                                   seed=seed, **options)
+        ladder[name] = evaluate_student(student, teacher, batches, device=device)["student_acc"]
+    ladder[PROBE_RUNG] = first.probe_acc[spec.ladder_k]
+    return Result(spec, runs, ladder, pipeline)
+
+
+def _seed_run(spec: Spec, seed: int, device: str) -> SeedRun:
+    t = spec.teacher
     teacher, _ = t.get_teacher(spec.p, seed=seed)
     images, labels = t.eval_images(spec.n_images, seed=seed)
     batches = batched(images, labels)
@@ -117,21 +143,14 @@ def compute(spec: Spec) -> Result:
         evals[k] = evaluate_student(students[k], teacher, batches, device=device)
     teacher_probe = probe_acc(teacher)
     probes = {k: probe_acc(students[k]) for k in spec.k_values}
-    ladder = {}
-    for name, options in LADDER.items():
-        student, _ = t.get_student(spec.distill, spec.p, parts[spec.ladder_k], seed=seed,
-                                   **options)
-        ladder[name] = evaluate_student(student, teacher, batches, device=device)["student_acc"]
-    ladder[PROBE_RUNG] = probes[spec.ladder_k]
     cosine = {k: {g: np.asarray(v) for g, v in e["cosine"].items()} for k, e in evals.items()}
-    return Result(spec, parts, evals[spec.k_values[0]]["teacher_acc"], teacher_probe,
-                  {k: e["student_acc"] for k, e in evals.items()}, probes, cosine, ladder,
-                  pipeline)
+    return SeedRun(seed, parts, evals[spec.k_values[0]]["teacher_acc"], teacher_probe,
+                   {k: e["student_acc"] for k, e in evals.items()}, probes, cosine)
 
 
-def share_of_teacher(result: Result) -> dict[int, float]:
-    """Each Raptor's probe accuracy as a % of the teacher's (Fig. 7)."""
-    return {k: 100 * a / result.teacher_probe for k, a in result.probe_acc.items()}
+def share_of_teacher(run: SeedRun) -> dict[int, float]:
+    """Each Raptor's probe accuracy as a % of its teacher's (Fig. 7)."""
+    return {k: 100 * a / run.teacher_probe for k, a in run.probe_acc.items()}
 
 
 _DECIMALS = {"IN-1k": 1, "ADE20k": 1, "NYUv2": 3}
@@ -149,40 +168,48 @@ def table1() -> pd.DataFrame:
 
 
 def run_table(result: Result) -> pd.DataFrame:
-    """This run's Table 1: partition, head and probe accuracy per Raptor and for the teacher."""
-    ks, L = list(result.probe_acc), result.spec.teacher.depth
-    table = pd.DataFrame(
-        {"partition": [phases.format_partition(result.partitions[k]) for k in ks] + ["—"],
-         "head acc": [result.head_acc[k] for k in ks] + [result.teacher_acc],
-         "probe acc": [result.probe_acc[k] for k in ks] + [result.teacher_probe]},
-        index=[f"Raptor k={k}" for k in ks] + [f"teacher (L={L})"])
-    table["probe, % of teacher"] = 100 * table["probe acc"] / result.teacher_probe
-    return table
+    """This run's Table 1, per seed: partition, head and probe accuracy per Raptor and for the
+    teacher."""
+    L = result.spec.teacher.depth
+    rows = {}
+    for run in result.runs:
+        for k in run.probe_acc:
+            rows[(run.seed, f"Raptor k={k}")] = {
+                "partition": phases.format_partition(run.partitions[k]),
+                "head acc": run.head_acc[k], "probe acc": run.probe_acc[k]}
+        rows[(run.seed, f"teacher (L={L})")] = {"partition": "—", "head acc": run.teacher_acc,
+                                                "probe acc": run.teacher_probe}
+        for key in [key for key in rows if key[0] == run.seed]:
+            rows[key]["probe, % of teacher"] = 100 * rows[key]["probe acc"] / run.teacher_probe
+    return pd.DataFrame(rows).T.rename_axis(["seed", "model"]).infer_objects()
 
 
 def ladder_table(result: Result) -> pd.DataFrame:
-    """Table 2: the paper's rungs beside this run's, in %."""
+    """Table 2: the paper's rungs beside this run's (first seed), in %."""
     return pd.DataFrame({"paper (IN-1k)": list(paper.TABLE2.values()),
                          "this run": [100 * v for v in result.ladder.values()]},
                         index=list(result.ladder))
 
 
 def share_cosine_figure(result: Result) -> plt.Figure:
-    """(A) probe accuracy as a share of the teacher's, beside the paper's shares of DINOv2-B
-    (Fig. 7, Table 1); (B) cosine similarity to the teacher through depth (Fig. 14)."""
-    ks = list(result.probe_acc)
-    share = list(share_of_teacher(result).values())
+    """(A) probe accuracy as a share of the teacher's, mean over seeds (bars: min–max), beside
+    the paper's shares of DINOv2-B (Fig. 7, Table 1); (B) cosine similarity to the teacher
+    through depth, first seed (Fig. 14)."""
+    shares = np.array([list(share_of_teacher(run).values()) for run in result.runs])
+    ks, share = list(result.runs[0].probe_acc), shares.mean(axis=0)
     dinov2 = paper.TABLE1["DINOv2 ViT-B"]["IN-1k"][0]
     published = [100 * paper.TABLE1[f"Raptor k={k}"]["IN-1k"][0] / dinov2 for k in paper.K_VALUES]
     fig, ((ax_a, ax_b),) = plotting.figure(1, 2, height=3.6)
     ax_a.bar([str(k) for k in ks], share, color="steelblue", width=0.6,
-             label="this run (linear probe)")
+             yerr=[share - shares.min(axis=0), shares.max(axis=0) - share], capsize=3,
+             label=f"this run (linear probe, {len(result.runs)} seeds)")
     ax_a.scatter([str(k) for k in paper.K_VALUES], published, color="crimson", marker="D",
                  zorder=3, label="paper (DINOv2-B, IN-1k)")
+    values = [*shares.ravel(), *published]
     ax_a.set(xlabel="number of phases k", ylabel="% of the teacher's accuracy",
-             ylim=(min(share + published + [90]) - 5, max(share + published + [100]) + 2),
+             ylim=(min(values + [90]) - 5, max(values + [100]) + 2),
              title="(A) share of the teacher (Fig. 7)")
-    plotting.layer_curves({f"k={k} {g}": result.cosine[k][g] for k in ks
+    plotting.layer_curves({f"k={k} {g}": result.runs[0].cosine[k][g] for k in ks
                            for g in ("cls", "patches")},
                           ylabel="cosine similarity to the teacher", ax=ax_b,
                           title="(B) cosine through depth (Fig. 14)")
@@ -277,8 +304,8 @@ def c13_saturates_at_k4(acc: Mapping[int, float], n: int) -> Claim:
                       versus(sat.low, sat.high, s, above=False)]),
         detail=f"probe accuracy on {n} images; rise: interval above 0; saturation: interval "
                f"within ±{100 * s:g} point; 95% Newcombe intervals from binomial evaluation "
-               "noise (conservative: the Raptors share the test images); one seed, so training "
-               "noise is not in them")
+               "noise (conservative: the Raptors share the test images) of one teacher seed's "
+               "Raptors")
 
 
 def c14_ladder(rungs: Sequence[float], *, k: int, n: int) -> Claim:
@@ -304,10 +331,13 @@ def c14_ladder(rungs: Sequence[float], *, k: int, n: int) -> Claim:
 
 
 def claims(result: Result, profile: str = "cpu") -> list[Claim]:
-    """C12–C14 on this run; ``profile`` names the analogue in C12's detail."""
-    s = result.spec
-    head = {k: 100 * a / result.teacher_acc for k, a in result.head_acc.items()}
-    return [c12_share_of_teacher(head, share_of_teacher(result), dataset=s.teacher.dataset,
+    """C12–C14 on this run; ``profile`` names the analogue in C12's detail. C13 is judged on
+    every seed (:func:`~raptor.book.claims.across_seeds`); C12's analogue and C14's ladder are
+    the first seed's."""
+    s, first = result.spec, result.runs[0]
+    head = {k: 100 * a / first.teacher_acc for k, a in first.head_acc.items()}
+    return [c12_share_of_teacher(head, share_of_teacher(first), dataset=s.teacher.dataset,
                                  profile=profile, dinov2=pipeline_shares(result.pipeline)),
-            c13_saturates_at_k4(result.probe_acc, s.n_images),
+            across_seeds({run.seed: c13_saturates_at_k4(run.probe_acc, s.n_images)
+                          for run in result.runs}),
             c14_ladder(list(result.ladder.values()), k=s.ladder_k, n=s.n_images)]
