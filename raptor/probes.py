@@ -332,11 +332,13 @@ def train_linear_probe(model: nn.Module, train_loader: DataLoader, val_loader: D
 
 
 def linear_probe(train_x: Tensor, train_y: Tensor, val_x: Tensor, val_y: Tensor, *,
-                 l2: float = 1e-3, max_iter: int = 300) -> dict[str, float]:
+                 l2: float = 1e-3, max_iter: int = 2000) -> dict[str, float]:
     """Fit a softmax linear classifier on ``train_x`` and score it on both sets.
 
     Minimises ``mean CE + (l2/2)·‖W‖²`` (bias not penalised) on features standardised with the
-    training mean and std, full batch, by L-BFGS with strong-Wolfe line search in float64.
+    training mean and std, full batch, by L-BFGS with strong-Wolfe line search in float64, run to
+    convergence: stopped early (300 iterations) the solution depends on the path, and features
+    that differ in their last bits between CPU kernels moved a 1,000-image accuracy by 0.2 points.
     Returns ``train_acc``, ``val_acc`` and the final training ``objective``.
     """
     if train_x.ndim != 2 or val_x.ndim != 2 or train_x.shape[1] != val_x.shape[1]:
