@@ -47,6 +47,12 @@ def require(ok: bool, name: str, allowed: str, value: Any) -> None:
         raise SpecError(f"parameter {name!r} must be {allowed}, got {value!r}")
 
 
+def require_seeds(seeds: tuple[int, ...]) -> None:
+    """:func:`require` for a chapter's ``seeds``: distinct, ≥ 0, at least one."""
+    require(len(seeds) >= 1 and len(set(seeds)) == len(seeds) and all(s >= 0 for s in seeds),
+            "seeds", "a non-empty list of distinct seeds ≥ 0", seeds)
+
+
 @dataclass(frozen=True)
 class _Field:
     path: tuple[str, ...]

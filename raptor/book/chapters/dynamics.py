@@ -18,7 +18,7 @@ from raptor.book.chapters import dynamics_claims as judge
 from raptor.book.chapters.phase_structure import on_phases
 from raptor.book.claims import Claim, across_seeds
 from raptor.book.profiles import PAPER_DISTILL, PAPER_TEACHER, SMOKE_DISTILL, SMOKE_TEACHER
-from raptor.book.spec import DistillSpec, TeacherSpec, nested, require
+from raptor.book.spec import DistillSpec, TeacherSpec, nested, require, require_seeds
 from raptor.data import dataset_info
 from raptor.experiment import trajectories_of
 from raptor.loop import on_device, resolve_device
@@ -58,9 +58,7 @@ class Spec:
         depth = self.teacher.depth
         require(depth >= 2, "L", "≥ 2 (a flow needs two layers)", depth)
         require(0 <= self.p < 1, "p", "in [0, 1)", self.p)
-        require(len(self.seeds) >= 1 and len(set(self.seeds)) == len(self.seeds)
-                and all(seed >= 0 for seed in self.seeds), "seeds",
-                "a non-empty list of distinct seeds ≥ 0", self.seeds)
+        require_seeds(self.seeds)
         require(1 <= self.k <= depth, "k", f"in [1, L = {depth}]", self.k)
         require(self.n_images >= 2, "n_images", "≥ 2", self.n_images)
         classes = dataset_info(self.teacher.dataset).num_classes

@@ -16,7 +16,7 @@ from raptor import phases
 from raptor.book import plotting
 from raptor.book.claims import BY_CONSTRUCTION, Claim, Threshold, all_of, claim, versus
 from raptor.book.profiles import PAPER_DISTILL, PAPER_TEACHER, SMOKE_DISTILL, SMOKE_TEACHER
-from raptor.book.spec import DistillSpec, TeacherSpec, nested, require
+from raptor.book.spec import DistillSpec, TeacherSpec, nested, require, require_seeds
 from raptor.experiment import batched, trajectories_of
 from raptor.loop import resolve_device
 from raptor.metrics import evaluate_student
@@ -52,9 +52,7 @@ class Spec:
 
     def __post_init__(self) -> None:
         require(0 <= self.p < 1, "p", "a rate in [0, 1)", self.p)
-        require(len(self.seeds) >= 1 and len(set(self.seeds)) == len(self.seeds)
-                and all(seed >= 0 for seed in self.seeds), "seeds",
-                "a non-empty list of distinct seeds ≥ 0", self.seeds)
+        require_seeds(self.seeds)
         L = self.teacher.depth
         require(len(self.k_values) >= 1 and all(1 <= k <= L for k in self.k_values), "k_values",
                 f"a non-empty list of k in [1, L = {L}]", self.k_values)

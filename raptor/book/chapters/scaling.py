@@ -18,7 +18,7 @@ from raptor import paper, phases
 from raptor.book import plotting
 from raptor.book.claims import Claim, Threshold, across_seeds, all_of, claim, versus
 from raptor.book.profiles import PAPER_DISTILL, PAPER_TEACHER, SMOKE_DISTILL, SMOKE_TEACHER
-from raptor.book.spec import DistillSpec, TeacherSpec, nested, require
+from raptor.book.spec import DistillSpec, TeacherSpec, nested, require, require_seeds
 from raptor.experiment import batched, trajectories_of
 from raptor.loop import resolve_device
 from raptor.metrics import evaluate_student
@@ -34,8 +34,9 @@ NOTEBOOK = "chapters/scaling.ipynb"
 @dataclass(frozen=True)
 class Spec:
     """For each seed in ``seeds``, a teacher (rate ``p``) and a Raptor per k in ``k_values``;
-    Table 2's ladder at ``ladder_k`` on the first seed. ``pipeline_results``: ``results.json`` files of ``raptor.pipeline`` runs (the
-    paper's DINOv2-B distillation) to list beside this run."""
+    Table 2's ladder at ``ladder_k`` on the first seed. ``pipeline_results``: ``results.json``
+    files of ``raptor.pipeline`` runs (the paper's DINOv2-B distillation) to list beside this
+    run."""
 
     teacher: TeacherSpec = nested(TeacherSpec)
     p: float = 0.0
@@ -50,9 +51,7 @@ class Spec:
     def __post_init__(self) -> None:
         L = self.teacher.depth
         require(0 <= self.p < 1, "p", "a rate in [0, 1)", self.p)
-        require(len(self.seeds) >= 1 and len(set(self.seeds)) == len(self.seeds)
-                and all(seed >= 0 for seed in self.seeds), "seeds",
-                "a non-empty list of distinct seeds ≥ 0", self.seeds)
+        require_seeds(self.seeds)
         require(len(self.k_values) >= 1 and all(1 <= k <= L for k in self.k_values), "k_values",
                 f"a non-empty list of block counts in [1, L = {L}]", self.k_values)
         require(self.ladder_k in self.k_values, "ladder_k",
