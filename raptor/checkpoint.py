@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import SafetensorError, safe_open
-from safetensors.torch import load_file, save_file
+from safetensors import SafetensorError
+from safetensors.torch import load, load_file, save_file
 from torch import nn
 
 
@@ -82,19 +82,30 @@ def load_tensors(path: str | os.PathLike, config: Mapping[str, Any] | None = Non
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"no checkpoint at {path}")
+    return tensors_from_bytes(path.read_bytes(), config, where=str(path))
+
+
+def metadata(data: bytes) -> dict[str, str]:
+    """The string metadata of a safetensors file's bytes."""
+    n = int.from_bytes(data[:8], "little")
+    return json.loads(data[8:8 + n]).get("__metadata__") or {}
+
+
+def tensors_from_bytes(data: bytes, config: Mapping[str, Any] | None = None, *, where: str
+                       ) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """:func:`load_tensors` of a checkpoint's bytes; ``where`` names it in errors."""
     try:
-        tensors = load_file(path)
-        with safe_open(path, framework="pt") as f:
-            meta = f.metadata() or {}
+        tensors = load(data)
+        meta = metadata(data)
         record = json.loads(meta["record"])
-    except (SafetensorError, OSError, KeyError, ValueError) as err:
-        raise CheckpointError(f"corrupt checkpoint {path}: {err}") from err
+    except (SafetensorError, KeyError, ValueError) as err:
+        raise CheckpointError(f"corrupt checkpoint {where}: {err}") from err
     if "digest" in meta and meta["digest"] != _file_digest(tensors, meta):
-        raise CheckpointError(f"corrupt checkpoint {path}: its contents do not match its digest")
+        raise CheckpointError(f"corrupt checkpoint {where}: its contents do not match its digest")
     if config is not None and meta.get("fingerprint") != fingerprint(config):
         saved = json.loads(meta.get("config", "{}"))
         diff = sorted(k for k in set(saved) | set(config) if saved.get(k) != config.get(k))
-        raise CheckpointError(f"checkpoint {path} belongs to another configuration "
+        raise CheckpointError(f"checkpoint {where} belongs to another configuration "
                               f"(differs in: {', '.join(map(str, diff)) or 'format'})")
     return tensors, record
 

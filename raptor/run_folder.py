@@ -15,9 +15,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from safetensors import SafetensorError, safe_open
 
-from raptor.checkpoint import CheckpointError, load_tensors
+from raptor.checkpoint import CheckpointError, metadata, tensors_from_bytes
 
 STUDENT_FILE = "student.safetensors"
 WORK_FILE = "distill.work.safetensors"
@@ -38,11 +37,10 @@ def saved(path: Path) -> tuple[dict[str, Any], dict[str, Any]] | None:
     if not path.exists():
         return None
     try:
-        load_tensors(path)
-        with safe_open(path, framework="pt") as f:
-            meta = f.metadata() or {}
-        return json.loads(meta["config"]), json.loads(meta["record"])
-    except (CheckpointError, OSError, SafetensorError, KeyError, ValueError) as err:
+        data = path.read_bytes()
+        _, record = tensors_from_bytes(data, where=str(path))
+        return json.loads(metadata(data)["config"]), record
+    except (CheckpointError, OSError, KeyError, ValueError) as err:
         warnings.warn(f"{path} is damaged ({err}); its step will be run again", stacklevel=2)
         return None
 

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 
 from raptor import artifacts
 from raptor.artifacts import ArtifactError, export, tier_entry, verify
@@ -43,7 +45,7 @@ def test_export_records_provenance_and_metrics(tier):
     assert entry["config"] == {"a": 1} and entry["kind"] == "teacher"
     assert entry["metrics"] == {"val_acc": 0.9}
     assert entry["code_version"] and entry["machine"] and entry["wall_s"] is not None
-    assert entry["sha256"] == artifacts.sha256(root / entry_name("teacher", {"a": 1}))
+    assert entry["sha256"] == artifacts.sha256(root / (entry_name("teacher", {"a": 1}) + ".xz"))
     assert verify(root) == 2
     assert json.loads((root / "manifest.json").read_text())["total_bytes"] == manifest["total_bytes"]
 
@@ -84,13 +86,41 @@ def test_cache_falls_back_to_the_tier_without_building(tier):
 
 def test_a_flipped_byte_is_an_error_naming_the_file(tier):
     root, _ = tier
-    path = root / entry_name("student", {"a": 2})
+    path = root / (entry_name("student", {"a": 2}) + ".xz")
     data = bytearray(path.read_bytes())
     data[-1] ^= 1
     path.write_bytes(bytes(data))
     with pytest.raises(ArtifactError, match=str(path)):
         tier_entry("student", {"a": 2})
     with pytest.raises(ArtifactError, match="sha256"):
+        verify(root)
+
+
+@given(st.binary(max_size=64))
+def test_pack_is_lossless(data):
+    assert artifacts.unpack(artifacts.pack(data)) == data
+
+
+def test_the_tier_is_smaller_than_the_cache_and_loads_the_same_tensors(tmp_path, monkeypatch):
+    """Packed, trained-like float32 weights take less room than the cache's file; unpacked, they
+    are its bytes."""
+    cache, root = tmp_path / "cache", tmp_path / "artifacts"
+    monkeypatch.setenv("RAPTOR_CACHE", str(cache))
+    monkeypatch.setenv("RAPTOR_ARTIFACTS", "")
+    weights = {"w": torch.randn(256, 256, generator=torch.Generator().manual_seed(0)) * 0.02}
+    get_or_build("teacher", {"a": 1}, lambda _work: (weights, {}))
+    name = entry_name("teacher", {"a": 1})
+    manifest = export([name], root)
+    assert manifest["entries"][name]["bytes"] < 0.9 * (cache / name).stat().st_size
+    assert artifacts.unpack((root / (name + ".xz")).read_bytes()) == (cache / name).read_bytes()
+    monkeypatch.setenv("RAPTOR_ARTIFACTS", str(root))
+    assert torch.equal(tier_entry("teacher", {"a": 1})[0]["w"], weights["w"])
+
+
+def test_a_stray_file_in_the_tier_is_an_error(tier):
+    root, _ = tier
+    (root / "teacher" / "stray.safetensors").write_bytes(b"")
+    with pytest.raises(ArtifactError, match="stray"):
         verify(root)
 
 

@@ -101,18 +101,26 @@ def test_claims_of_the_committed_cpu_run() -> None:
     ladder = dict(zip([*chapter.LADDER, chapter.PROBE_RUNG],
                       [0.664, 0.704, 0.709, 0.710, 0.771, 0.787]))
     run = chapter.SeedRun(0, {}, 0.806, 0.794, {2: 0.769, 3: 0.771, 4: 0.788},
-                          {2: 0.777, 3: 0.787, 4: 0.794}, {})
-    result = chapter.Result(dataclasses.replace(chapter.Spec(), seeds=(0,)), [run], ladder, [])
+                          {2: 0.777, 3: 0.787, 4: 0.794}, {}, ladder)
+    result = chapter.Result(dataclasses.replace(chapter.Spec(), seeds=(0,)), [run], [])
     c12, c13, c14 = chapter.claims(result)
     assert c12.verdict == UNTESTABLE and "head k=2 95.4%, k=3 95.7%, k=4 97.8%" in c12.ours
     assert (c13.verdict, c14.verdict) == (INCONCLUSIVE, FAILS)
     # C13 on three seeds: a seed where k=4 falls clearly below k=3 makes it fail
     fall = dataclasses.replace(run, seed=2, probe_acc={2: 0.70, 3: 0.80, 4: 0.70})
-    three = chapter.Result(chapter.Spec(), [run, dataclasses.replace(run, seed=1), fall],
-                           ladder, [])
+    three = chapter.Result(chapter.Spec(), [run, dataclasses.replace(run, seed=1), fall], [])
     c13 = chapter.claims(three)[1]
     assert c13.verdict == FAILS and "per seed: 0 inconclusive, 1 inconclusive, 2 does not hold" \
         in c13.ours
+    # C14 on three seeds: the paper's own ladder on 50,000 images holds on every seed; one seed
+    # whose TF-only rung does not collapse makes it fail
+    big = dataclasses.replace(chapter.Spec(), n_images=50_000)
+    paper_ladder = dict(zip(ladder, PAPER_RUNGS))
+    runs = [dataclasses.replace(run, seed=s, ladder=paper_ladder) for s in (0, 1, 2)]
+    assert chapter.claims(chapter.Result(big, runs, []))[2].verdict == HOLDS
+    runs[1] = dataclasses.replace(runs[1], ladder={**paper_ladder, "TF only": 0.80})
+    c14 = chapter.claims(chapter.Result(big, runs, []))[2]
+    assert c14.verdict == FAILS and "1 does not hold" in c14.ours
 
 
 # --- pipeline results -----------------------------------------------------------------------
@@ -142,15 +150,15 @@ def test_smoke_compute_round_trips(smoke_cache: Path, tmp_path: Path) -> None:
     (run,) = result.runs
     assert run.seed == spec.seeds[0] and list(run.partitions) == list(spec.k_values)
     assert all(len(run.partitions[k]) == k for k in spec.k_values)
-    assert list(result.ladder) == [*chapter.LADDER, chapter.PROBE_RUNG]
-    assert result.ladder[chapter.PROBE_RUNG] == run.probe_acc[spec.ladder_k]
+    assert list(run.ladder) == [*chapter.LADDER, chapter.PROBE_RUNG]
+    assert run.ladder[chapter.PROBE_RUNG] == run.probe_acc[spec.ladder_k]
     L = spec.teacher.depth
     assert all(run.cosine[k]["cls"].shape == (L + 1,) for k in spec.k_values)
     table = chapter.run_table(result)
     assert table.loc[(run.seed, f"teacher (L={L})"), "probe, % of teacher"] == 100
     again = load(chapter.Result, save(result, tmp_path / "result"))
     assert again.spec == spec and again.pipeline == result.pipeline
-    assert again.runs[0].partitions == run.partitions and again.ladder == result.ladder
+    assert again.runs[0].partitions == run.partitions and again.runs[0].ladder == run.ladder
     assert all(np.array_equal(again.runs[0].cosine[k][g], run.cosine[k][g])
                for k in spec.k_values for g in run.cosine[k])
     assert chapter.run_table(again).equals(table)

@@ -33,8 +33,8 @@ NOTEBOOK = "chapters/scaling.ipynb"
 
 @dataclass(frozen=True)
 class Spec:
-    """For each seed in ``seeds``, a teacher (rate ``p``) and a Raptor per k in ``k_values``;
-    Table 2's ladder at ``ladder_k`` on the first seed. ``pipeline_results``: ``results.json``
+    """For each seed in ``seeds``, a teacher (rate ``p``), a Raptor per k in ``k_values`` and
+    Table 2's ladder at ``ladder_k``. ``pipeline_results``: ``results.json``
     files of ``raptor.pipeline`` runs (the paper's DINOv2-B distillation) to list beside this
     run."""
 
@@ -78,7 +78,8 @@ PROBE_RUNG = "+ fine-tuned probe"
 
 @dataclass
 class SeedRun:
-    """One seed's teacher and its Raptor per k: max-cuts, accuracies, cosine through depth."""
+    """One seed's teacher, its Raptor per k (max-cuts, accuracies, cosine through depth) and
+    Table 2's ladder."""
 
     seed: int
     partitions: dict[int, Partition]
@@ -87,13 +88,13 @@ class SeedRun:
     head_acc: dict[int, float]  # Raptor k through the teacher's head
     probe_acc: dict[int, float]
     cosine: dict[int, dict[str, np.ndarray]]  # layerwise cosine to the teacher per group
+    ladder: dict[str, float]  # Table 2's rungs, accuracy in [0, 1]
 
 
 @dataclass
 class Result:
     spec: Spec
     runs: list[SeedRun]  # one per seed, in the order of ``spec.seeds``
-    ladder: dict[str, float]  # Table 2's rungs on the first seed, accuracy in [0, 1]
     pipeline: list[dict[str, Any]]  # the pipeline_results files as read
 
 
@@ -106,21 +107,11 @@ def _read_pipeline_results(paths: Sequence[str]) -> list[dict[str, Any]]:
 
 
 def compute(spec: Spec) -> Result:
-    """For each seed the teacher's max-cuts and a Raptor per k (head, probe, cosine); the
-    ladder's Raptors on the first seed."""
+    """For each seed the teacher's max-cuts, a Raptor per k (head, probe, cosine) and the
+    ladder's Raptors."""
     pipeline = _read_pipeline_results(spec.pipeline_results)
     device = resolve_device(spec.teacher.device)
-    runs = [_seed_run(spec, seed, device) for seed in spec.seeds]
-    t, seed, first = spec.teacher, spec.seeds[0], runs[0]
-    teacher, _ = t.get_teacher(spec.p, seed=seed)
-    batches = batched(*t.eval_images(spec.n_images, seed=seed))
-    ladder = {}
-    for name, options in LADDER.items():
-        student, _ = t.get_student(spec.distill, spec.p, first.partitions[spec.ladder_k],
-                                   seed=seed, **options)
-        ladder[name] = evaluate_student(student, teacher, batches, device=device)["student_acc"]
-    ladder[PROBE_RUNG] = first.probe_acc[spec.ladder_k]
-    return Result(spec, runs, ladder, pipeline)
+    return Result(spec, [_seed_run(spec, seed, device) for seed in spec.seeds], pipeline)
 
 
 def _seed_run(spec: Spec, seed: int, device: str) -> SeedRun:
@@ -143,8 +134,14 @@ def _seed_run(spec: Spec, seed: int, device: str) -> SeedRun:
     teacher_probe = probe_acc(teacher)
     probes = {k: probe_acc(students[k]) for k in spec.k_values}
     cosine = {k: {g: np.asarray(v) for g, v in e["cosine"].items()} for k, e in evals.items()}
+    ladder = {}
+    for name, options in LADDER.items():
+        student, _ = t.get_student(spec.distill, spec.p, parts[spec.ladder_k], seed=seed,
+                                   **options)
+        ladder[name] = evaluate_student(student, teacher, batches, device=device)["student_acc"]
+    ladder[PROBE_RUNG] = probes[spec.ladder_k]
     return SeedRun(seed, parts, evals[spec.k_values[0]]["teacher_acc"], teacher_probe,
-                   {k: e["student_acc"] for k, e in evals.items()}, probes, cosine)
+                   {k: e["student_acc"] for k, e in evals.items()}, probes, cosine, ladder)
 
 
 def share_of_teacher(run: SeedRun) -> dict[int, float]:
@@ -184,10 +181,11 @@ def run_table(result: Result) -> pd.DataFrame:
 
 
 def ladder_table(result: Result) -> pd.DataFrame:
-    """Table 2: the paper's rungs beside this run's (first seed), in %."""
+    """Table 2: the paper's rungs beside this run's, one column per seed, in %."""
+    rungs = list(result.runs[0].ladder)
     return pd.DataFrame({"paper (IN-1k)": list(paper.TABLE2.values()),
-                         "this run": [100 * v for v in result.ladder.values()]},
-                        index=list(result.ladder))
+                         **{f"seed {run.seed}": [100 * run.ladder[r] for r in rungs]
+                            for run in result.runs}}, index=rungs)
 
 
 def share_cosine_figure(result: Result) -> plt.Figure:
@@ -326,17 +324,18 @@ def c14_ladder(rungs: Sequence[float], *, k: int, n: int) -> Claim:
                       versus(recover.low, recover.high, 0.0),
                       *(versus(d.low, d.high, -RUNG_TOLERANCE.value) for d in steps)]),
         detail=f"k={k}; rungs 1–5 through the teacher's head, rung 6 a fresh linear probe; "
-               f"{n} images, 95% Wilson / Newcombe intervals (evaluation noise, one seed)")
+               f"{n} images, 95% Wilson / Newcombe intervals (evaluation noise of one seed)")
 
 
 def claims(result: Result, profile: str = "cpu") -> list[Claim]:
-    """C12–C14 on this run; ``profile`` names the analogue in C12's detail. C13 is judged on
-    every seed (:func:`~raptor.book.claims.across_seeds`); C12's analogue and C14's ladder are
-    the first seed's."""
+    """C12–C14 on this run; ``profile`` names the analogue in C12's detail. C13 and C14 are
+    judged on every seed (:func:`~raptor.book.claims.across_seeds`); C12's analogue is the first
+    seed's."""
     s, first = result.spec, result.runs[0]
     head = {k: 100 * a / first.teacher_acc for k, a in first.head_acc.items()}
     return [c12_share_of_teacher(head, share_of_teacher(first), dataset=s.teacher.dataset,
                                  profile=profile, dinov2=pipeline_shares(result.pipeline)),
             across_seeds({run.seed: c13_saturates_at_k4(run.probe_acc, s.n_images)
                           for run in result.runs}),
-            c14_ladder(list(result.ladder.values()), k=s.ladder_k, n=s.n_images)]
+            across_seeds({run.seed: c14_ladder(list(run.ladder.values()), k=s.ladder_k,
+                                               n=s.n_images) for run in result.runs})]

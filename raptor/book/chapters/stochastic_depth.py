@@ -34,7 +34,7 @@ class Spec:
 
     teacher: TeacherSpec = nested(TeacherSpec)
     p_values: tuple[float, ...] = (0.0, 0.15, 0.3, 0.45)
-    seeds: tuple[int, ...] = (0, 1)
+    seeds: tuple[int, ...] = (0, 1, 2)
     k: int = 3
     distill: DistillSpec = nested(DistillSpec)
     n_images: int = 1000
