@@ -151,7 +151,9 @@ def _growing_stream(n: int, L: int, dim: int, seed: int, orthogonal: bool = Fals
     groups = TokenGroups.from_counts(1, 0, 4)
     sizes = torch.tensor([1.0, 2.0, 2.0, 1.5, 1.0, 0.3, 0.2, 0.2, 0.1])[:L + 1]
     if orthogonal:  # update l along basis vector l, per token a random rotation of the basis
-        q, _ = torch.linalg.qr(torch.randn(n, groups.num_tokens, dim, dim, generator=g))
+        # in float64: float32's QR is orthogonal to ~1e-7 only
+        q, _ = torch.linalg.qr(torch.randn(n, groups.num_tokens, dim, dim, generator=g,
+                                           dtype=torch.float64))
         steps = q[..., :L + 1].permute(0, 3, 1, 2) * sizes[None, :, None, None]
     else:
         steps = torch.randn(n, L + 1, groups.num_tokens, dim, generator=g) \
