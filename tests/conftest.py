@@ -17,8 +17,11 @@ import torch
 from PIL import Image
 from torch.utils.data import Dataset
 
-# The machine has 2 cores; tests use tiny tensors, where extra threads only add contention.
+# The machine has 2 cores; tests use tiny tensors, where extra threads only add contention. The
+# processes tests start (sweep jobs, torchrun ranks, notebook kernels) often run side by side:
+# one thread each, as here.
 torch.set_num_threads(1)
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 # Tests build their own models: the repository's artifact tier must never stand in for them.
 os.environ["RAPTOR_ARTIFACTS"] = ""
 
