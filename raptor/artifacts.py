@@ -4,9 +4,8 @@
 (:func:`pack`: lossless, ~18% smaller; unpacked they are the cache's bytes), and
 ``artifacts/manifest.json`` lists each under its cache name with its configuration, the code
 version that trained it, the sha256 of the stored file, training wall time, machine and final
-metrics. The cache reads the tier read-only,
-after its own folder; a file whose sha256 differs from the manifest is an error naming the file,
-never a silent retrain. ``python -m raptor artifacts export`` fills the tier from the cache with
+metrics. The cache reads the tier read-only, after its own folder; a file whose sha256 differs
+from the manifest is an error naming the file, never a silent retrain. ``python -m raptor artifacts export`` fills the tier from the cache with
 the entries a book run used (listed by ``$RAPTOR_CACHE_LOG``); ``artifacts compare`` sets the
 entries of a cache retrained from scratch (``make reproduce``) beside the tier's.
 """
