@@ -5,6 +5,7 @@ import pytest
 
 from raptor.book.chapters import functional_phases as chapter
 from raptor.book.claims import FAILS, HOLDS, INCONCLUSIVE, UNTESTABLE
+from raptor.structure import PhaseExcess, Rank
 
 
 # --- claims on synthetic inputs --------------------------------------------------------------
@@ -110,6 +111,37 @@ def test_the_cpu_overfitting_run() -> None:
                                             snapshot_steps=(50, 150, 300, 600), eval_every=50)
 
 
+def _checks(seed: int, untrained_cls: float) -> chapter.SeedChecks:
+    """One seed's controls and swaps; its phases have block excess (C1 holds)."""
+    cut = ((0, 2), (2, 5), (5, 8))
+    trained = {"cls": units(0.957, seed=seed), "patches": units(0.98, seed=seed + 1)}
+    untrained = {"cls": units(untrained_cls, seed=seed + 2),
+                 "patches": units(0.999, seed=seed + 3)}
+    return chapter.SeedChecks(
+        seed, cut, 0.8, {}, {"trained": trained, "untrained": untrained,
+                             "untrained, no skip": {"cls": untrained["cls"],
+                                                    "patches": units(0.95, seed=seed + 4)}},
+        {"intra": {1: np.array([0.78, 0.79])}, "inter": {1: np.array([0.3, 0.4])}},
+        PhaseExcess(3, cut, cut, 0.05, 0.04, 0.06, 0.95, 1.0, Rank(1, 21)))
+
+
+def test_claims_judge_controls_and_swaps_on_every_seed() -> None:
+    """C4, C9 and C10 hold only if they hold for every seed: a seed whose untrained teacher is
+    reconstructed worse than its trained one makes C9 fail, and only C9."""
+    r2, acc = snapshots([0.96, 0.95, 0.93, 0.91], [0.7, 0.72, 0.70, 0.66])
+    result = chapter.Result(chapter.Spec(), {}, {}, {}, np.array(STEPS), np.array([1.0, 0.5, 0.6,
+                                                                                   0.7]),
+                            np.zeros(4), {}, SIZES, {**r2, "acc": acc}, {},
+                            [_checks(0, 0.98), _checks(10, 0.98), _checks(20, 0.98)])
+    claims = {c.id: c for c in chapter.claims(result)}
+    assert [claims[i].verdict for i in ("C4", "C9", "C10")] == [HOLDS, HOLDS, HOLDS]
+    assert "(per seed: 0 holds, 10 holds, 20 holds)" in claims["C9"].ours
+    result.seeds[1] = _checks(10, 0.90)
+    claims = {c.id: c for c in chapter.claims(result)}
+    assert [claims[i].verdict for i in ("C4", "C9", "C10")] == [HOLDS, FAILS, HOLDS]
+    assert "10 does not hold" in claims["C9"].ours
+
+
 # --- the chapter at smoke --------------------------------------------------------------------
 
 @pytest.mark.slow
@@ -121,8 +153,11 @@ def test_smoke_result(smoke_result) -> None:
         assert len(parts) == len(set(parts)) == 1 + spec.n_random  # the max-cut, then others
         assert result.student_acc[k].shape == (len(parts),)
         assert all(result.student_r2[k][g].shape == (len(parts),) for g in chapter.GROUPS)
-    assert set(result.controls) == {"trained", "untrained", "untrained, no skip"}
+    (checks,) = result.seeds
+    assert checks.seed == spec.seeds[0] and checks.partition == result.partitions[spec.control_k][0]
+    assert set(checks.controls) == {"trained", "untrained", "untrained, no skip"}
+    assert checks.controls["trained"]["cls"] == result.student_r2[spec.control_k]["cls"][0]
     assert result.snapshot_r2["cls"].shape == (len(spec.overfit_snapshots),)
     assert set(spec.overfit_snapshots) <= set(result.val_steps.tolist())
-    assert 0 <= result.teacher_acc <= 1
+    assert 0 <= checks.teacher_acc <= 1
     assert len(chapter.versus_table(result)) == len(spec.k_values) * (1 + spec.n_random)

@@ -39,7 +39,7 @@ BAD = [
            ("distill_lr", 0.0)),
     *named("stochastic-depth", ("p_values", [0.0, 1.0]), ("p_values", []), ("seeds", []),
            ("seeds", [0, 0]), ("k", 9), ("k", 0), ("n_images", 0)),
-    *named("functional-phases", ("p", 1.0), ("seed", -1), ("k_values", [9]), ("k_values", [1]),
+    *named("functional-phases", ("p", 1.0), ("seeds", [-1]), ("seeds", []), ("k_values", [9]), ("k_values", [1]),
            ("k_values", []), ("n_random", 1), ("control_k", 5), ("n_images", 0),
            ("overfit_limit", 0),
            ("overfit_steps", 0), ("overfit_snapshots", [700]), ("overfit_snapshots", [300, 50]),
@@ -90,7 +90,7 @@ OLD_PROFILES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         {**PAPER_STUDENT, "n_images": 10_000, "seeds": [0, 1, 2],
          "p_values": [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]}),
     "functional-phases": (
-        {**SMOKE_STUDENT, "n_images": 64, "k_values": [2], "control_k": 2, "n_random": 2,
+        {**SMOKE_STUDENT, "n_images": 64, "seeds": [0], "k_values": [2], "control_k": 2, "n_random": 2,
          "overfit_limit": 128,
          "overfit_steps": 20, "overfit_snapshots": [10, 20], "swap_counts": [1, 2],
          "max_swap_sets": 3},

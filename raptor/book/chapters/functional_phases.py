@@ -11,17 +11,19 @@ import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+import torch
 
 from raptor import paper, phases
 from raptor.book import plotting
 from raptor.book.chapters.phase_structure import on_phases
-from raptor.book.claims import Claim, Threshold, all_of, claim, versus
+from raptor.book.claims import Claim, Threshold, across_seeds, all_of, claim, versus
 from raptor.book.profiles import PAPER_DISTILL, PAPER_TEACHER, SMOKE_DISTILL, SMOKE_TEACHER
-from raptor.book.spec import DistillSpec, TeacherSpec, nested, require
+from raptor.book.spec import DistillSpec, TeacherSpec, nested, require, require_seeds
 from raptor.experiment import batched, trajectories_of
 from raptor.loop import resolve_device
 from raptor.metrics import evaluate_student, head_accuracy
@@ -41,16 +43,19 @@ UNIT_IMAGES = 50
 
 @dataclass(frozen=True)
 class Spec:
-    """A teacher with stochastic-depth rate ``p``; Raptors with the max-cut and ``n_random``
-    other random partitions (all others where fewer exist) for each k in ``k_values``; on the
-    max-cut at ``control_k``: untrained controls, Raptors of an overfitting run of
-    ``overfit_steps`` on ``overfit_limit`` images without weight decay, snapshotted at
-    ``overfit_snapshots``, and layer swaps of ``swap_counts`` layers, at most ``max_swap_sets``
-    sets each (None: all)."""
+    """A teacher with stochastic-depth rate ``p`` per seed in ``seeds``. On the first seed's,
+    Raptors with the max-cut and ``n_random`` other random partitions (all others where fewer
+    exist) for each k in ``k_values``, and Raptors of an overfitting run of ``overfit_steps`` on
+    ``overfit_limit`` images without weight decay, snapshotted at ``overfit_snapshots``, on the
+    max-cut at ``control_k``. On every seed's, on the max-cut at ``control_k``: untrained
+    controls and layer swaps of ``swap_counts`` layers, at most ``max_swap_sets`` sets each
+    (None: all)."""
 
     teacher: TeacherSpec = nested(TeacherSpec)
     p: float = 0.0
-    seed: int = 0
+    # The random partitions' and snapshots' Raptors of one more seed would take ~8 MB of the
+    # artifact tier, which cannot hold them under 64 MB: they stay on the first seed [ours]
+    seeds: tuple[int, ...] = (0, 1, 2)
     # k = 4 (paper.K_VALUES) adds ten Raptors the artifact tier cannot hold under 64 MB [ours]
     k_values: tuple[int, ...] = (2, 3)
     n_random: int = paper.RANDOM_PARTITIONS
@@ -66,7 +71,7 @@ class Spec:
     def __post_init__(self) -> None:
         L = self.teacher.depth
         require(0 <= self.p < 1, "p", "a rate in [0, 1)", self.p)
-        require(self.seed >= 0, "seed", "≥ 0", self.seed)
+        require_seeds(self.seeds)
         require(len(self.k_values) > 0 and all(2 <= k <= L for k in self.k_values), "k_values",
                 f"a non-empty list of k in [2, L = {L}]", self.k_values)
         require(self.n_random >= 2, "n_random", "≥ 2 (for a standard deviation)", self.n_random)
@@ -93,7 +98,7 @@ class Spec:
 
 
 SMOKE = dataclasses.replace(Spec(), teacher=SMOKE_TEACHER, distill=SMOKE_DISTILL, n_images=64,
-                            k_values=(2,), control_k=2, n_random=2, overfit_limit=128,
+                            seeds=(0,), k_values=(2,), control_k=2, n_random=2, overfit_limit=128,
                             overfit_steps=20, overfit_snapshots=(10, 20), swap_counts=(1, 2),
                             max_swap_sets=3)
 PAPER = dataclasses.replace(Spec(), teacher=PAPER_TEACHER, distill=PAPER_DISTILL,
@@ -103,25 +108,37 @@ PAPER = dataclasses.replace(Spec(), teacher=PAPER_TEACHER, distill=PAPER_DISTILL
 
 
 @dataclass
+class SeedChecks:
+    """One seed's teacher, on its max-cut at ``control_k``: the controls (C9, C10) and the layer
+    swaps (C4). Per unit of images as :class:`Result`'s ``unit_sizes``."""
+
+    seed: int
+    partition: Partition  # the max-cut at control_k
+    teacher_acc: float
+    controls: dict[str, dict[str, float]]  # teacher -> token group -> R²
+    control_units: dict[str, dict[str, np.ndarray]]  # teacher -> token group -> R² per unit
+    swap_acc: dict[str, dict[int, np.ndarray]]  # kind -> layers swapped -> accuracy per swap set
+    excess: PhaseExcess  # the max-cut at control_k vs the stronger null (C1)
+
+
+@dataclass
 class Result:
-    """Per-group R² is the mean over layers 1..L of the Raptor's R² against its teacher."""
+    """Per-group R² is the mean over layers 1..L of the Raptor's R² against its teacher. All but
+    ``seeds`` are the first seed's."""
 
     spec: Spec
     partitions: dict[int, list[Partition]]  # per k: the max-cut, then the random others
     student_acc: dict[int, np.ndarray]  # per k, in the order of ``partitions``
     student_r2: dict[int, dict[str, np.ndarray]]  # per k and token group, likewise
-    controls: dict[str, dict[str, float]]  # teacher -> token group -> R²
     val_steps: np.ndarray  # the overfitting run's validation record
     val_loss: np.ndarray
     val_acc: np.ndarray
     snapshot_r2: dict[str, np.ndarray]  # token group -> R² per overfit snapshot
-    teacher_acc: float
-    swap_acc: dict[str, dict[int, np.ndarray]]  # kind -> layers swapped -> accuracy per swap set
     # Per unit of ≤ UNIT_IMAGES validation images (bootstrap units, sizes ``unit_sizes``):
     unit_sizes: np.ndarray
-    control_units: dict[str, dict[str, np.ndarray]]  # teacher -> token group -> R² per unit
     snapshot_units: dict[str, np.ndarray]  # token group, "acc" -> (snapshots, units)
     excess: dict[int, PhaseExcess]  # per k: the teacher's max-cut vs the stronger null (C1)
+    seeds: list[SeedChecks]  # one per seed, in the order of ``spec.seeds``
 
 
 def _evaluate(student, teacher, batches, device: str) -> tuple[float, dict[str, float]]:
@@ -137,61 +154,90 @@ def _per_unit(student, teacher, units, device: str) -> dict[str, np.ndarray]:
             "acc": np.array([e["teacher_acc"] for e in evs])}
 
 
+class _Teacher(NamedTuple):
+    """A seed's trained teacher and what the chapter measures it on."""
+
+    seed: int
+    model: torch.nn.Module
+    batches: list
+    units: list  # the same images in units of ≤ UNIT_IMAGES
+    S: np.ndarray
+    per_image: np.ndarray
+    growth: np.ndarray
+
+
+def _teacher(spec: Spec, seed: int, device: str) -> _Teacher:
+    t = spec.teacher
+    teacher, _ = t.get_teacher(spec.p, seed=seed)
+    images, labels = t.eval_images(spec.n_images, seed=seed)
+    traj, groups = trajectories_of(teacher, images, labels, device=device)
+    return _Teacher(seed, teacher, batched(images, labels), batched(images, labels, UNIT_IMAGES),
+                    phase_matrix(layer_similarity(traj, groups)),
+                    image_phase_matrices(traj, groups), image_growth_nulls(traj, groups))
+
+
 def compute(spec: Spec) -> Result:
     """Every Raptor, control, snapshot and swap of the chapter (models through the cache)."""
-    t, d, p, seed = spec.teacher, spec.distill, spec.p, spec.seed
+    t, d, p = spec.teacher, spec.distill, spec.p
     device = resolve_device(t.device)
-    teacher, _ = t.get_teacher(p, seed=seed)
-    images, labels = t.eval_images(spec.n_images, seed=seed)
-    batches = batched(images, labels)
-    traj, groups = trajectories_of(teacher, images, labels, device=device)
-    S = phase_matrix(layer_similarity(traj, groups))
-    per_image, growth = image_phase_matrices(traj, groups), image_growth_nulls(traj, groups)
+    teachers = [_teacher(spec, seed, device) for seed in spec.seeds]
+    first, seed = teachers[0], spec.seeds[0]
     partitions, acc, r2 = {}, {}, {}
     for k in spec.k_values:
-        cut = phases.maxcut(S, k)
+        cut = phases.maxcut(first.S, k)
         partitions[k] = [cut, *phases.random_partitions(t.depth, k, spec.n_random, seed,
                                                         exclude=[cut])]
-        evals = [_evaluate(t.get_student(d, p, part, seed=seed)[0], teacher, batches, device)
-                 for part in partitions[k]]
+        evals = [_evaluate(t.get_student(d, p, part, seed=seed)[0], first.model, first.batches,
+                           device) for part in partitions[k]]
         acc[k] = np.array([a for a, _ in evals])
         r2[k] = {g: np.array([e[g] for _, e in evals]) for g in GROUPS}
-    part0 = partitions[spec.control_k][0]
-    units = batched(images, labels, UNIT_IMAGES)
-    sizes = np.array([len(y) for _, y in units], dtype=float)
-    controls = {"trained": {g: float(r2[spec.control_k][g][0]) for g in GROUPS}}
-    control_units = {"trained": _per_unit(t.get_student(d, p, part0, seed=seed)[0], teacher,
-                                          units, device)}
-    for name, residual in (("untrained", True), ("untrained, no skip", False)):
-        model, _ = t.get_teacher(p, seed=seed, trained=False, residual=residual)
-        student, _ = t.get_student(d, p, part0, seed=seed, trained=False, residual=residual)
-        control_units[name] = _per_unit(student, model, units, device)
-        controls[name] = {g: float(np.average(control_units[name][g], weights=sizes))
-                          for g in GROUPS}
+    sizes = np.array([len(y) for _, y in first.units], dtype=float)
     overfit = spec.overfit()
     _, record = t.get_teacher(p, seed=seed, **overfit)
     val = record["val"]
     snapshot_units = {key: [] for key in (*GROUPS, "acc")}
     for step in spec.overfit_snapshots:
         snap = t.snapshot_teacher(p, step, seed=seed, **overfit)
-        student, _ = t.get_snapshot_student(d, p, part0, step, seed=seed, teacher_changes=overfit)
-        for key, v in _per_unit(student, snap, units, device).items():
+        student, _ = t.get_snapshot_student(d, p, partitions[spec.control_k][0], step,
+                                            seed=seed, teacher_changes=overfit)
+        for key, v in _per_unit(student, snap, first.units, device).items():
             snapshot_units[key].append(v)
     snapshot_units = {key: np.array(v) for key, v in snapshot_units.items()}
-    swap_acc = {kind: {} for kind in KINDS}
-    for n in spec.swap_counts:
-        for kind in KINDS:
-            sets = candidate_swaps(part0, n, kind, max_sets=spec.max_swap_sets, seed=seed)
-            if sets:
-                swap_acc[kind][n] = np.array([head_accuracy(swapped(teacher, s), batches,
-                                                            device=device) for s in sets])
-    return Result(spec, partitions, acc, r2, controls,
+    return Result(spec, partitions, acc, r2,
                   np.array([r["step"] for r in val]), np.array([r["loss"] for r in val]),
                   np.array([r["acc"] for r in val]),
                   {g: np.average(snapshot_units[g], axis=1, weights=sizes) for g in GROUPS},
-                  head_accuracy(teacher, batches, device=device), swap_acc, sizes,
-                  {name: {g: u[g] for g in GROUPS} for name, u in control_units.items()},
-                  snapshot_units, {k: phase_excess(per_image, k, growth=growth) for k in spec.k_values})
+                  sizes, snapshot_units,
+                  {k: phase_excess(first.per_image, k, growth=first.growth)
+                   for k in spec.k_values},
+                  [_seed_checks(spec, teacher, sizes, device) for teacher in teachers])
+
+
+def _seed_checks(spec: Spec, teacher: _Teacher, sizes: np.ndarray, device: str) -> SeedChecks:
+    t, d, p, seed = spec.teacher, spec.distill, spec.p, teacher.seed
+    cut = phases.maxcut(teacher.S, spec.control_k)
+    student, _ = t.get_student(d, p, cut, seed=seed)
+    controls = {"trained": _evaluate(student, teacher.model, teacher.batches, device)[1]}
+    control_units = {"trained": _per_unit(student, teacher.model, teacher.units, device)}
+    for name, residual in (("untrained", True), ("untrained, no skip", False)):
+        model, _ = t.get_teacher(p, seed=seed, trained=False, residual=residual)
+        student, _ = t.get_student(d, p, cut, seed=seed, trained=False, residual=residual)
+        control_units[name] = _per_unit(student, model, teacher.units, device)
+        controls[name] = {g: float(np.average(control_units[name][g], weights=sizes))
+                          for g in GROUPS}
+    swap_acc = {kind: {} for kind in KINDS}
+    for n in spec.swap_counts:
+        for kind in KINDS:
+            sets = candidate_swaps(cut, n, kind, max_sets=spec.max_swap_sets, seed=seed)
+            if sets:
+                swap_acc[kind][n] = np.array([head_accuracy(swapped(teacher.model, s),
+                                                            teacher.batches, device=device)
+                                              for s in sets])
+    return SeedChecks(seed, cut, head_accuracy(teacher.model, teacher.batches, device=device),
+                      controls, {name: {g: u[g] for g in GROUPS}
+                                 for name, u in control_units.items()},
+                      swap_acc, phase_excess(teacher.per_image, spec.control_k,
+                                             growth=teacher.growth))
 
 
 def best_step(result: Result) -> int:
@@ -214,7 +260,9 @@ def versus_table(result: Result) -> pd.DataFrame:
 
 
 def controls_table(result: Result) -> pd.DataFrame:
-    return pd.DataFrame(result.controls).T
+    """Per seed and teacher (trained, untrained, untrained without skips): its Raptor's R²."""
+    return pd.DataFrame({(c.seed, name): r2 for c in result.seeds
+                         for name, r2 in c.controls.items()}).T.rename_axis(["seed", "teacher"])
 
 
 def snapshots_table(result: Result) -> pd.DataFrame:
@@ -227,11 +275,13 @@ def snapshots_table(result: Result) -> pd.DataFrame:
 
 
 def swaps_table(result: Result) -> pd.DataFrame:
-    """Per count and kind of swaps: the number of swap sets and their accuracy's mean and std."""
+    """Per seed, count and kind of swaps: the number of swap sets and their accuracy's mean and
+    std, and the share of the teacher's accuracy kept."""
     return pd.DataFrame([
-        {"swaps": n, "kind": kind, "sets": len(accs), "acc": np.mean(accs), "std": np.std(accs)}
-        for n in result.spec.swap_counts for kind in KINDS
-        if (accs := result.swap_acc[kind].get(n)) is not None])
+        {"seed": c.seed, "swaps": n, "kind": kind, "sets": len(accs), "acc": np.mean(accs),
+         "std": np.std(accs), "kept": np.mean(accs) / c.teacher_acc}
+        for c in result.seeds for n in result.spec.swap_counts for kind in KINDS
+        if (accs := c.swap_acc[kind].get(n)) is not None])
 
 
 def maxcut_vs_random_figure(result: Result) -> plt.Figure:
@@ -273,17 +323,18 @@ def overfitting_figure(result: Result) -> plt.Figure:
 
 
 def swaps_figure(result: Result) -> plt.Figure:
-    """Teacher accuracy after intra- and inter-phase layer swaps (Fig. 15)."""
+    """Teacher accuracy after intra- and inter-phase layer swaps, first seed (Fig. 15)."""
+    first = result.seeds[0]
     swaps = swaps_table(result)
+    swaps = swaps[swaps["seed"] == first.seed]
     fig, ((ax,),) = plotting.figure(width=5.0, height=3.4)
     for kind, color in (("intra", "seagreen"), ("inter", "crimson")):
         sub = swaps[swaps["kind"] == kind]
         ax.errorbar(sub["swaps"], sub["acc"], yerr=sub["std"], marker="o", capsize=3,
                     color=color, label=f"{kind}-phase swaps")
-    ax.axhline(result.teacher_acc, color="grey", ls="--", label="teacher, no swap")
-    part0 = result.partitions[result.spec.control_k][0]
+    ax.axhline(first.teacher_acc, color="grey", ls="--", label="teacher, no swap")
     ax.set(xlabel="layers replaced", ylabel="accuracy",
-           title=f"layer swaps, phases {phases.format_partition(part0)}",
+           title=f"layer swaps, phases {phases.format_partition(first.partition)}",
            xticks=list(result.spec.swap_counts))
     plotting.legend_below(fig, [ax], ncols=3)
     return fig
@@ -417,20 +468,29 @@ def c11_overfitting(best: int, steps: Sequence[int], r2: Mapping[str, np.ndarray
                f"{_noise(len(sizes))}")
 
 
+def _c4(c: SeedChecks, control_k: int) -> Claim:
+    retained = {kind: [float(np.mean(a)) / c.teacher_acc for a in by_n.values()]
+                for kind, by_n in c.swap_acc.items()}
+    return on_phases(c4_swaps(retained["intra"], retained["inter"]), {f"k={control_k}": c.excess})
+
+
 def claims(result: Result) -> list[Claim]:
-    s, u, sizes = result.spec, result.control_units, result.unit_sizes
-    retained = {kind: [float(np.mean(a)) / result.teacher_acc for a in by_n.values()]
-                for kind, by_n in result.swap_acc.items()}
+    """C3 and C11 on the first seed's Raptors; C4, C9 and C10 on every seed
+    (:func:`~raptor.book.claims.across_seeds`)."""
+    s, sizes = result.spec, result.unit_sizes
     excess = {f"k={k}": e for k, e in result.excess.items()}
     return [
         on_phases(c3_maxcut_beats_random({k: margin(a[0], a[1:])
                                           for k, a in result.student_acc.items()},
                                          counts={k: len(a) - 1 for k, a in
                                                  result.student_acc.items()}), excess),
-        on_phases(c4_swaps(retained["intra"], retained["inter"]),
-                  {f"k={s.control_k}": result.excess[s.control_k]}),
-        c9_untrained_easier(u["untrained"], u["trained"], sizes),
-        c10_skip_removal(u["untrained"]["patches"], u["untrained, no skip"]["patches"], sizes),
+        across_seeds({c.seed: _c4(c, s.control_k) for c in result.seeds}),
+        across_seeds({c.seed: c9_untrained_easier(c.control_units["untrained"],
+                                                  c.control_units["trained"], sizes)
+                      for c in result.seeds}),
+        across_seeds({c.seed: c10_skip_removal(c.control_units["untrained"]["patches"],
+                                               c.control_units["untrained, no skip"]["patches"],
+                                               sizes) for c in result.seeds}),
         c11_overfitting(best_step(result), s.overfit_snapshots,
                         {g: result.snapshot_units[g] for g in GROUPS},
                         result.snapshot_units["acc"], sizes),
