@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import copy
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
+import torch
 from timm.models.vision_transformer import VisionTransformer
 
+from raptor.loop import on_device
 from raptor.phases import Partition
+from raptor.trajectories import embed, head_logits, run_layers
 
 Swap = tuple[int, int]
 
@@ -30,17 +33,46 @@ def swapped(model: VisionTransformer, swaps: Sequence[Swap]) -> VisionTransforme
 
     Sources always refer to the *original* blocks, so swaps do not chain.
     """
-    depth = len(model.blocks)
-    targets = [t for t, _ in swaps]
-    if len(set(targets)) != len(targets):
-        raise ValueError(f"each layer can be replaced once, got targets {targets}")
-    for t, s in swaps:
-        if not (0 <= t < depth and 0 <= s < depth) or t == s:
-            raise ValueError(f"swap (target={t}, source={s}) needs distinct blocks in [0, {depth})")
+    _check(swaps, len(model.blocks))
     out = copy.deepcopy(model)
     for t, s in swaps:
         out.blocks[t] = copy.deepcopy(model.blocks[s])
     return out
+
+
+def _check(swaps: Sequence[Swap], depth: int) -> None:
+    targets = [t for t, _ in swaps]
+    if not targets or len(set(targets)) != len(targets):
+        raise ValueError(f"each layer can be replaced once, got targets {targets}")
+    for t, s in swaps:
+        if not (0 <= t < depth and 0 <= s < depth) or t == s:
+            raise ValueError(f"swap (target={t}, source={s}) needs distinct blocks in [0, {depth})")
+
+
+@torch.no_grad()
+def swap_accuracy(model: VisionTransformer, swap_sets: Sequence[Sequence[Swap]],
+                  batches: Iterable, *, device: str | torch.device = "cpu") -> np.ndarray:
+    """Top-1 accuracy of ``swapped(model, swaps)`` for each set in ``swap_sets``, as
+    :func:`~raptor.metrics.head_accuracy` gives it, bit for bit: each set runs from the unswapped
+    trajectory at its first target, so the layers before it are computed once a batch, and the
+    blocks are used in place, not copied."""
+    depth = len(model.blocks)
+    for swaps in swap_sets:
+        _check(swaps, depth)
+    correct, total = np.zeros(len(swap_sets)), 0
+    with on_device(model, device) as device:
+        for images, labels in batches:
+            states = run_layers(model, embed(model, images.to(device)))
+            for i, swaps in enumerate(swap_sets):
+                source = dict(swaps)
+                x = states[:, min(source)].contiguous()
+                for layer in range(min(source), depth):
+                    x = model.blocks[source.get(layer, layer)](x)
+                correct[i] += (head_logits(model, x).argmax(-1).cpu() == labels).sum().item()
+            total += len(labels)
+    if total == 0:
+        raise ValueError("batches yielded no images")
+    return correct / total
 
 
 def candidate_swaps(partition: Partition, n_swaps: int, kind: str, *, max_sets: int | None = None,

@@ -4,7 +4,8 @@ from math import comb
 import pytest
 import torch
 
-from raptor.swap import block_of, candidate_swaps, swapped
+from raptor.metrics import head_accuracy
+from raptor.swap import block_of, candidate_swaps, swap_accuracy, swapped
 from raptor.teachers import TeacherConfig, build_teacher
 
 PARTITION = ((0, 3), (3, 5), (5, 6))
@@ -82,3 +83,20 @@ def test_swapped_errors(phased_model):
         swapped(phased_model, [(0, 0)])
     with pytest.raises(ValueError, match="distinct"):
         swapped(phased_model, [(0, 9)])
+
+
+def test_swap_accuracy_is_head_accuracy_of_the_swapped_copy_bit_for_bit():
+    """The oracle: a deep copy with its blocks replaced, scored by head_accuracy."""
+    model = build_teacher(TeacherConfig(depth=6, embed_dim=32, num_heads=2, patch_size=4,
+                                        img_size=16, in_chans=1, num_classes=5), seed=1)
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():  # timm's head starts at zero: every prediction would be class 0
+        model.head.weight.copy_(torch.randn(model.head.weight.shape, generator=g))
+    batches = [(torch.randn(n, 1, 16, 16, generator=g), torch.randint(0, 5, (n,), generator=g))
+               for n in (40, 24)]
+    sets = [*candidate_swaps(PARTITION, 1, "intra"), *candidate_swaps(PARTITION, 2, "inter")]
+    fast = swap_accuracy(model, sets, batches)
+    assert fast.tolist() == [head_accuracy(swapped(model, s), batches) for s in sets]
+    assert len(set(fast.tolist())) > 1  # the swaps do change the predictions
+    with pytest.raises(ValueError, match="target=0, source=9"):
+        swap_accuracy(model, [[(0, 9)]], batches)

@@ -31,7 +31,7 @@ from raptor.phases import Partition
 from raptor.similarity import layer_similarity, phase_matrix
 from raptor.stats import Interval, bootstrap_mean
 from raptor.structure import PhaseExcess, image_growth_nulls, image_phase_matrices, phase_excess
-from raptor.swap import candidate_swaps, swapped
+from raptor.swap import candidate_swaps, swap_accuracy
 
 NAME = "functional-phases"
 NOTEBOOK = "chapters/functional_phases.ipynb"
@@ -230,9 +230,8 @@ def _seed_checks(spec: Spec, teacher: _Teacher, sizes: np.ndarray, device: str) 
         for kind in KINDS:
             sets = candidate_swaps(cut, n, kind, max_sets=spec.max_swap_sets, seed=seed)
             if sets:
-                swap_acc[kind][n] = np.array([head_accuracy(swapped(teacher.model, s),
-                                                            teacher.batches, device=device)
-                                              for s in sets])
+                swap_acc[kind][n] = swap_accuracy(teacher.model, sets, teacher.batches,
+                                                  device=device)
     return SeedChecks(seed, cut, head_accuracy(teacher.model, teacher.batches, device=device),
                       controls, {name: {g: u[g] for g in GROUPS}
                                  for name, u in control_units.items()},
