@@ -80,8 +80,6 @@ def tier_entry(kind: str, config: Mapping[str, Any]
     name = entry_name(kind, config)
     if root is None or not (root / (name + PACKED)).is_file():
         return None
-    if name not in read_manifest(root):
-        raise ArtifactError(f"{root / (name + PACKED)} is not listed in {root / MANIFEST}")
     return _load(root, name, config)
 
 
@@ -89,8 +87,11 @@ def _load(root: Path, name: str, config: Mapping[str, Any] | None = None
           ) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """A tier entry's tensors and record, its file checked against the manifest's sha256."""
     path = root / (name + PACKED)
+    entry = read_manifest(root).get(name)
+    if entry is None:
+        raise ArtifactError(f"{path} is not listed in {root / MANIFEST}")
     blob = path.read_bytes()
-    if hashlib.sha256(blob).hexdigest() != read_manifest(root)[name]["sha256"]:
+    if hashlib.sha256(blob).hexdigest() != entry["sha256"]:
         raise ArtifactError(f"{path} does not match its sha256 in {root / MANIFEST}: the file was "
                             "changed or damaged; restore it (git checkout) or re-export the tier")
     try:

@@ -15,7 +15,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-
 from raptor.checkpoint import CheckpointError, metadata, tensors_from_bytes
 
 STUDENT_FILE = "student.safetensors"
