@@ -115,7 +115,7 @@ def _artifacts(args: argparse.Namespace) -> int:
         raise ArtifactError("export needs --log FILE: the $RAPTOR_CACHE_LOG written by a book run")
     manifest = export(args.log.read_text().split(), args.root)
     print(f"exported {len(manifest['entries'])} artifacts, "
-          f"{manifest['total_bytes'] / 2**20:.1f} MiB, to {args.root}")
+          f"{manifest['total_bytes'] / 1e6:.1f} MB, to {args.root}")
     return 0
 
 

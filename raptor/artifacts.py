@@ -27,7 +27,7 @@ from raptor.cache import cache_root, entry_name
 from raptor.checkpoint import CheckpointError, atomic_write, metadata, tensors_from_bytes
 
 MANIFEST = "manifest.json"
-MAX_BYTES = 64 * 2**20
+MAX_BYTES = 64_000_000  # the tier in all, manifest included: 64 MB
 PACKED = ".xz"  # a tier file is its cache name plus this suffix
 
 
@@ -125,28 +125,28 @@ def export(names: Iterable[str], root: Path, *, source: Path | None = None) -> d
         else:
             raise ArtifactError(f"{name} is neither in the cache {source} nor in the tier {root}")
     total = sum(map(len, blobs.values()))
-    if total > MAX_BYTES:  # before anything is written: a refused export leaves the tier as it was
-        raise ArtifactError(f"the tier would hold {total / 2**20:.1f} MiB, over "
-                            f"{MAX_BYTES / 2**20:.0f} MiB")
     entries = {}
     for name, blob in blobs.items():
         data = unpack(blob)
         config = json.loads(metadata(data)["config"])
         _, record = tensors_from_bytes(data, config, where=name)
-        atomic_write(root / (name + PACKED), lambda tmp, blob=blob: Path(tmp).write_bytes(blob))
         built = record.get("built", {})
         entries[name] = {"kind": name.split("/")[0], "config": config,
                          "code_version": built.get("code_version", "unknown"),
                          "sha256": hashlib.sha256(blob).hexdigest(), "bytes": len(blob),
                          "wall_s": built.get("wall_s", record.get("seconds")),
                          "machine": built.get("machine", "unknown"), "metrics": metrics(record)}
+    text = json.dumps({"entries": entries, "total_bytes": total}, indent=1) + "\n"
+    size = total + len(text.encode())
+    if size > MAX_BYTES:  # before anything is written: a refused export leaves the tier as it was
+        raise ArtifactError(f"the tier would hold {size / 1e6:.2f} MB, over {MAX_BYTES / 1e6:g} MB")
+    for name, blob in blobs.items():
+        atomic_write(root / (name + PACKED), lambda tmp, blob=blob: Path(tmp).write_bytes(blob))
     for stale in root.glob("*/*"):
         if stale.is_file() and str(stale.relative_to(root)) not in {n + PACKED for n in entries}:
             stale.unlink()
-    manifest = {"entries": entries, "total_bytes": total}
-    atomic_write(root / MANIFEST,
-                 lambda tmp: Path(tmp).write_text(json.dumps(manifest, indent=1) + "\n"))
-    return manifest
+    atomic_write(root / MANIFEST, lambda tmp: Path(tmp).write_text(text))
+    return json.loads(text)
 
 
 def verify(root: Path) -> int:

@@ -151,9 +151,20 @@ def test_export_enforces_the_size_limit(tmp_path, monkeypatch):
     monkeypatch.setenv("RAPTOR_ARTIFACTS", "")
     monkeypatch.setattr(artifacts, "MAX_BYTES", 10)
     get_or_build("teacher", {"a": 1}, _build(1.0))
-    with pytest.raises(ArtifactError, match="MiB"):
+    with pytest.raises(ArtifactError, match="MB"):
         export([entry_name("teacher", {"a": 1})], tmp_path / "artifacts")
     assert not (tmp_path / "artifacts").exists()  # refused before anything was copied
+    # The manifest counts: room for the packed file alone is not enough.
+    name = entry_name("teacher", {"a": 1})
+    packed = artifacts.pack((tmp_path / "cache" / name).read_bytes())
+    monkeypatch.setattr(artifacts, "MAX_BYTES", len(packed))
+    with pytest.raises(ArtifactError, match="over"):
+        export([name], tmp_path / "artifacts")
+
+
+def test_the_repository_tier_is_within_the_limit():
+    root = Path(artifacts.__file__).resolve().parents[1] / "artifacts"
+    assert sum(p.stat().st_size for p in root.rglob("*") if p.is_file()) <= artifacts.MAX_BYTES
 
 
 def _cheapest_tier_teacher():
