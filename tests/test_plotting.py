@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import multiprocessing
+import os
 import re
 import types
 from pathlib import Path
@@ -223,6 +225,21 @@ def test_save_writes_svg_and_pdf_and_closes(tmp_path: Path) -> None:
     assert path.read_text().lstrip().startswith("<?xml") and "<svg" in path.read_text()
     assert path.with_suffix(".pdf").read_bytes().startswith(b"%PDF")
     assert not plt.fignum_exists(fig.number)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.pdf", "x.svg"]
+
+
+def _save_many(folder: str) -> int:
+    for _ in range(15):
+        plotting.save(_fine()[0], "x", folder)
+    return os.getpid()
+
+
+def test_two_processes_saving_one_figure_do_not_collide(tmp_path: Path) -> None:
+    """Two executions of one chapter into one folder (e.g. a sweep beside a run)."""
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(2) as pool:
+        pids = pool.map(_save_many, [str(tmp_path)] * 2)
+    assert len(set(pids)) == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.pdf", "x.svg"]
 
 

@@ -16,6 +16,7 @@ Notebooks call :func:`setup` once (SVG output), glue each figure with ``myst_nb.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
@@ -72,7 +73,8 @@ def save(fig: plt.Figure, name: str, figdir: str | Path = "figures") -> Path:
     path = figdir / f"{name}.svg"
     for target, undated in ((path, {"Date": None}), (path.with_suffix(".pdf"),
                                                      {"CreationDate": None})):
-        partial = target.with_name(f".{target.name}.partial")
+        # one partial file per process: two runs of a chapter into one folder must not collide
+        partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
         fig.savefig(partial, format=target.suffix[1:], bbox_inches="tight", metadata=undated)
         partial.replace(target)
     plt.close(fig)
