@@ -117,7 +117,8 @@ def evaluate_student(student: nn.Module, teacher: nn.Module, batches: Iterable, 
 
     Returns per-layer, per-group ``r2`` and ``cosine`` (lists, layers 0..L), the authors'
     ``global_r2`` at the last layer, top-1 ``student_acc`` and ``teacher_acc`` through the
-    teacher's head, their top-1 ``agreement``, and the number of ``images``. Computed on
+    teacher's head, their top-1 ``agreement``, ``student_correct`` (per image, in order: the
+    student's top-1 is the label) and the number of ``images``. Computed on
     ``device`` (:func:`~raptor.loop.on_device`: the models are given back where they were).
     """
     if max_images is not None and max_images < 1:
@@ -126,6 +127,7 @@ def evaluate_student(student: nn.Module, teacher: nn.Module, batches: Iterable, 
     r2, cos, final = LayerwiseMeans(groups, r2_vectors), LayerwiseMeans(groups, cosine_vectors), \
         GlobalR2()
     hits = {"student": 0, "teacher": 0, "agree": 0}
+    student_correct = []
     seen = 0
     with on_device(student, device) as device, on_device(teacher, device):
         for images, labels in batches:
@@ -139,7 +141,8 @@ def evaluate_student(student: nn.Module, teacher: nn.Module, batches: Iterable, 
             final.update(s_traj[:, -1], t_traj[:, -1])
             s_pred = head_logits(student, s_traj[:, -1]).argmax(-1)
             t_pred = head_logits(teacher, t_traj[:, -1]).argmax(-1)
-            hits["student"] += (s_pred == labels).sum().item()
+            student_correct.append((s_pred == labels).cpu().numpy())
+            hits["student"] += int(student_correct[-1].sum())
             hits["teacher"] += (t_pred == labels).sum().item()
             hits["agree"] += (s_pred == t_pred).sum().item()
             seen += len(labels)
@@ -151,7 +154,7 @@ def evaluate_student(student: nn.Module, teacher: nn.Module, batches: Iterable, 
             "cosine": {k: v.tolist() for k, v in cos.compute().items()},
             "global_r2": final.compute(), "student_acc": hits["student"] / seen,
             "teacher_acc": hits["teacher"] / seen, "agreement": hits["agree"] / seen,
-            "images": seen}
+            "student_correct": np.concatenate(student_correct), "images": seen}
 
 
 @torch.no_grad()

@@ -1,10 +1,16 @@
 """The functional-phases chapter: its claims on known inputs, the result of a smoke run."""
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
+import torch
 
 from raptor.book.chapters import functional_phases as chapter
 from raptor.book.claims import FAILS, HOLDS, INCONCLUSIVE, UNTESTABLE
+from raptor.experiment import batched
+from raptor.metrics import head_accuracy
+from raptor.stats import Interval
 from raptor.structure import PhaseExcess, Rank
 
 
@@ -13,15 +19,43 @@ from raptor.structure import PhaseExcess, Rank
 def test_margin_is_in_sample_standard_deviations() -> None:
     assert chapter.margin(0.95, [0.7, 0.8, 0.9]) == pytest.approx(1.5)  # mean 0.8, σ 0.1
     assert chapter.margin(0.7, [0.7, 0.8, 0.9]) == pytest.approx(-1.0)
+    assert np.isnan(chapter.margin(0.9, [0.8, 0.8]))  # no spread, no σ
+
+
+def _iv(estimate: float, low: float, high: float) -> Interval:
+    return Interval(estimate, low, high, 0.95)
 
 
 def test_c3_maxcut_beats_random() -> None:
-    held = chapter.c3_maxcut_beats_random({2: 1.5, 3: 2.0}, counts={2: 6, 3: 10})
-    assert held.verdict == HOLDS and held.ours == "k=2: +1.5σ, k=3: +2.0σ"
-    assert held.detail.endswith("each once: k=2: 6, k=3: 10")
-    failed = chapter.c3_maxcut_beats_random({3: -0.8}, counts={3: 10})
-    assert failed.verdict == FAILS and failed.ours == "k=3: -0.8σ"
-    assert chapter.c3_maxcut_beats_random({2: 3.0, 3: 0.9}, counts={2: 6, 3: 10}).verdict == FAILS
+    held = chapter.c3_maxcut_beats_random({2: _iv(1.5, 1.2, 1.9), 3: _iv(2.0, 1.1, 2.6)},
+                                          counts={2: 6, 3: 10})
+    assert held.verdict == HOLDS and held.ours == "k=2: +1.5σ [+1.2, +1.9], k=3: +2.0σ [+1.1, +2.6]"
+    assert "each once: k=2: 6, k=3: 10; holds if every margin's interval lies above 1σ" \
+        in held.detail
+    failed = chapter.c3_maxcut_beats_random({3: _iv(-0.8, -1.2, -0.3)}, counts={3: 10})
+    assert failed.verdict == FAILS and failed.ours == "k=3: -0.8σ [-1.2, -0.3]"
+    assert chapter.c3_maxcut_beats_random({2: _iv(3.0, 2.0, 4.0), 3: _iv(0.9, 0.5, 0.99)},
+                                          counts={2: 6, 3: 10}).verdict == FAILS
+    # no σ on some resamples: not testable
+    assert chapter.c3_maxcut_beats_random({2: _iv(1.5, float("nan"), float("nan"))},
+                                          counts={2: 2}).verdict == UNTESTABLE
+    # an interval that spans 1σ decides nothing
+    assert chapter.c3_maxcut_beats_random({2: _iv(1.5, 0.8, 2.1)},
+                                          counts={2: 6}).verdict == INCONCLUSIVE
+
+
+def test_margin_interval_is_paired_over_units() -> None:
+    rng = np.random.default_rng(0)
+    sizes = np.full(20, 50.0)
+    base = rng.uniform(0.6, 0.9, (6, 1)) + rng.normal(0, 0.05, (1, 20))  # shared image noise
+    iv = chapter.margin_interval(base, sizes)
+    acc = base.mean(axis=1)
+    assert iv.estimate == pytest.approx(chapter.margin(acc[0], acc[1:]))
+    # a noise common to every Raptor's units moves no margin: the interval is a point
+    assert iv.high - iv.low == pytest.approx(0.0, abs=1e-9)
+    noisy = base + rng.normal(0, 0.05, base.shape)  # each Raptor's own evaluation noise
+    spread = chapter.margin_interval(noisy, sizes)
+    assert spread.low < spread.estimate < spread.high
 
 
 def test_c4_swaps() -> None:
@@ -129,17 +163,30 @@ def test_claims_judge_controls_and_swaps_on_every_seed() -> None:
     """C4, C9 and C10 hold only if they hold for every seed: a seed whose untrained teacher is
     reconstructed worse than its trained one makes C9 fail, and only C9."""
     r2, acc = snapshots([0.96, 0.95, 0.93, 0.91], [0.7, 0.72, 0.70, 0.66])
-    result = chapter.Result(chapter.Spec(), {}, {}, {}, np.array(STEPS), np.array([1.0, 0.5, 0.6,
-                                                                                   0.7]),
+    raptors = np.stack([units(a, seed=i) for i, a in enumerate([0.8, 0.7, 0.72, 0.71])])
+    result = chapter.Result(chapter.Spec(), {}, {3: raptors}, {}, np.array(STEPS),
+                            np.array([1.0, 0.5, 0.6, 0.7]),
                             np.zeros(4), {}, SIZES, {**r2, "acc": acc}, {},
                             [_checks(0, 0.98), _checks(10, 0.98), _checks(20, 0.98)])
     claims = {c.id: c for c in chapter.claims(result)}
     assert [claims[i].verdict for i in ("C4", "C9", "C10")] == [HOLDS, HOLDS, HOLDS]
     assert "(per seed: 0 holds, 10 holds, 20 holds)" in claims["C9"].ours
+    assert claims["C3"].verdict == HOLDS  # 0.8 against 0.70–0.72: many σ, whatever the draw
     result.seeds[1] = _checks(10, 0.90)
     claims = {c.id: c for c in chapter.claims(result)}
     assert [claims[i].verdict for i in ("C4", "C9", "C10")] == [HOLDS, FAILS, HOLDS]
     assert "10 does not hold" in claims["C9"].ours
+
+
+def test_evaluate_gives_head_accuracy_of_each_unit(tiny_teacher) -> None:
+    """One pass over the images gives what scoring each unit on its own does (the oracle)."""
+    model, student = tiny_teacher(), tiny_teacher(seed=1)
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(23, 1, 16, 16, generator=g), torch.randint(0, 10, (23,), generator=g)
+    seen = SimpleNamespace(model=model, batches=batched(x, y, 10), units=batched(x, y, 5))
+    acc, r2 = chapter._evaluate(student, seen, "cpu")
+    assert acc.tolist() == [head_accuracy(student, [u]) for u in seen.units]
+    assert set(r2) == set(chapter.GROUPS)
 
 
 # --- the chapter at smoke --------------------------------------------------------------------
@@ -151,7 +198,9 @@ def test_smoke_result(smoke_result) -> None:
     assert list(result.partitions) == list(spec.k_values)
     for k, parts in result.partitions.items():
         assert len(parts) == len(set(parts)) == 1 + spec.n_random  # the max-cut, then others
-        assert result.student_acc[k].shape == (len(parts),)
+        assert result.student_units[k].shape == (len(parts), len(result.unit_sizes))
+        assert result.student_acc(k).shape == (len(parts),)
+        assert 0 <= result.student_acc(k).min() and result.student_acc(k).max() <= 1
         assert all(result.student_r2[k][g].shape == (len(parts),) for g in chapter.GROUPS)
     (checks,) = result.seeds
     assert checks.seed == spec.seeds[0] and checks.partition == result.partitions[spec.control_k][0]

@@ -31,13 +31,21 @@ def dinov2_results(k: int, raptor: float, teacher: float = 84.5) -> dict:
 
 
 def test_c12_is_untestable_at_cpu_and_shows_head_and_probe() -> None:
-    c = chapter.c12_share_of_teacher({2: 95.4, 3: 96.0}, {2: 97.86, 3: 99.12, 4: 100.0},
+    c = chapter.c12_share_of_teacher({2: [95.4], 3: [96.0]},
+                                     {2: [97.86], 3: [99.12], 4: [100.0]},
                                      dataset="fashion-mnist", profile="cpu")
     assert c.verdict == UNTESTABLE and c.paper == ("k=2 ≈ 96%, k=3 ≈ 98% of DINOv2-B (IN-1k, "
                                                    "Table 1)")
     assert c.ours == ("fashion-mnist analogue (not the claim): head k=2 95.4%, k=3 96.0%; "
                       "probe k=2 97.9%, k=3 99.1%, k=4 100.0% of the teacher")
-    assert "not run at cpu" in c.detail
+    assert "not run at cpu" in c.detail and "1 teacher seed(s)" in c.detail
+    # Over seeds: the mean, and the seeds' range.
+    seeds = chapter.c12_share_of_teacher({2: [94.0, 96.0, 95.0]}, {2: [97.0, 99.0, 98.0]},
+                                         dataset="fashion-mnist", profile="cpu")
+    assert seeds.verdict == UNTESTABLE and seeds.ours == (
+        "fashion-mnist analogue (not the claim): head k=2 95.0% (94.0–96.0); "
+        "probe k=2 98.0% (97.0–99.0) of the teacher")
+    assert "3 teacher seed(s)" in seeds.detail
     # Pipeline results with only one k stay untestable.
     one = chapter.pipeline_shares([dinov2_results(2, 81.2)])
     assert chapter.c12_share_of_teacher({}, {}, dataset="imagenet", profile="paper",

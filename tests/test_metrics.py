@@ -130,6 +130,7 @@ def test_accuracy_and_evaluation_of_an_exact_copy(tiny_teacher: Callable[..., to
     report = evaluate_student(copy, t, data, max_images=7)
     assert report["images"] == 7 and report["agreement"] == 1.0
     assert report["student_acc"] == report["teacher_acc"]
+    assert report["student_correct"].tolist() == (t(x[:7]).argmax(-1) == y[:7]).tolist()
     assert min(report["r2"]["cls"]) > 1 - 1e-6 and len(report["r2"]["patches"]) == 5
     assert min(report["cosine"]["registers"]) > 1 - 1e-6
     assert report["global_r2"] == pytest.approx(1.0, abs=1e-6)

@@ -22,6 +22,7 @@ def run_card(spec: Any, *, profile: str, data: str, models: Sequence[str], seeds
     ``started`` is ``time.perf_counter()`` taken in the chapter's first cell.
     """
     device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
+    threads = torch.get_num_threads()
     rows = {
         "profile": profile,
         "parameters": ", ".join(f"{k}={literal(v)}" for k, v in parameters(spec).items()),
@@ -30,7 +31,7 @@ def run_card(spec: Any, *, profile: str, data: str, models: Sequence[str], seeds
         "seeds": ", ".join(map(str, seeds)),
         "wall time": f"{time.perf_counter() - started:.0f} s",
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, {device}, "
-                   f"torch {torch.__version__}, {torch.get_num_threads()} threads",
+                   f"torch {torch.__version__}, {threads} thread{'s' * (threads != 1)}",
     }
     return pd.DataFrame({"run card": rows})
 

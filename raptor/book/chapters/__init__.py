@@ -9,7 +9,9 @@ dataclass, ``compute(spec) -> Result`` and ``claims(result) -> list[Claim]``.
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Mapping
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -54,3 +56,15 @@ def notebook_spec(module: ModuleType, values: Mapping[str, Any]):
 
     changed = diff(from_parameters(module.Spec, values, strict=False), module.Spec())
     return from_parameters(module.Spec, changed, base=spec_for(module.NAME, values.get("profile", "cpu")))
+
+
+def launched() -> str:
+    """A chapter launched in a fresh environment (Colab, Binder; its install cell): Fashion-MNIST
+    fetched into ``$RAPTOR_DATA`` (default ``~/raptor-data``); returns the ``smoke`` profile."""
+    from raptor import data
+
+    os.environ.setdefault("RAPTOR_DATA", str(Path.home() / "raptor-data"))
+    data.get_datasets("fashion-mnist", download=True)
+    print("A fresh environment: the `smoke` profile. For the stored book's `cpu` profile, run the "
+          "parameters cell above again, then the cells after this one.")
+    return "smoke"

@@ -243,19 +243,22 @@ def pipeline_shares(pipeline: Sequence[Mapping[str, Any]]) -> dict[int, Interval
     return shares
 
 
-def _pct(d: Mapping[int, float]) -> str:
-    return ", ".join(f"k={k} {v:.1f}%" for k, v in d.items())
+def _pct(d: Mapping[int, Sequence[float]]) -> str:
+    """Per k the mean over seeds, and the seeds' range where there are several."""
+    return ", ".join(f"k={k} {np.mean(v):.1f}%"
+                     + (f" ({min(v):.1f}–{max(v):.1f})" if len(v) > 1 else "")
+                     for k, v in d.items())
 
 
-def c12_share_of_teacher(head: Mapping[int, float], probe: Mapping[int, float], *,
-                         dataset: str, profile: str,
+def c12_share_of_teacher(head: Mapping[int, Sequence[float]],
+                         probe: Mapping[int, Sequence[float]], *, dataset: str, profile: str,
                          dinov2: Mapping[int, Interval] | None = None) -> Claim:
     """C12: Raptor k=2 and k=3 keep ``SHARE`` of DINOv2-B's ImageNet-1k accuracy.
 
     A claim about DINOv2-B on ImageNet-1k: testable only from ``dinov2`` (:func:`pipeline_shares`,
     % with intervals, k=2 and 3 both needed). Otherwise not testable at ``profile``; the
-    ``dataset`` analogue's shares of its teacher's accuracy, ``head`` (through the teacher's
-    head) and ``probe`` (each model's own linear probe), both in %, are shown beside it.
+    ``dataset`` analogue's shares of its teacher's accuracy per seed, ``head`` (through the
+    teacher's head) and ``probe`` (each model's own linear probe), both in %, are shown beside it.
     """
     paper_ = ", ".join(f"k={k} ≈ {100 * v:.0f}%" for k, v in paper.SHARE_OF_DINOV2_B.items()) + \
         " of DINOv2-B (IN-1k, Table 1)"
@@ -278,7 +281,9 @@ def c12_share_of_teacher(head: Mapping[int, float], probe: Mapping[int, float], 
         detail=f"the claim is about DINOv2-B on ImageNet-1k, not run at {profile}; the analogue "
                "is shown, not judged: head = Raptor / teacher accuracy through the teacher's "
                "head, probe = each model's own linear probe (the teacher's probe can sit below "
-               "its head, which flatters the probe ratio)")
+               "its head, which flatters the probe ratio); mean over "
+               f"{len(next(iter(head.values()), []))} teacher seed(s), each with its own "
+               "Raptors (their range in parentheses)")
 
 
 def c13_saturates_at_k4(acc: Mapping[int, float], n: int) -> Claim:
@@ -329,12 +334,13 @@ def c14_ladder(rungs: Sequence[float], *, k: int, n: int) -> Claim:
 
 def claims(result: Result, profile: str = "cpu") -> list[Claim]:
     """C12–C14 on this run; ``profile`` names the analogue in C12's detail. C13 and C14 are
-    judged on every seed (:func:`~raptor.book.claims.across_seeds`); C12's analogue is the first
-    seed's."""
-    s, first = result.spec, result.runs[0]
-    head = {k: 100 * a / first.teacher_acc for k, a in first.head_acc.items()}
-    return [c12_share_of_teacher(head, share_of_teacher(first), dataset=s.teacher.dataset,
-                                 profile=profile, dinov2=pipeline_shares(result.pipeline)),
+    judged on every seed (:func:`~raptor.book.claims.across_seeds`); C12's analogue is shown
+    over the seeds."""
+    s, runs = result.spec, result.runs
+    head = {k: [100 * run.head_acc[k] / run.teacher_acc for run in runs] for k in s.k_values}
+    probe = {k: [share_of_teacher(run)[k] for run in runs] for k in s.k_values}
+    return [c12_share_of_teacher(head, probe, dataset=s.teacher.dataset, profile=profile,
+                                 dinov2=pipeline_shares(result.pipeline)),
             across_seeds({run.seed: c13_saturates_at_k4(run.probe_acc, s.n_images)
                           for run in result.runs}),
             across_seeds({run.seed: c14_ladder(list(run.ladder.values()), k=s.ladder_k,
