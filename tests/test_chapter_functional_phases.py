@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from raptor.book.chapters import functional_phases as chapter
+from raptor.book.chapters import functional_phases_claims as judge
 from raptor.book.claims import FAILS, HOLDS, INCONCLUSIVE, UNTESTABLE
 from raptor.experiment import batched
 from raptor.metrics import head_accuracy
@@ -17,9 +18,9 @@ from raptor.structure import PhaseExcess, Rank
 # --- claims on synthetic inputs --------------------------------------------------------------
 
 def test_margin_is_in_sample_standard_deviations() -> None:
-    assert chapter.margin(0.95, [0.7, 0.8, 0.9]) == pytest.approx(1.5)  # mean 0.8, σ 0.1
-    assert chapter.margin(0.7, [0.7, 0.8, 0.9]) == pytest.approx(-1.0)
-    assert np.isnan(chapter.margin(0.9, [0.8, 0.8]))  # no spread, no σ
+    assert judge.margin(0.95, [0.7, 0.8, 0.9]) == pytest.approx(1.5)  # mean 0.8, σ 0.1
+    assert judge.margin(0.7, [0.7, 0.8, 0.9]) == pytest.approx(-1.0)
+    assert np.isnan(judge.margin(0.9, [0.8, 0.8]))  # no spread, no σ
 
 
 def _iv(estimate: float, low: float, high: float) -> Interval:
@@ -27,46 +28,46 @@ def _iv(estimate: float, low: float, high: float) -> Interval:
 
 
 def test_c3_maxcut_beats_random() -> None:
-    held = chapter.c3_maxcut_beats_random({2: _iv(1.5, 1.2, 1.9), 3: _iv(2.0, 1.1, 2.6)},
-                                          counts={2: 6, 3: 10})
+    held = judge.c3_maxcut_beats_random({2: _iv(1.5, 1.2, 1.9), 3: _iv(2.0, 1.1, 2.6)},
+                                        counts={2: 6, 3: 10})
     assert held.verdict == HOLDS and held.ours == "k=2: +1.5σ [+1.2, +1.9], k=3: +2.0σ [+1.1, +2.6]"
     assert "each once: k=2: 6, k=3: 10; holds if every margin's interval lies above 1σ" \
         in held.detail
-    failed = chapter.c3_maxcut_beats_random({3: _iv(-0.8, -1.2, -0.3)}, counts={3: 10})
+    failed = judge.c3_maxcut_beats_random({3: _iv(-0.8, -1.2, -0.3)}, counts={3: 10})
     assert failed.verdict == FAILS and failed.ours == "k=3: -0.8σ [-1.2, -0.3]"
-    assert chapter.c3_maxcut_beats_random({2: _iv(3.0, 2.0, 4.0), 3: _iv(0.9, 0.5, 0.99)},
-                                          counts={2: 6, 3: 10}).verdict == FAILS
+    assert judge.c3_maxcut_beats_random({2: _iv(3.0, 2.0, 4.0), 3: _iv(0.9, 0.5, 0.99)},
+                                        counts={2: 6, 3: 10}).verdict == FAILS
     # no σ on some resamples: not testable
-    assert chapter.c3_maxcut_beats_random({2: _iv(1.5, float("nan"), float("nan"))},
-                                          counts={2: 2}).verdict == UNTESTABLE
+    assert judge.c3_maxcut_beats_random({2: _iv(1.5, float("nan"), float("nan"))},
+                                        counts={2: 2}).verdict == UNTESTABLE
     # an interval that spans 1σ decides nothing
-    assert chapter.c3_maxcut_beats_random({2: _iv(1.5, 0.8, 2.1)},
-                                          counts={2: 6}).verdict == INCONCLUSIVE
+    assert judge.c3_maxcut_beats_random({2: _iv(1.5, 0.8, 2.1)},
+                                        counts={2: 6}).verdict == INCONCLUSIVE
 
 
 def test_margin_interval_is_paired_over_units() -> None:
     rng = np.random.default_rng(0)
     sizes = np.full(20, 50.0)
     base = rng.uniform(0.6, 0.9, (6, 1)) + rng.normal(0, 0.05, (1, 20))  # shared image noise
-    iv = chapter.margin_interval(base, sizes)
+    iv = judge.margin_interval(base, sizes)
     acc = base.mean(axis=1)
-    assert iv.estimate == pytest.approx(chapter.margin(acc[0], acc[1:]))
+    assert iv.estimate == pytest.approx(judge.margin(acc[0], acc[1:]))
     # a noise common to every Raptor's units moves no margin: the interval is a point
     assert iv.high - iv.low == pytest.approx(0.0, abs=1e-9)
     noisy = base + rng.normal(0, 0.05, base.shape)  # each Raptor's own evaluation noise
-    spread = chapter.margin_interval(noisy, sizes)
+    spread = judge.margin_interval(noisy, sizes)
     assert spread.low < spread.estimate < spread.high
 
 
 def test_c4_swaps() -> None:
-    assert chapter.c4_swaps([0.95, 0.92], [0.3, 0.55]).verdict == HOLDS
-    failed = chapter.c4_swaps([0.88, 0.95], [0.78, 0.9])
+    assert judge.c4_swaps([0.95, 0.92], [0.3, 0.55]).verdict == HOLDS
+    failed = judge.c4_swaps([0.88, 0.95], [0.78, 0.9])
     assert failed.verdict == FAILS
     assert failed.ours == "intra keeps 88%–95%, inter keeps 78%–90% of teacher accuracy"
     assert failed.detail == ("holds if every intra setting keeps ≥ 90% and every inter setting "
                              "≤ 60% [ours]")
-    assert chapter.c4_swaps([0.95], [0.5, 0.61]).verdict == FAILS
-    assert chapter.c4_swaps([], [0.5]).verdict == UNTESTABLE
+    assert judge.c4_swaps([0.95], [0.5, 0.61]).verdict == FAILS
+    assert judge.c4_swaps([], [0.5]).verdict == UNTESTABLE
 
 
 SIZES = np.full(20, 50.0)  # 20 units of 50 images
@@ -80,22 +81,22 @@ def units(mean: float, sd: float = 0.01, seed: int = 0) -> np.ndarray:
 def test_c9_untrained_easier_on_intervals() -> None:
     trained = {"cls": units(0.957), "patches": units(0.98, seed=1)}
     untrained = {"cls": units(0.98, seed=2), "patches": units(0.999, seed=3)}
-    held = chapter.c9_untrained_easier(untrained, trained, SIZES)
+    held = judge.c9_untrained_easier(untrained, trained, SIZES)
     assert held.verdict == HOLDS and held.ours.startswith("R² cls/patches: untrained 0.98")
     assert "20 units of ≤ 50 validation images" in held.detail
     worse = {"cls": units(0.98, seed=2), "patches": units(0.96, seed=3)}
-    assert chapter.c9_untrained_easier(worse, trained, SIZES).verdict == FAILS
+    assert judge.c9_untrained_easier(worse, trained, SIZES).verdict == FAILS
     # A gap of 0.001 against a per-unit sd of 0.02: the interval spans 0.
     close = {"cls": units(0.958, 0.02, seed=4), "patches": units(0.981, 0.02, seed=5)}
-    assert chapter.c9_untrained_easier(close, trained, SIZES).verdict == INCONCLUSIVE
+    assert judge.c9_untrained_easier(close, trained, SIZES).verdict == INCONCLUSIVE
 
 
 def test_c10_skip_removal_on_intervals() -> None:
-    assert chapter.c10_skip_removal(units(0.999), units(0.95, seed=1), SIZES).verdict == HOLDS
-    failed = chapter.c10_skip_removal(units(0.999), units(0.749, seed=1), SIZES)
+    assert judge.c10_skip_removal(units(0.999), units(0.95, seed=1), SIZES).verdict == HOLDS
+    failed = judge.c10_skip_removal(units(0.999), units(0.749, seed=1), SIZES)
     assert failed.verdict == FAILS and "→ 0.749; drop +0.248 [+0.24" in failed.ours
     assert failed.detail.startswith("drop of patch R² below 0.1 [ours]; 95% bootstrap")
-    near = chapter.c10_skip_removal(units(0.999, 0.05), units(0.899, 0.05, seed=1), SIZES)
+    near = judge.c10_skip_removal(units(0.999, 0.05), units(0.899, 0.05, seed=1), SIZES)
     assert near.verdict == INCONCLUSIVE
 
 
@@ -112,32 +113,32 @@ def snapshots(cls: list[float], acc: list[float], patches: float = 0.97,
 def test_c11_reference_is_at_or_after_the_minimum() -> None:
     # The committed cpu run: minimum at step 100, so the reference is step 150, not step 50.
     r2, acc = snapshots([0.9587, 0.9104, 0.8371, 0.8369], [0.5134, 0.693, 0.689, 0.7155])
-    failed = chapter.c11_overfitting(100, STEPS, r2, acc, SIZES)
+    failed = judge.c11_overfitting(100, STEPS, r2, acc, SIZES)
     assert failed.verdict == FAILS  # cls R² falls to 0.84 (< 0.9) and accuracy rises
     assert "reference snapshot 150" in failed.ours and "step 150 → 600" in failed.ours
     r2, acc = snapshots([0.96, 0.95, 0.93, 0.91], [0.7, 0.72, 0.70, 0.66])
-    held = chapter.c11_overfitting(150, STEPS, r2, acc, SIZES)
+    held = judge.c11_overfitting(150, STEPS, r2, acc, SIZES)
     assert held.verdict == HOLDS and "step 150 → 600: cls R² -0.04" in held.ours
     # R² not high before the minimum: "stays high until" fails even though both drop later.
     r2, acc = snapshots([0.80, 0.95, 0.93, 0.91], [0.7, 0.72, 0.70, 0.66])
-    assert chapter.c11_overfitting(150, STEPS, r2, acc, SIZES).verdict == FAILS
+    assert judge.c11_overfitting(150, STEPS, r2, acc, SIZES).verdict == FAILS
     # A drop within evaluation noise is inconclusive.
     r2, acc = snapshots([0.96, 0.95, 0.95, 0.949], [0.7, 0.72, 0.70, 0.66], sd=0.02)
-    assert chapter.c11_overfitting(150, STEPS, r2, acc, SIZES).verdict == INCONCLUSIVE
+    assert judge.c11_overfitting(150, STEPS, r2, acc, SIZES).verdict == INCONCLUSIVE
 
 
 def test_c11_untestable_without_snapshots_around_the_minimum() -> None:
     r2, acc = snapshots([0.96, 0.95, 0.93, 0.91], [0.7, 0.72, 0.70, 0.66])
-    at_end = chapter.c11_overfitting(600, STEPS, r2, acc, SIZES)
+    at_end = judge.c11_overfitting(600, STEPS, r2, acc, SIZES)
     assert at_end.verdict == UNTESTABLE and at_end.ours.endswith("no snapshot after the one at it")
-    assert chapter.c11_overfitting(700, STEPS, r2, acc, SIZES).verdict == UNTESTABLE
+    assert judge.c11_overfitting(700, STEPS, r2, acc, SIZES).verdict == UNTESTABLE
 
 
 def test_thresholds_cite_the_paper_or_say_ours() -> None:
-    for t in (chapter.INTRA_KEEP_MIN, chapter.INTER_KEEP_MAX, chapter.SKIP_DROP_MAX,
-              chapter.R2_HIGH):
+    for t in (judge.INTRA_KEEP_MIN, judge.INTER_KEEP_MAX, judge.SKIP_DROP_MAX,
+              judge.R2_HIGH):
         assert t.source.startswith("[ours]") and "§2" in t.source
-    assert "§2, Fig. 3" in chapter.SIGMA_MIN.source
+    assert "§2, Fig. 3" in judge.SIGMA_MIN.source
 
 
 def test_the_cpu_overfitting_run() -> None:

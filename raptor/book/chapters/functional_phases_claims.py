@@ -1,0 +1,168 @@
+"""The claims of chapter *Are the phases functional?* (§2, Figs. 3, 13, 15; C3, C4, C9–C11): one
+function a claim, each with its named thresholds, applied by
+:func:`raptor.book.chapters.functional_phases.claims`."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from raptor.book.claims import Claim, Threshold, all_of, claim, versus
+from raptor.stats import Interval, bootstrap, bootstrap_mean
+
+GROUPS = ("cls", "patches")
+#: Images per bootstrap unit of the controls' and snapshots' intervals (evaluation noise) [ours].
+UNIT_IMAGES = 50
+
+
+SIGMA_MIN = Threshold(1.0, "the paper: max-cut partitions reach 'accuracy often greater than one "
+                           "standard deviation above randomly chosen partitions' (§2, Fig. 3)")
+INTRA_KEEP_MIN = Threshold(0.9, "[ours] the paper: intra-block swaps 'preserve accuracy' (§2, "
+                                "Fig. 15) without a number; ≥ 90% of the teacher's accuracy")
+INTER_KEEP_MAX = Threshold(0.6, "[ours] the paper: inter-block swaps lead to 'model collapse' "
+                                "(§2, Fig. 15) without a number; ≤ 60% of the teacher's "
+                                "accuracy")
+SKIP_DROP_MAX = Threshold(0.1, "[ours] the paper: removing the skip branch 'only slightly "
+                               "reduces reconstruction accuracy' (§2) without a number; a drop of "
+                               "patch R² below 0.1")
+R2_HIGH = Threshold(0.9, "[ours] the paper: R² 'remains high until the ViT network begins to "
+                        "overfit' (§2, Fig. 13) without a number; 'high' = above 0.9, the bar "
+                        "this book also sets for a close match (C15)")
+
+
+def margin(maxcut_acc: float, random_acc: Sequence[float]) -> float:
+    """How many standard deviations of the random partitions' accuracy max-cut's lies above;
+    NaN when they do not vary (no σ to count in)."""
+    rand = np.asarray(random_acc, dtype=float)
+    sd = rand.std(ddof=1)
+    return float((maxcut_acc - rand.mean()) / sd) if sd > 0 else math.nan
+
+
+def margin_interval(units: np.ndarray, sizes: np.ndarray) -> Interval:
+    """:func:`margin` of the first Raptor (the max-cut's) over the others, with its 95% bootstrap
+    interval over units of images (``units``: accuracy per unit of ``sizes`` images, one row per
+    Raptor; the same images for all, so the draws are paired)."""
+    def statistic(i: np.ndarray) -> float:
+        acc = np.average(units[:, i], axis=1, weights=sizes[i])
+        return margin(acc[0], acc[1:])
+
+    return bootstrap(statistic, len(sizes))
+
+
+def c3_maxcut_beats_random(margins: Mapping[int, Interval], *, counts: Mapping[int, int]
+                           ) -> Claim:
+    """C3: for every k, max-cut's Raptor accuracy is ``SIGMA_MIN`` σ above that of the
+    ``counts[k]`` random partitions, judged on the interval of the margin
+    (:func:`margin_interval`)."""
+    defined = all(np.isfinite([m.estimate, m.low, m.high]).all() for m in margins.values())
+    return claim(
+        "C3", paper="max-cut beats random partitions by > 1σ of Raptor accuracy (Fig. 3)",
+        ours=", ".join(f"k={k}: {m.estimate:+.1f}σ [{m.low:+.1f}, {m.high:+.1f}]"
+                       for k, m in margins.items()),
+        holds=all_of(versus(m.low, m.high, SIGMA_MIN.value) for m in margins.values())
+        if defined else None,
+        detail="random contiguous partitions other than the max-cut, each once: "
+               + ", ".join(f"k={k}: {n}" for k, n in counts.items())
+               + f"; holds if every margin's interval lies above {SIGMA_MIN.value:g}σ; "
+                 "95% bootstrap intervals over units of images (evaluation noise; one teacher "
+                 "seed: the artifact tier cannot hold more seeds' Raptors)"
+               + ("" if defined else "; not testable: the random partitions' accuracies do not "
+                                     "vary on the images or on some resamples of them (no σ)"))
+
+
+def c4_swaps(intra: Sequence[float], inter: Sequence[float]) -> Claim:
+    """C4: every intra-phase swap setting keeps ≥ ``INTRA_KEEP_MIN`` of the teacher's accuracy,
+    every inter-phase one ≤ ``INTER_KEEP_MAX`` (fractions of the teacher's accuracy); not
+    testable without swap sets of both kinds."""
+    testable = len(intra) > 0 and len(inter) > 0
+    return claim(
+        "C4", paper="intra-block swaps keep accuracy; inter-block swaps collapse it (Fig. 15)",
+        ours=f"intra keeps {min(intra):.0%}–{max(intra):.0%}, inter keeps "
+             f"{min(inter):.0%}–{max(inter):.0%} of teacher accuracy" if testable
+        else "no swap sets of both kinds for this partition",
+        holds=(min(intra) >= INTRA_KEEP_MIN.value and max(inter) <= INTER_KEEP_MAX.value)
+        if testable else None,
+        detail=f"holds if every intra setting keeps ≥ {INTRA_KEEP_MIN.value:.0%} and every inter "
+               f"setting ≤ {INTER_KEEP_MAX.value:.0%} [ours]")
+
+
+def _fmt(iv: Interval) -> str:
+    return f"{iv.estimate:+.3f} [{iv.low:+.3f}, {iv.high:+.3f}]"
+
+
+def _noise(n_units: int) -> str:
+    return (f"95% bootstrap intervals over {n_units} units of ≤ {UNIT_IMAGES} validation images "
+            "(evaluation noise only: one teacher and one Raptor seed)")
+
+
+def c9_untrained_easier(untrained: Mapping[str, np.ndarray], trained: Mapping[str, np.ndarray],
+                        sizes: np.ndarray) -> Claim:
+    """C9: the untrained teacher's Raptor has higher R² than the trained one's, cls and patches.
+
+    ``untrained[g]``, ``trained[g]``: R² per unit of images (``sizes`` images each); the paired
+    difference's bootstrap interval must lie above 0 for both groups.
+    """
+    diff = {g: bootstrap_mean(np.asarray(untrained[g]) - np.asarray(trained[g]), sizes)
+            for g in GROUPS}
+    mean = {name: {g: float(np.average(v[g], weights=sizes)) for g in GROUPS}
+            for name, v in (("untrained", untrained), ("trained", trained))}
+    return claim(
+        "C9", paper="an untrained ViT is reconstructed better than a trained one (§2)",
+        ours=f"R² cls/patches: untrained {mean['untrained']['cls']:.3f}/"
+             f"{mean['untrained']['patches']:.3f}, trained {mean['trained']['cls']:.3f}/"
+             f"{mean['trained']['patches']:.3f}; untrained − trained: "
+             + ", ".join(f"{g} {_fmt(iv)}" for g, iv in diff.items()),
+        holds=all_of(versus(iv.low, iv.high, 0.0) for iv in diff.values()),
+        detail=f"holds if the R² difference's interval lies above 0 for cls and patches; "
+               f"{_noise(len(sizes))}")
+
+
+def c10_skip_removal(with_skip: np.ndarray, without_skip: np.ndarray,
+                     sizes: np.ndarray) -> Claim:
+    """C10: removing an untrained ViT's skip branches lowers patch R² (per unit of images) by
+    less than ``SKIP_DROP_MAX``, judged on the paired drop's bootstrap interval."""
+    drop = bootstrap_mean(np.asarray(with_skip) - np.asarray(without_skip), sizes)
+    return claim(
+        "C10", paper="removing the skip branch of an untrained ViT only slightly lowers R² (§2)",
+        ours=f"patch R² {np.average(with_skip, weights=sizes):.3f} → "
+             f"{np.average(without_skip, weights=sizes):.3f}; drop {_fmt(drop)}",
+        holds=versus(drop.low, drop.high, SKIP_DROP_MAX.value, above=False),
+        detail=f"drop of patch R² below {SKIP_DROP_MAX.value} [ours]; {_noise(len(sizes))}")
+
+
+def c11_overfitting(best: int, steps: Sequence[int], r2: Mapping[str, np.ndarray],
+                    acc: np.ndarray, sizes: np.ndarray) -> Claim:
+    """C11: R² stays high until the teacher overfits, then cls R² and accuracy drop.
+
+    ``r2[g]`` and ``acc`` (the snapshot teacher's head accuracy) are ``(snapshots, units)``. The
+    reference is the first snapshot at or after the val-loss minimum (step ``best``). Holds if
+    (1) at every snapshot up to the reference cls and patch R² lie above ``R2_HIGH`` and (2) from
+    the reference to the last snapshot cls R² and accuracy fall, each judged on its (paired)
+    bootstrap interval; not testable without a reference and a later snapshot.
+    """
+    ref = next((i for i, s in enumerate(steps) if s >= best), None)
+    if ref is None or ref == len(steps) - 1:
+        return claim(
+            "C11", paper="R² stays high until overfitting starts, then cls R² and accuracy drop "
+                         "(§2, Fig. 13)",
+            ours=f"val-loss minimum at step {best}; no snapshot "
+                 + ("at or after it" if ref is None else "after the one at it"),
+            holds=None, detail="needs a snapshot at or after the val-loss minimum and a later one")
+    level = {(i, g): bootstrap_mean(r2[g][i], sizes) for i in range(ref + 1) for g in GROUPS}
+    last = len(steps) - 1
+    fall = {"cls R²": bootstrap_mean(r2["cls"][last] - r2["cls"][ref], sizes),
+            "acc": bootstrap_mean(acc[last] - acc[ref], sizes)}
+    low = min(level.values(), key=lambda iv: iv.low)
+    return claim(
+        "C11", paper="R² stays high until overfitting starts, then cls R² and accuracy drop "
+                     "(§2, Fig. 13)",
+        ours=f"val-loss minimum at step {best}, reference snapshot {steps[ref]}; lowest R² up "
+             f"to it {low.estimate:.3f} [{low.low:.3f}, {low.high:.3f}]; step {steps[ref]} → "
+             f"{steps[last]}: " + ", ".join(f"{k} {_fmt(iv)}" for k, iv in fall.items()),
+        holds=all_of([*(versus(iv.low, iv.high, R2_HIGH.value) for iv in level.values()),
+                      *(versus(iv.low, iv.high, 0.0, above=False) for iv in fall.values())]),
+        detail=f"holds if cls and patch R² > {R2_HIGH.value:g} at every snapshot up to the "
+               f"reference and cls R² and teacher accuracy fall from it to the last snapshot; "
+               f"{_noise(len(sizes))}")
