@@ -1,5 +1,6 @@
 """The functional-phases chapter: its claims on known inputs, the result of a smoke run."""
 
+import dataclasses
 from types import SimpleNamespace
 
 import numpy as np
@@ -160,23 +161,50 @@ def _checks(seed: int, untrained_cls: float) -> chapter.SeedChecks:
         PhaseExcess(3, cut, cut, 0.05, 0.04, 0.06, 0.95, 1.0, Rank(1, 21)))
 
 
+def _versus(seed: int, maxcut_acc: float) -> chapter.SeedVersus:
+    """One seed's max-cut vs random partitions and overfitting run; its phases have block
+    excess."""
+    r2, acc = snapshots([0.96, 0.95, 0.93, 0.91], [0.7, 0.72, 0.70, 0.66])
+    raptors = np.stack([units(a, seed=seed + i)
+                        for i, a in enumerate([maxcut_acc, 0.7, 0.72, 0.71])])
+    return chapter.SeedVersus(seed, {}, {3: raptors}, {}, {3: _checks(seed, 0.98).excess},
+                              np.array(STEPS), np.array([1.0, 0.5, 0.6, 0.7]), np.zeros(4),
+                              {**r2, "acc": acc})
+
+
 def test_claims_judge_controls_and_swaps_on_every_seed() -> None:
     """C4, C9 and C10 hold only if they hold for every seed: a seed whose untrained teacher is
     reconstructed worse than its trained one makes C9 fail, and only C9."""
-    r2, acc = snapshots([0.96, 0.95, 0.93, 0.91], [0.7, 0.72, 0.70, 0.66])
-    raptors = np.stack([units(a, seed=i) for i, a in enumerate([0.8, 0.7, 0.72, 0.71])])
-    result = chapter.Result(chapter.Spec(), {}, {3: raptors}, {}, np.array(STEPS),
-                            np.array([1.0, 0.5, 0.6, 0.7]),
-                            np.zeros(4), {}, SIZES, {**r2, "acc": acc}, {},
+    result = chapter.Result(chapter.Spec(), SIZES, [_versus(0, 0.8)],
                             [_checks(0, 0.98), _checks(10, 0.98), _checks(20, 0.98)])
     claims = {c.id: c for c in chapter.claims(result)}
     assert [claims[i].verdict for i in ("C4", "C9", "C10")] == [HOLDS, HOLDS, HOLDS]
     assert "(per seed: 0 holds, 10 holds, 20 holds)" in claims["C9"].ours
     assert claims["C3"].verdict == HOLDS  # 0.8 against 0.70–0.72: many σ, whatever the draw
+    assert claims["C3"].detail.endswith("one teacher seed (versus_seeds = 1: at cpu the "
+                                        "artifact tier cannot hold another seed's models under "
+                                        "its 64 MB)")
     result.seeds[1] = _checks(10, 0.90)
     claims = {c.id: c for c in chapter.claims(result)}
     assert [claims[i].verdict for i in ("C4", "C9", "C10")] == [HOLDS, FAILS, HOLDS]
     assert "10 does not hold" in claims["C9"].ours
+
+
+def test_claims_judge_c3_and_c11_on_every_versus_seed() -> None:
+    """With ``versus_seeds`` seeds, C3 and C11 hold only if they hold for each: a seed whose
+    max-cut Raptor is no better than the random ones makes C3 fail, and C11 still holds."""
+    spec = dataclasses.replace(chapter.Spec(), versus_seeds=2)
+    checks = [_checks(0, 0.98), _checks(10, 0.98), _checks(20, 0.98)]
+    result = chapter.Result(spec, SIZES, [_versus(0, 0.8), _versus(10, 0.8)], checks)
+    claims = {c.id: c for c in chapter.claims(result)}
+    assert claims["C3"].verdict == HOLDS and "(per seed: 0 holds, 10 holds)" in claims["C3"].ours
+    assert "2 teacher seeds" in claims["C3"].detail and "one teacher seed" not in \
+        claims["C3"].detail
+    c11 = claims["C11"].verdict
+    result.versus[1] = _versus(10, 0.6)
+    claims = {c.id: c for c in chapter.claims(result)}
+    assert claims["C3"].verdict == FAILS and "10 does not hold" in claims["C3"].ours
+    assert claims["C11"].verdict == c11 and "(per seed: 0 " in claims["C11"].ours
 
 
 def test_evaluate_gives_head_accuracy_of_each_unit(tiny_teacher) -> None:
@@ -196,18 +224,20 @@ def test_evaluate_gives_head_accuracy_of_each_unit(tiny_teacher) -> None:
 def test_smoke_result(smoke_result) -> None:
     result = smoke_result(chapter.NAME)
     spec = chapter.SMOKE
-    assert list(result.partitions) == list(spec.k_values)
-    for k, parts in result.partitions.items():
+    (run,) = result.versus
+    assert list(run.partitions) == list(spec.k_values)
+    for k, parts in run.partitions.items():
         assert len(parts) == len(set(parts)) == 1 + spec.n_random  # the max-cut, then others
-        assert result.student_units[k].shape == (len(parts), len(result.unit_sizes))
+        assert run.student_units[k].shape == (len(parts), len(result.unit_sizes))
         assert result.student_acc(k).shape == (len(parts),)
         assert 0 <= result.student_acc(k).min() and result.student_acc(k).max() <= 1
-        assert all(result.student_r2[k][g].shape == (len(parts),) for g in chapter.GROUPS)
+        assert all(run.student_r2[k][g].shape == (len(parts),) for g in chapter.GROUPS)
     (checks,) = result.seeds
-    assert checks.seed == spec.seeds[0] and checks.partition == result.partitions[spec.control_k][0]
+    assert checks.seed == run.seed == spec.seeds[0]
+    assert checks.partition == run.partitions[spec.control_k][0]
     assert set(checks.controls) == {"trained", "untrained", "untrained, no skip"}
-    assert checks.controls["trained"]["cls"] == result.student_r2[spec.control_k]["cls"][0]
-    assert result.snapshot_r2["cls"].shape == (len(spec.overfit_snapshots),)
-    assert set(spec.overfit_snapshots) <= set(result.val_steps.tolist())
+    assert checks.controls["trained"]["cls"] == run.student_r2[spec.control_k]["cls"][0]
+    assert result.snapshot_r2()["cls"].shape == (len(spec.overfit_snapshots),)
+    assert set(spec.overfit_snapshots) <= set(run.val_steps.tolist())
     assert 0 <= checks.teacher_acc <= 1
     assert len(chapter.versus_table(result)) == len(spec.k_values) * (1 + spec.n_random)

@@ -44,7 +44,7 @@ BAD = [
            ("overfit_limit", 0),
            ("overfit_steps", 0), ("overfit_snapshots", [700]), ("overfit_snapshots", [300, 50]),
            ("overfit_snapshots", []), ("swap_counts", []), ("swap_counts", [9]),
-           ("max_swap_sets", 0)),
+           ("max_swap_sets", 0), ("versus_seeds", 0), ("versus_seeds", 4)),
     *named("dynamics", ("k", 9), ("k", 0), ("p", 1.0), ("seeds", []), ("seeds", [0, 0]),
            ("eps", 0.0), ("eps", float("nan")), ("n_images", 1), ("n_classes", 0),
            ("n_classes", 11), ("dmd_rank", 0), ("L", 1)),
@@ -95,7 +95,7 @@ OLD_PROFILES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
          "overfit_steps": 20, "overfit_snapshots": [10, 20], "swap_counts": [1, 2],
          "max_swap_sets": 3},
         {**PAPER_STUDENT, "n_images": 10_000, "k_values": [2, 3, 4], "overfit_limit": 5_000, "overfit_steps": 8_000,
-         "overfit_snapshots": [500, 1_000, 2_000, 4_000, 8_000]}),
+         "overfit_snapshots": [500, 1_000, 2_000, 4_000, 8_000], "versus_seeds": 3}),
     "dynamics": (
         {**SMOKE_STUDENT, "n_images": 64, "k": 2, "n_classes": 3, "seeds": [0]},
         {**PAPER_STUDENT, "n_images": 2_000}),

@@ -40,19 +40,20 @@ KINDS = ("intra", "inter")
 
 @dataclass(frozen=True)
 class Spec:
-    """A teacher with stochastic-depth rate ``p`` per seed in ``seeds``. On the first seed's,
-    Raptors with the max-cut and ``n_random`` other random partitions (all others where fewer
-    exist) for each k in ``k_values``, and Raptors of an overfitting run of ``overfit_steps`` on
-    ``overfit_limit`` images without weight decay, snapshotted at ``overfit_snapshots``, on the
-    max-cut at ``control_k``. On every seed's, on the max-cut at ``control_k``: untrained
-    controls and layer swaps of ``swap_counts`` layers, at most ``max_swap_sets`` sets each
-    (None: all)."""
+    """A teacher with stochastic-depth rate ``p`` per seed in ``seeds``. On the first
+    ``versus_seeds`` seeds' teachers, Raptors with the max-cut and ``n_random`` other random
+    partitions (all others where fewer exist) for each k in ``k_values``, and Raptors of an
+    overfitting run of ``overfit_steps`` on ``overfit_limit`` images without weight decay,
+    snapshotted at ``overfit_snapshots``, on the max-cut at ``control_k``. On every seed's, on
+    the max-cut at ``control_k``: untrained controls and layer swaps of ``swap_counts`` layers,
+    at most ``max_swap_sets`` sets each (None: all)."""
 
     teacher: TeacherSpec = nested(TeacherSpec)
     p: float = 0.0
-    # The random partitions' and snapshots' Raptors of one more seed would take ~8 MB of the
-    # artifact tier, which cannot hold them under 64 MB: they stay on the first seed [ours]
     seeds: tuple[int, ...] = (0, 1, 2)
+    # One more seed's random partitions, overfitting run and snapshots take ~17 MB of the
+    # artifact tier, which cannot hold them under its 64 MB: one seed at cpu [ours]
+    versus_seeds: int = 1
     # k = 4 (paper.K_VALUES) adds ten Raptors the artifact tier cannot hold under 64 MB [ours]
     k_values: tuple[int, ...] = (2, 3)
     n_random: int = paper.RANDOM_PARTITIONS
@@ -69,6 +70,8 @@ class Spec:
         L = self.teacher.depth
         require(0 <= self.p < 1, "p", "a rate in [0, 1)", self.p)
         require_seeds(self.seeds)
+        require(1 <= self.versus_seeds <= len(self.seeds), "versus_seeds",
+                f"a count in [1, len(seeds) = {len(self.seeds)}]", self.versus_seeds)
         require(len(self.k_values) > 0 and all(2 <= k <= L for k in self.k_values), "k_values",
                 f"a non-empty list of k in [2, L = {L}]", self.k_values)
         require(self.n_random >= 2, "n_random", "≥ 2 (for a standard deviation)", self.n_random)
@@ -99,8 +102,8 @@ SMOKE = dataclasses.replace(Spec(), teacher=SMOKE_TEACHER, distill=SMOKE_DISTILL
                             overfit_steps=20, overfit_snapshots=(10, 20), swap_counts=(1, 2),
                             max_swap_sets=3)
 PAPER = dataclasses.replace(Spec(), teacher=PAPER_TEACHER, distill=PAPER_DISTILL,
-                            n_images=10_000, k_values=paper.K_VALUES, overfit_limit=5_000,
-                            overfit_steps=8_000,
+                            versus_seeds=len(Spec().seeds), n_images=10_000,
+                            k_values=paper.K_VALUES, overfit_limit=5_000, overfit_steps=8_000,
                             overfit_snapshots=(500, 1_000, 2_000, 4_000, 8_000))
 
 
@@ -119,27 +122,40 @@ class SeedChecks:
 
 
 @dataclass
-class Result:
-    """Per-group R² is the mean over layers 1..L of the Raptor's R² against its teacher. All but
-    ``seeds`` are the first seed's."""
+class SeedVersus:
+    """One seed's teacher: max-cut vs random partitions (C3) and the overfitting run (C11). Per
+    unit of images as :class:`Result`'s ``unit_sizes``; per-group R² is the mean over layers
+    1..L of the Raptor's R² against its teacher."""
 
-    spec: Spec
+    seed: int
     partitions: dict[int, list[Partition]]  # per k: the max-cut, then the random others
     student_units: dict[int, np.ndarray]  # per k: accuracy per unit, (partitions, units)
     student_r2: dict[int, dict[str, np.ndarray]]  # per k and token group, per partition
+    excess: dict[int, PhaseExcess]  # per k: the teacher's max-cut vs the stronger null (C1)
     val_steps: np.ndarray  # the overfitting run's validation record
     val_loss: np.ndarray
     val_acc: np.ndarray
-    snapshot_r2: dict[str, np.ndarray]  # token group -> R² per overfit snapshot
-    # Per unit of ≤ UNIT_IMAGES validation images (bootstrap units, sizes ``unit_sizes``):
-    unit_sizes: np.ndarray
     snapshot_units: dict[str, np.ndarray]  # token group, "acc" -> (snapshots, units)
-    excess: dict[int, PhaseExcess]  # per k: the teacher's max-cut vs the stronger null (C1)
+
+
+@dataclass
+class Result:
+    spec: Spec
+    unit_sizes: np.ndarray  # images per unit of ≤ UNIT_IMAGES (the bootstrap units)
+    versus: list[SeedVersus]  # the first ``spec.versus_seeds`` seeds
     seeds: list[SeedChecks]  # one per seed, in the order of ``spec.seeds``
 
-    def student_acc(self, k: int) -> np.ndarray:
-        """Each Raptor's accuracy at ``k`` on all the images, in the order of ``partitions[k]``."""
-        return np.average(self.student_units[k], axis=1, weights=self.unit_sizes)
+    def student_acc(self, k: int, run: SeedVersus | None = None) -> np.ndarray:
+        """Each Raptor's accuracy at ``k`` on all the images, in the order of the partitions of
+        ``run`` (default: the first seed's)."""
+        run = run or self.versus[0]
+        return np.average(run.student_units[k], axis=1, weights=self.unit_sizes)
+
+    def snapshot_r2(self, run: SeedVersus | None = None) -> dict[str, np.ndarray]:
+        """Token group -> the Raptor's R² per overfit snapshot of ``run`` (default: the first
+        seed's)."""
+        units = (run or self.versus[0]).snapshot_units
+        return {g: np.average(units[g], axis=1, weights=self.unit_sizes) for g in GROUPS}
 
 
 def _per_unit(student, teacher, units, device: str) -> dict[str, np.ndarray]:
@@ -182,20 +198,26 @@ def _teacher(spec: Spec, seed: int, device: str) -> _Teacher:
 
 def compute(spec: Spec) -> Result:
     """Every Raptor, control, snapshot and swap of the chapter (models through the cache)."""
-    t, d, p = spec.teacher, spec.distill, spec.p
-    device = resolve_device(t.device)
+    device = resolve_device(spec.teacher.device)
     teachers = [_teacher(spec, seed, device) for seed in spec.seeds]
-    first, seed = teachers[0], spec.seeds[0]
+    sizes = np.array([len(y) for _, y in teachers[0].units], dtype=float)
+    return Result(spec, sizes,
+                  [_seed_versus(spec, teacher, device)
+                   for teacher in teachers[:spec.versus_seeds]],
+                  [_seed_checks(spec, teacher, sizes, device) for teacher in teachers])
+
+
+def _seed_versus(spec: Spec, teacher: _Teacher, device: str) -> SeedVersus:
+    t, d, p, seed = spec.teacher, spec.distill, spec.p, teacher.seed
     partitions, acc_units, r2 = {}, {}, {}
     for k in spec.k_values:
-        cut = phases.maxcut(first.S, k)
+        cut = phases.maxcut(teacher.S, k)
         partitions[k] = [cut, *phases.random_partitions(t.depth, k, spec.n_random, seed,
                                                         exclude=[cut])]
-        evals = [_evaluate(t.get_student(d, p, part, seed=seed)[0], first, device)
+        evals = [_evaluate(t.get_student(d, p, part, seed=seed)[0], teacher, device)
                  for part in partitions[k]]
         acc_units[k] = np.array([a for a, _ in evals])
         r2[k] = {g: np.array([e[g] for _, e in evals]) for g in GROUPS}
-    sizes = np.array([len(y) for _, y in first.units], dtype=float)
     overfit = spec.overfit()
     _, record = t.get_teacher(p, seed=seed, **overfit)
     val = record["val"]
@@ -204,17 +226,14 @@ def compute(spec: Spec) -> Result:
         snap = t.snapshot_teacher(p, step, seed=seed, **overfit)
         student, _ = t.get_snapshot_student(d, p, partitions[spec.control_k][0], step,
                                             seed=seed, teacher_changes=overfit)
-        for key, v in _per_unit(student, snap, first.units, device).items():
+        for key, v in _per_unit(student, snap, teacher.units, device).items():
             snapshot_units[key].append(v)
-    snapshot_units = {key: np.array(v) for key, v in snapshot_units.items()}
-    return Result(spec, partitions, acc_units, r2,
-                  np.array([r["step"] for r in val]), np.array([r["loss"] for r in val]),
-                  np.array([r["acc"] for r in val]),
-                  {g: np.average(snapshot_units[g], axis=1, weights=sizes) for g in GROUPS},
-                  sizes, snapshot_units,
-                  {k: phase_excess(first.per_image, k, growth=first.growth)
-                   for k in spec.k_values},
-                  [_seed_checks(spec, teacher, sizes, device) for teacher in teachers])
+    return SeedVersus(seed, partitions, acc_units, r2,
+                      {k: phase_excess(teacher.per_image, k, growth=teacher.growth)
+                       for k in spec.k_values},
+                      np.array([r["step"] for r in val]), np.array([r["loss"] for r in val]),
+                      np.array([r["acc"] for r in val]),
+                      {key: np.array(v) for key, v in snapshot_units.items()})
 
 
 def _seed_checks(spec: Spec, teacher: _Teacher, sizes: np.ndarray, device: str) -> SeedChecks:
@@ -243,23 +262,25 @@ def _seed_checks(spec: Spec, teacher: _Teacher, sizes: np.ndarray, device: str) 
                                              growth=teacher.growth))
 
 
-def best_step(result: Result) -> int:
+def best_step(run: SeedVersus) -> int:
     """The overfitting run's step of minimal validation loss."""
-    return int(result.val_steps[np.nanargmin(result.val_loss)])
+    return int(run.val_steps[np.nanargmin(run.val_loss)])
 
 
-def _snapshot_val(result: Result, values: np.ndarray) -> np.ndarray:
-    where = {int(s): i for i, s in enumerate(result.val_steps)}
-    return np.array([values[where[s]] for s in result.spec.overfit_snapshots])
+def _snapshot_val(run: SeedVersus, values: np.ndarray, steps: tuple[int, ...]) -> np.ndarray:
+    where = {int(s): i for i, s in enumerate(run.val_steps)}
+    return np.array([values[where[s]] for s in steps])
 
 
 def versus_table(result: Result) -> pd.DataFrame:
-    """Per k and partition: its blocks, the Raptor's accuracy and mean R² (cls, patches)."""
+    """Per seed, k and partition: its blocks, the Raptor's accuracy and mean R² (cls,
+    patches)."""
     return pd.DataFrame([
-        {"k": k, "partition": "max-cut" if i == 0 else f"random {i - 1}",
-         "blocks": phases.format_partition(part), "student acc": result.student_acc(k)[i],
-         "R²": np.mean([result.student_r2[k][g][i] for g in GROUPS])}
-        for k, parts in result.partitions.items() for i, part in enumerate(parts)])
+        {"seed": run.seed, "k": k, "partition": "max-cut" if i == 0 else f"random {i - 1}",
+         "blocks": phases.format_partition(part), "student acc": result.student_acc(k, run)[i],
+         "R²": np.mean([run.student_r2[k][g][i] for g in GROUPS])}
+        for run in result.versus for k, parts in run.partitions.items()
+        for i, part in enumerate(parts)])
 
 
 def controls_table(result: Result) -> pd.DataFrame:
@@ -269,12 +290,15 @@ def controls_table(result: Result) -> pd.DataFrame:
 
 
 def snapshots_table(result: Result) -> pd.DataFrame:
-    """Per overfit snapshot: validation loss, teacher accuracy and the Raptor's R² per group."""
-    return pd.DataFrame({
-        "step": list(result.spec.overfit_snapshots),
-        "val loss": _snapshot_val(result, result.val_loss),
-        "teacher acc": _snapshot_val(result, result.val_acc),
-        **{f"R² {g}": result.snapshot_r2[g] for g in GROUPS}}).set_index("step")
+    """Per seed and overfit snapshot: validation loss, teacher accuracy and the Raptor's R² per
+    group."""
+    steps = result.spec.overfit_snapshots
+    return pd.concat([pd.DataFrame({
+        "seed": run.seed, "step": list(steps),
+        "val loss": _snapshot_val(run, run.val_loss, steps),
+        "teacher acc": _snapshot_val(run, run.val_acc, steps),
+        **{f"R² {g}": r2 for g, r2 in result.snapshot_r2(run).items()}})
+        for run in result.versus]).set_index(["seed", "step"])
 
 
 def swaps_table(result: Result) -> pd.DataFrame:
@@ -288,9 +312,10 @@ def swaps_table(result: Result) -> pd.DataFrame:
 
 
 def maxcut_vs_random_figure(result: Result) -> plt.Figure:
-    """Raptor accuracy of the max-cut partition vs random ones, per k (Fig. 3, right): random
-    partitions as points, their mean ± one standard deviation beside them, max-cut as a star."""
-    ks = list(result.partitions)
+    """Raptor accuracy of the max-cut partition vs random ones, per k (Fig. 3, right), first
+    seed: random partitions as points, their mean ± one standard deviation beside them, max-cut
+    as a star."""
+    ks = list(result.versus[0].partitions)
     fig, ((ax,),) = plotting.figure(width=min(plotting.WIDTH, 3.5 + 0.9 * len(ks)), height=3.2)
     jitter = np.random.default_rng(0)
     for i, k in enumerate(ks):
@@ -309,14 +334,16 @@ def maxcut_vs_random_figure(result: Result) -> plt.Figure:
 
 
 def overfitting_figure(result: Result) -> plt.Figure:
-    """R² and teacher accuracy along the overfitting run, validation loss dotted (Fig. 13)."""
-    snaps = snapshots_table(result)
-    step = best_step(result)
+    """R² and teacher accuracy along the first seed's overfitting run, validation loss dotted
+    (Fig. 13)."""
+    run = result.versus[0]
+    snaps = snapshots_table(result).loc[run.seed]
+    step = best_step(run)
     fig, ((ax,),) = plotting.figure(width=6.0, height=3.4)
     for col in ("R² cls", "R² patches", "teacher acc"):
         ax.plot(snaps.index, snaps[col], marker="o", label=col)
     ax2 = ax.twinx()
-    ax2.plot(result.val_steps, result.val_loss, color="grey", ls=":", label="val loss (right)")
+    ax2.plot(run.val_steps, run.val_loss, color="grey", ls=":", label="val loss (right)")
     ax2.set_ylabel("validation loss")
     ax.axvline(step, color="grey", ls="--", lw=0.8, label="val-loss minimum")
     ax.set(xlabel="training step", ylabel="R² / accuracy",
@@ -350,24 +377,37 @@ def _c4(c: SeedChecks, control_k: int) -> Claim:
                      {f"k={control_k}": c.excess})
 
 
+def _c3(run: SeedVersus, sizes: np.ndarray) -> Claim:
+    units = run.student_units
+    return on_phases(judge.c3_maxcut_beats_random(
+        {k: judge.margin_interval(u, sizes) for k, u in units.items()},
+        counts={k: len(u) - 1 for k, u in units.items()}),
+        {f"k={k}": e for k, e in run.excess.items()})
+
+
+def _versus(per_seed: dict[int, Claim]) -> Claim:
+    """C3 or C11 over the first ``versus_seeds`` seeds, saying so when it is one."""
+    c = across_seeds(per_seed)
+    return c if len(per_seed) > 1 else dataclasses.replace(
+        c, detail=f"{c.detail}; one teacher seed (versus_seeds = 1: at cpu the artifact tier "
+                  "cannot hold another seed's models under its 64 MB)")
+
+
 def claims(result: Result) -> list[Claim]:
-    """C3 and C11 on the first seed's Raptors; C4, C9 and C10 on every seed
-    (:func:`~raptor.book.claims.across_seeds`), each judged by
+    """C3 and C11 on the first ``versus_seeds`` seeds, C4, C9 and C10 on every seed, combined
+    by :func:`~raptor.book.claims.across_seeds`; each judged by
     :mod:`~raptor.book.chapters.functional_phases_claims`."""
-    s, sizes, units = result.spec, result.unit_sizes, result.student_units
-    excess = {f"k={k}": e for k, e in result.excess.items()}
+    s, sizes = result.spec, result.unit_sizes
     controls = {c.seed: c.control_units for c in result.seeds}
     return [
-        on_phases(judge.c3_maxcut_beats_random(
-            {k: judge.margin_interval(u, sizes) for k, u in units.items()},
-            counts={k: len(u) - 1 for k, u in units.items()}), excess),
+        _versus({run.seed: _c3(run, sizes) for run in result.versus}),
         across_seeds({c.seed: _c4(c, s.control_k) for c in result.seeds}),
         across_seeds({seed: judge.c9_untrained_easier(u["untrained"], u["trained"], sizes)
                       for seed, u in controls.items()}),
         across_seeds({seed: judge.c10_skip_removal(u["untrained"]["patches"],
                                                    u["untrained, no skip"]["patches"], sizes)
                       for seed, u in controls.items()}),
-        judge.c11_overfitting(best_step(result), s.overfit_snapshots,
-                              {g: result.snapshot_units[g] for g in GROUPS},
-                              result.snapshot_units["acc"], sizes),
+        _versus({run.seed: judge.c11_overfitting(
+            best_step(run), s.overfit_snapshots, {g: run.snapshot_units[g] for g in GROUPS},
+            run.snapshot_units["acc"], sizes) for run in result.versus}),
     ]

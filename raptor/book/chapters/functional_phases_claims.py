@@ -66,8 +66,7 @@ def c3_maxcut_beats_random(margins: Mapping[int, Interval], *, counts: Mapping[i
         detail="random contiguous partitions other than the max-cut, each once: "
                + ", ".join(f"k={k}: {n}" for k, n in counts.items())
                + f"; holds if every margin's interval lies above {SIGMA_MIN.value:g}σ; "
-                 "95% bootstrap intervals over units of images (evaluation noise; one teacher "
-                 "seed: the artifact tier cannot hold more seeds' Raptors)"
+                 "95% bootstrap intervals over units of images (evaluation noise)"
                + ("" if defined else "; not testable: the random partitions' accuracies do not "
                                      "vary on the images or on some resamples of them (no σ)"))
 
