@@ -241,3 +241,27 @@ def test_smoke_result(smoke_result) -> None:
     assert set(spec.overfit_snapshots) <= set(run.val_steps.tolist())
     assert 0 <= checks.teacher_acc <= 1
     assert len(chapter.versus_table(result)) == len(spec.k_values) * (1 + spec.n_random)
+
+
+@pytest.mark.slow
+def test_versus_seeds_give_each_seed_its_own_partitions_and_overfitting_run(
+        smoke_cache, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With ``versus_seeds = 2`` the second seed's teacher gets its own max-cut, random
+    partitions, overfitting run and snapshots; the first seed's are those of ``versus_seeds = 1``
+    (the smoke run's, from the shared cache)."""
+    monkeypatch.setenv("RAPTOR_CACHE", str(smoke_cache))
+    spec = dataclasses.replace(chapter.SMOKE, seeds=(0, 1), versus_seeds=2, swap_counts=(1,),
+                               max_swap_sets=1)
+    result = chapter.compute(spec)
+    first, second = result.versus
+    assert (first.seed, second.seed) == (0, 1) and [c.seed for c in result.seeds] == [0, 1]
+    assert second.partitions[2][0] == result.seeds[1].partition  # its own max-cut
+    assert not np.array_equal(first.val_loss, second.val_loss)  # its own overfitting run
+    alone = chapter.compute(dataclasses.replace(spec, versus_seeds=1))
+    (only,) = alone.versus
+    assert only.partitions == first.partitions
+    np.testing.assert_array_equal(only.student_units[2], first.student_units[2])
+    assert chapter.snapshots_table(result).index.get_level_values("seed").unique().tolist() \
+        == [0, 1]
+    claims = {c.id: c for c in chapter.claims(result)}
+    assert "(per seed: 0 " in claims["C3"].ours and ", 1 " in claims["C3"].ours

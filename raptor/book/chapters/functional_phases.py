@@ -140,6 +140,8 @@ class SeedVersus:
 
 @dataclass
 class Result:
+    """The chapter's measurements: C3 and C11 per versus seed, C4, C9 and C10 per seed."""
+
     spec: Spec
     unit_sizes: np.ndarray  # images per unit of ≤ UNIT_IMAGES (the bootstrap units)
     versus: list[SeedVersus]  # the first ``spec.versus_seeds`` seeds
