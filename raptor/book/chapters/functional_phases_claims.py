@@ -16,7 +16,6 @@ GROUPS = ("cls", "patches")
 #: Images per bootstrap unit of the controls' and snapshots' intervals (evaluation noise) [ours].
 UNIT_IMAGES = 50
 
-
 SIGMA_MIN = Threshold(1.0, "the paper: max-cut partitions reach 'accuracy often greater than one "
                            "standard deviation above randomly chosen partitions' (§2, Fig. 3)")
 INTRA_KEEP_MIN = Threshold(0.9, "[ours] the paper: intra-block swaps 'preserve accuracy' (§2, "
