@@ -95,7 +95,7 @@ OLD_PROFILES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
          "overfit_steps": 20, "overfit_snapshots": [10, 20], "swap_counts": [1, 2],
          "max_swap_sets": 3},
         {**PAPER_STUDENT, "n_images": 10_000, "k_values": [2, 3, 4], "overfit_limit": 5_000, "overfit_steps": 8_000,
-         "overfit_snapshots": [500, 1_000, 2_000, 4_000, 8_000], "versus_seeds": 3}),
+         "overfit_snapshots": [500, 1_000, 2_000, 4_000, 8_000], "versus_seeds": None}),
     "dynamics": (
         {**SMOKE_STUDENT, "n_images": 64, "k": 2, "n_classes": 3, "seeds": [0]},
         {**PAPER_STUDENT, "n_images": 2_000}),

@@ -41,19 +41,19 @@ KINDS = ("intra", "inter")
 @dataclass(frozen=True)
 class Spec:
     """A teacher with stochastic-depth rate ``p`` per seed in ``seeds``. On the first
-    ``versus_seeds`` seeds' teachers, Raptors with the max-cut and ``n_random`` other random
-    partitions (all others where fewer exist) for each k in ``k_values``, and Raptors of an
-    overfitting run of ``overfit_steps`` on ``overfit_limit`` images without weight decay,
-    snapshotted at ``overfit_snapshots``, on the max-cut at ``control_k``. On every seed's, on
-    the max-cut at ``control_k``: untrained controls and layer swaps of ``swap_counts`` layers,
-    at most ``max_swap_sets`` sets each (None: all)."""
+    ``versus_seeds`` seeds' teachers (None: all), Raptors with the max-cut and ``n_random``
+    other random partitions (all others where fewer exist) for each k in ``k_values``, and
+    Raptors of an overfitting run of ``overfit_steps`` on ``overfit_limit`` images without
+    weight decay, snapshotted at ``overfit_snapshots``, on the max-cut at ``control_k``. On every
+    seed's, on the max-cut at ``control_k``: untrained controls and layer swaps of
+    ``swap_counts`` layers, at most ``max_swap_sets`` sets each (None: all)."""
 
     teacher: TeacherSpec = nested(TeacherSpec)
     p: float = 0.0
     seeds: tuple[int, ...] = (0, 1, 2)
     # One more seed's random partitions, overfitting run and snapshots take ~17 MB of the
     # artifact tier, which cannot hold them under its 64 MB: one seed at cpu [ours]
-    versus_seeds: int = 1
+    versus_seeds: int | None = 1
     # k = 4 (paper.K_VALUES) adds ten Raptors the artifact tier cannot hold under 64 MB [ours]
     k_values: tuple[int, ...] = (2, 3)
     n_random: int = paper.RANDOM_PARTITIONS
@@ -70,8 +70,9 @@ class Spec:
         L = self.teacher.depth
         require(0 <= self.p < 1, "p", "a rate in [0, 1)", self.p)
         require_seeds(self.seeds)
-        require(1 <= self.versus_seeds <= len(self.seeds), "versus_seeds",
-                f"a count in [1, len(seeds) = {len(self.seeds)}]", self.versus_seeds)
+        require(self.versus_seeds is None or 1 <= self.versus_seeds <= len(self.seeds),
+                "versus_seeds", f"None (all) or a count in [1, len(seeds) = {len(self.seeds)}]",
+                self.versus_seeds)
         require(len(self.k_values) > 0 and all(2 <= k <= L for k in self.k_values), "k_values",
                 f"a non-empty list of k in [2, L = {L}]", self.k_values)
         require(self.n_random >= 2, "n_random", "≥ 2 (for a standard deviation)", self.n_random)
@@ -102,7 +103,7 @@ SMOKE = dataclasses.replace(Spec(), teacher=SMOKE_TEACHER, distill=SMOKE_DISTILL
                             overfit_steps=20, overfit_snapshots=(10, 20), swap_counts=(1, 2),
                             max_swap_sets=3)
 PAPER = dataclasses.replace(Spec(), teacher=PAPER_TEACHER, distill=PAPER_DISTILL,
-                            versus_seeds=len(Spec().seeds), n_images=10_000,
+                            versus_seeds=None, n_images=10_000,
                             k_values=paper.K_VALUES, overfit_limit=5_000, overfit_steps=8_000,
                             overfit_snapshots=(500, 1_000, 2_000, 4_000, 8_000))
 
@@ -144,7 +145,7 @@ class Result:
 
     spec: Spec
     unit_sizes: np.ndarray  # images per unit of ≤ UNIT_IMAGES (the bootstrap units)
-    versus: list[SeedVersus]  # the first ``spec.versus_seeds`` seeds
+    versus: list[SeedVersus]  # the first ``spec.versus_seeds`` seeds (None: all)
     seeds: list[SeedChecks]  # one per seed, in the order of ``spec.seeds``
 
     def student_acc(self, k: int, run: SeedVersus | None = None) -> np.ndarray:
