@@ -1,7 +1,7 @@
 """Raptor vs untied teacher: the fwd+bwd step-time ratio over widths and token counts.
 
 Appendix E's runtime parity: a Raptor applying ``k = 2`` blocks ``(3, 3)`` times costs what the
-``L = 6`` untied teacher blocks cost, with depth scaling folded into the weights as well
+``L = 6`` untied teacher blocks cost, with depth scaling on the activations as well
 (:mod:`raptor.model`). Each step is the forward of the whole trajectory from random layer-0
 tokens, an MSE against a fixed target trajectory, and the backward (no optimiser: AdamW on the
 Raptor's fewer weights would flatter it). The teacher and the Raptors with and without depth
@@ -10,13 +10,8 @@ the median of the per-repeat ratios, its spread their 25–75th percentiles; the
 fastest steps (contention only ever adds time) is printed too. Times are the process's CPU
 time (one torch thread): on a shared machine, time spent descheduled is not counted.
 
-``--ablation`` adds two variants of the Raptor with depth scaling that locate its cost: the scales
-folded *before* the step (the folded weights are leaves, so only the product left on activations
-and its backward remain), and the scales applied to activations instead of folded (the unfused
-arithmetic: three products per layer).
-
     .venv/bin/python bench/bench_depth_scaling.py [--repeats 11] [--threads 1] [--compile]
-                                                  [--ablation] [--widths 64 …] [--tokens 17 …]
+                                                  [--widths 64 …] [--tokens 17 …]
 """
 
 from __future__ import annotations
@@ -31,7 +26,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from raptor.model import Folded, Raptor
+from raptor.model import Raptor
 from raptor.teachers import TeacherConfig, build_teacher
 
 WIDTHS = (64, 96, 192, 384, 768)
@@ -41,10 +36,8 @@ REPEATS = (3, 3)  # k = 2, L = 6
 Step = Callable[[], None]
 
 
-def steps(dim: int, tokens: int, batch: int, compile_: bool, ablation: bool = False
-          ) -> dict[str, Step]:
-    """fwd+bwd steps of the untied teacher and the Raptors with / without depth scaling (and,
-    with ``ablation``, the pre-folded and on-activations variants)."""
+def steps(dim: int, tokens: int, batch: int, compile_: bool) -> dict[str, Step]:
+    """fwd+bwd steps of the untied teacher and the Raptors with / without depth scaling."""
     teacher = build_teacher(TeacherConfig(depth=sum(REPEATS), embed_dim=dim,
                                           num_heads=max(1, dim // 64)), seed=0)
     gen = torch.Generator().manual_seed(0)
@@ -60,43 +53,10 @@ def steps(dim: int, tokens: int, batch: int, compile_: bool, ablation: bool = Fa
 
     forwards: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"teacher": untied_forward}
     params: dict[str, list[torch.Tensor]] = {"teacher": list(untied.parameters())}
-    raptors = {}
     for name, scaling in (("scaled", True), ("plain", False)):
-        raptors[name] = raptor = Raptor(teacher, REPEATS, depth_scaling=scaling).train()
+        raptor = Raptor(teacher, REPEATS, depth_scaling=scaling).train()
         forwards[name] = lambda x, r=raptor: r.forward_from(x)[:, 1:]
         params[name] = raptor.raptor_parameters()
-    if ablation:
-        scaled = raptors["scaled"]
-        segments = [(block, scaled._z[first + 1:last + 1])
-                    for block, (first, last) in zip(scaled.blocks, scaled.partition)]
-        leaves = [[Folded(*(t.detach().clone().requires_grad_(True) if t is not None else None
-                            for t in folded)) for folded in block.folded(z)]
-                  for block, z in segments]
-
-        def prefolded(x: torch.Tensor) -> torch.Tensor:
-            states = [x]
-            for (block, _), layers in zip(segments, leaves):
-                for folded in layers:
-                    states.append(block.step(states[-1], folded))
-            return torch.stack(states, 1)[:, 1:]
-
-        def on_activations(x: torch.Tensor) -> torch.Tensor:
-            states = [x]
-            for block, z in segments:
-                s_attn, s_mlp, s_out = block.scale(z, z)  # (layers, 1, D) each; no LayerScale
-                for a, m, o in zip(s_attn.unbind(0), (s_mlp * s_out).unbind(0), s_out.unbind(0)):
-                    y = torch.addcmul(states[-1], a, block.attn(block.norm1(states[-1])))
-                    states.append(torch.addcmul(o * y, m, block.mlp(block.norm2(y))))
-            return torch.stack(states, 1)[:, 1:]
-
-        forwards.update(prefolded=prefolded, activations=on_activations)
-        with torch.no_grad():  # the variants compute the same trajectory
-            ref = forwards["scaled"](x0)
-            for name in ("prefolded", "activations"):
-                torch.testing.assert_close(forwards[name](x0), ref, rtol=1e-4, atol=1e-4)
-        params["activations"] = params["scaled"]
-        params["prefolded"] = params["scaled"] + [t for layers in leaves for f in layers
-                                                  for t in f if t is not None]
 
     def make(name: str) -> Step:
         fwd = torch.compile(forwards[name]) if compile_ else forwards[name]
@@ -110,11 +70,11 @@ def steps(dim: int, tokens: int, batch: int, compile_: bool, ablation: bool = Fa
     return {name: make(name) for name in forwards}
 
 
-def measure(dim: int, tokens: int, batch: int, warmup: int, repeats: int, compile_: bool,
-            ablation: bool) -> dict[str, list[float]]:
+def measure(dim: int, tokens: int, batch: int, warmup: int, repeats: int, compile_: bool
+            ) -> dict[str, list[float]]:
     """Per-repeat ratios ``variant / teacher`` for every Raptor variant, the per-repeat seconds of
     each (``<name>_s``), and the teacher's ms."""
-    run = steps(dim, tokens, batch, compile_, ablation)
+    run = steps(dim, tokens, batch, compile_)
     for _ in range(warmup):
         for step in run.values():
             step()
@@ -141,8 +101,7 @@ def quartiles(values: list[float]) -> tuple[float, float, float]:
     return q[0], statistics.median(values), q[2]
 
 
-COLUMNS = {"scaled": "depth scaling", "plain": "none", "prefolded": "pre-folded",
-           "activations": "on activations"}
+COLUMNS = {"scaled": "depth scaling", "plain": "none"}
 
 
 def main() -> None:
@@ -151,8 +110,6 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--compile", action="store_true", help="torch.compile every forward")
-    parser.add_argument("--ablation", action="store_true",
-                        help="also time the pre-folded and on-activations variants")
     parser.add_argument("--widths", type=int, nargs="+", default=WIDTHS)
     parser.add_argument("--tokens", type=int, nargs="+", default=tuple(BATCHES),
                         choices=tuple(BATCHES))
@@ -163,15 +120,14 @@ def main() -> None:
     print(f"{platform.processor() or platform.machine()}, torch {torch.__version__}, "
           f"threads {args.threads}, repeats {REPEATS}, warm-up {args.warmup}, "
           f"{args.repeats} interleaved repeats, {'compiled' if args.compile else 'eager'}\n")
-    names = list(COLUMNS) if args.ablation else ["scaled", "plain"]
+    names = list(COLUMNS)
     print("| D | tokens × batch | teacher ms | "
           + " | ".join(f"{COLUMNS[n]}: median (p25–p75) / of minima" for n in names) + " |")
     print("|---|---|---|" + "---|" * len(names))
     for dim in args.widths:
         for tokens in args.tokens:
             batch = BATCHES[tokens] * args.batch_scale
-            r = measure(dim, tokens, batch, args.warmup, args.repeats, args.compile,
-                        args.ablation)
+            r = measure(dim, tokens, batch, args.warmup, args.repeats, args.compile)
             cells = []
             for name in names:
                 lo, med, hi = quartiles(r[name])

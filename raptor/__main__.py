@@ -1,6 +1,6 @@
 """Command line: ``python -m raptor run [--profile P] [--chapter C ...] [-p NAME VALUE ...]``,
 ``python -m raptor sweep --chapter C --profile P --executor local|slurm [...]``
-(``python -m raptor job KIND KEYFILE``: one of its jobs, or one ``torchrun`` rank of it),
+(``python -m raptor job KIND JOBFILE``: one of its jobs, or one ``torchrun`` rank of it),
 ``python -m raptor build``, ``python -m raptor compare EXPECTED ACTUAL`` and
 ``python -m raptor artifacts export|verify``."""
 
@@ -10,11 +10,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from raptor.artifacts import (MANIFEST, ArtifactError, compare_retrained, export, read_manifest,
-                              verify)
 from raptor.book.chapters import MODULES, PROFILES
 from raptor.book.compare import REPRODUCE_ATOL, REPRODUCE_RTOL, compare
 from raptor.book.runner import RunnerError, build_book, parse_value, run
+from raptor.storage.artifacts import (MANIFEST, ArtifactError, compare_retrained, export,
+                                      read_manifest, verify)
 from raptor.sweep import EXECUTORS, Options, rank_job, sweep
 
 
@@ -64,10 +64,11 @@ def main(argv: list[str] | None = None) -> int:
                          help="SLURM: cores for each job")
     p_sweep.add_argument("--dry-run", action="store_true",
                          help="check parameters and inputs, list the jobs and their cost, exit")
-    p_job = sub.add_parser("job", help="train one cache entry from its key (JSON) as a sweep's "
-                           "job does; under torchrun every rank distils the student")
+    p_job = sub.add_parser("job", help="train one cache entry from its job file (the sweep's "
+                           "pickled job) as a sweep's job does; under torchrun every rank distils "
+                           "the student")
     p_job.add_argument("kind", choices=["teacher", "student"])
-    p_job.add_argument("keyfile", type=Path)
+    p_job.add_argument("jobfile", type=Path)
     p_job.add_argument("--data-root")
     sub.add_parser("build", help="jupyter-book build book/ (no execution)")
     p_art = sub.add_parser("artifacts", help="fill or check the artifact tier (artifacts/)")
@@ -83,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "artifacts":
             return _artifacts(args)
         elif args.command == "job":
-            print(rank_job(args.kind, args.keyfile, args.data_root))
+            print(rank_job(args.kind, args.jobfile, args.data_root))
         elif args.command == "compare":
             wide = dict(rtol=REPRODUCE_RTOL, atol=REPRODUCE_ATOL) if args.retrained else {}
             problems = compare(args.expected, args.actual, args.chapters, **wide)

@@ -21,7 +21,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 from tqdm import tqdm
 
-from raptor.checkpoint import CheckpointError, load_training_state
+from raptor.storage.checkpoint import CheckpointError, load_training_state
 
 Batch = TypeVar("Batch")
 
@@ -137,7 +137,7 @@ def resume(path: Path | None, *, model: nn.Module, optimizer: torch.optim.Optimi
     """The record at ``path``, ``model`` and ``optimizer`` restored from it; ``None`` (start
     afresh, ``model`` and ``optimizer`` untouched) without a checkpoint there, or with a warning
     naming the file when it is corrupt, of another ``config`` or fails ``check(record)`` (see
-    :func:`~raptor.checkpoint.load_training_state`)."""
+    :func:`~raptor.storage.checkpoint.load_training_state`)."""
     if path is None or not path.exists():
         return None
     try:

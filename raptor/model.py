@@ -11,12 +11,11 @@ LayerScale, same widths) and adds the depth-scaling MLP of Appendix A.3::
     X'' = X' + s_mlp  ⊙ LS2(MLP(LN2(X')))
     out = s_out ⊙ X''
 
-with ``W2, b2 ~ N(0, 1e-4²)`` so a block starts as the plain block. When one layer ``z`` is
-predicted for the whole batch, ``s_attn`` (times the LayerScale ``γ1``) scales the rows of the
-attention's output projection and ``s_out ⊙ s_mlp`` (times ``γ2``) those of the MLP's ``fc2``,
-so that ``out = s_out ⊙ X' + fc2'(…)`` is one fused ``addcmul``, the only product on activations:
-a step costs what the teacher's does (Appendix E). A batch of different layers (teacher
-forcing) uses ``addcmul`` for the two residual updates.
+with ``W2, b2 ~ N(0, 1e-4²)`` so a block starts as the plain block. The LayerScales ``γ1, γ2``
+are taken into the scales (``s_attn ⊙ γ1``, ``s_out ⊙ s_mlp ⊙ γ2``), so a layer costs three
+products on activations, two of them fused in ``addcmul``: ``X' = X + (s_attn ⊙ γ1) ⊙ Attn(…)``,
+``out = s_out ⊙ X' + (s_out ⊙ s_mlp ⊙ γ2) ⊙ MLP(…)`` (Appendix E's runtime parity within a few
+percent: ``BENCHMARKS.md``). A segment's scales come from one call of the depth-scaling MLP.
 
 The teacher's embedding (patch embedding, prefix tokens, position embedding, ``norm_pre``) and
 its final norm and head are reused, frozen (§5: "Raptor reuses DINOv2's patch embedding and
@@ -40,22 +39,20 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from typing import NamedTuple
 
 import torch
-import torch.nn.functional as F
-from timm.layers import LayerScale, Mlp, SwiGLU
+from timm.layers import LayerScale, SwiGLU
 from timm.models.vision_transformer import Attention, Block, VisionTransformer
 from torch import nn
 
 from raptor.paper import DEPTH_HIDDEN, DEPTH_INIT_STD
-from raptor.teachers import ViTTeacher
-from raptor.trajectories import TokenGroups, layer_stop
+from raptor.trajectories import TokenGroups, ViTTeacher, layer_stop
 
 MLP_VARIANTS = ("teacher", "swiglu", "swiglu-wide")
 INITS = ("teacher", "random")
 
 Partition = tuple[tuple[int, int], ...]
+Scales = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # (s_attn, s_mlp, s_out) of one layer
 
 
 class DepthScaling(nn.Module):
@@ -80,14 +77,8 @@ class DepthScaling(nn.Module):
         return tuple(s.unsqueeze(1).chunk(3, dim=-1))  # type: ignore[return-value]
 
 
-def _check_foldable(attn: nn.Module, mlp: nn.Module, ls1: nn.Module, ls2: nn.Module) -> None:
-    """TypeError unless depth scaling can be folded into these modules' weights."""
-    if type(attn) is not Attention or getattr(attn, "gate", None) is not None:
-        raise TypeError(f"depth scaling needs attn to be timm's Attention without a gate, "
-                        f"got {type(attn).__name__}")
-    if type(mlp) not in (Mlp, SwiGLU) or isinstance(mlp.fc2, nn.Conv2d):
-        raise TypeError(f"depth scaling needs mlp to be timm's Mlp or SwiGLU, "
-                        f"got {type(mlp).__name__}")
+def _check_scalable(ls1: nn.Module, ls2: nn.Module) -> None:
+    """TypeError unless the LayerScales can be taken into the depth scales."""
     for name, ls in (("ls1", ls1), ("ls2", ls2)):
         if not isinstance(ls, (LayerScale, nn.Identity)):
             raise TypeError(f"depth scaling needs {name} to be a LayerScale or Identity, "
@@ -112,7 +103,7 @@ class RaptorBlock(nn.Module):
         if not isinstance(norm1, nn.LayerNorm):
             raise TypeError(f"norm1 must be a LayerNorm over the width, got {type(norm1).__name__}")
         if depth_scaling:
-            _check_foldable(attn, mlp, ls1, ls2)
+            _check_scalable(ls1, ls2)
         self.scale = DepthScaling(int(norm1.normalized_shape[0])) if depth_scaling else None
 
     @classmethod
@@ -136,78 +127,29 @@ class RaptorBlock(nn.Module):
         if self.scale is None:
             return self.step(x, None)
         z = torch.as_tensor(z, dtype=torch.float32, device=x.device).reshape(-1)
-        if z.numel() == 1:
-            return self.step(x, self.folded(z)[0])
-        s_attn, s_mlp, s_out = self.scale(z, x)
-        x = torch.addcmul(x, _times_gamma(s_attn, self.ls1), self.attn(self.norm1(x)))
-        x = torch.addcmul(x, _times_gamma(s_mlp, self.ls2), self.mlp(self.norm2(x)))
-        return s_out * x
+        return self.step(x, self.scale(z, x))
 
-    def folded(self, z: torch.Tensor) -> list[Folded | None]:
-        """For each layer of ``z`` (``(n,)``): ``s_attn ⊙ γ1`` folded into the rows of the
-        attention's ``proj``, ``s_out ⊙ s_mlp ⊙ γ2`` into those of the MLP's ``fc2``, and
-        ``s_out``; ``None`` without depth scaling. One call serves a whole segment of layers."""
-        if self.scale is None:
+    def layer_scales(self, z: torch.Tensor) -> list[Scales | None]:
+        """The depth scales of each layer of ``z`` (``(n,)``), from one call of the depth-scaling
+        MLP; ``None`` each without depth scaling."""
+        if self.scale is None or not len(z):
             return [None] * len(z)
-        s_attn, s_mlp, s_out = (s[:, 0] for s in self.scale(z, z))
-        proj = _fold(self.attn.proj, _times_gamma(s_attn, self.ls1))
-        fc2 = _fold(self.mlp.fc2, _times_gamma(s_mlp, self.ls2) * s_out)
-        return [Folded(*p, *f, s) for p, f, s in zip(zip(*proj), zip(*fc2), s_out.unbind(0))]
+        return list(zip(*(s.split(1) for s in self.scale(z, z))))
 
-    def step(self, x: torch.Tensor, folded: Folded | None) -> torch.Tensor:
-        """One application with the scales of one layer from :meth:`folded`."""
-        if folded is None:
+    def step(self, x: torch.Tensor, scales: Scales | None) -> torch.Tensor:
+        """One application with one layer's (or one per sample) ``(s_attn, s_mlp, s_out)``."""
+        if scales is None:
             x = x + self.ls1(self.attn(self.norm1(x)))
             return x + self.ls2(self.mlp(self.norm2(x)))
-        x = x + _attention(self.attn, self.norm1(x), folded.proj_weight, folded.proj_bias)
-        mlp = _mlp(self.mlp, self.norm2(x), folded.fc2_weight, folded.fc2_bias)
-        return torch.addcmul(mlp, folded.s_out, x)  # s_out ⊙ X' + s_out ⊙ s_mlp ⊙ LS2(MLP)
-
-
-class Folded(NamedTuple):
-    """One layer's depth scales folded into a block's output projections."""
-
-    proj_weight: torch.Tensor
-    proj_bias: torch.Tensor | None
-    fc2_weight: torch.Tensor
-    fc2_bias: torch.Tensor | None
-    s_out: torch.Tensor
+        s_attn, s_mlp, s_out = scales
+        x = torch.addcmul(x, _times_gamma(s_attn, self.ls1), self.attn(self.norm1(x)))
+        return torch.addcmul(s_out * x, _times_gamma(s_mlp, self.ls2) * s_out,
+                             self.mlp(self.norm2(x)))
 
 
 def _times_gamma(s: torch.Tensor, ls: nn.Module) -> torch.Tensor:
     """``s ⊙ γ``, the depth scale and the LayerScale (identity or timm LayerScale) as one."""
     return s * ls.gamma if isinstance(ls, LayerScale) else s
-
-
-def _fold(linear: nn.Linear, c: torch.Tensor
-          ) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor | None, ...]]:
-    """Weights and biases of ``c[i] ⊙ linear(·)`` for each row ``c[i]`` of ``c`` (``(n, out)``)."""
-    weights = (linear.weight * c[:, :, None]).unbind(0)
-    biases = (None,) * len(c) if linear.bias is None else (linear.bias * c).unbind(0)
-    return weights, biases
-
-
-def _attention(attn: Attention, x: torch.Tensor, weight: torch.Tensor,
-               bias: torch.Tensor | None) -> torch.Tensor:
-    """timm's ``Attention.forward`` with ``weight`` and ``bias`` as ``proj``'s."""
-    b, n, _ = x.shape
-    qkv = attn.qkv(x).reshape(b, n, 3, attn.num_heads, attn.head_dim).permute(2, 0, 3, 1, 4)
-    q, k, v = qkv.unbind(0)
-    q, k = attn.q_norm(q), attn.k_norm(k)
-    x = F.scaled_dot_product_attention(q, k, v,
-                                       dropout_p=attn.attn_drop.p if attn.training else 0.0)
-    x = attn.norm(x.transpose(1, 2).reshape(b, n, -1))
-    return attn.proj_drop(F.linear(x, weight, bias))
-
-
-def _mlp(mlp: Mlp | SwiGLU, x: torch.Tensor, weight: torch.Tensor,
-         bias: torch.Tensor | None) -> torch.Tensor:
-    """timm's ``Mlp`` / ``SwiGLU`` forward with ``weight`` and ``bias`` as ``fc2``'s."""
-    if isinstance(mlp, SwiGLU):
-        h = mlp.act(mlp.fc1_g(x)) * mlp.fc1_x(x)
-    else:
-        h = mlp.act(mlp.fc1(x))
-    return mlp.drop2(F.linear(mlp.norm(mlp.drop1(h)), weight, bias))
 
 
 def reinit_block(block: RaptorBlock) -> RaptorBlock:
@@ -347,9 +289,8 @@ class Raptor(nn.Module):
         states, stop = [tokens], layer_stop(self.depth, start, stop)
         for block, (first, last) in zip(self.blocks, self.partition):
             layers = self._z[max(first, start) + 1:min(last, stop) + 1]
-            if len(layers):  # the depth scales of the segment's layers in one call
-                for folded in block.folded(layers):
-                    states.append(block.step(states[-1], folded))
+            for scales in block.layer_scales(layers):
+                states.append(block.step(states[-1], scales))
         return torch.stack(states, dim=1)
 
     def forward(self, tokens0: torch.Tensor) -> torch.Tensor:

@@ -11,8 +11,8 @@ head trains. Features are the trajectory's last layer after the (teacher's) fina
   (deterministic and fast on small feature sets).
 
 :func:`fit_probe` trains a head by epochs of :func:`raptor.loop.train` (here and in
-:mod:`raptor.dense_probes`), reporting the validation metric after each epoch, the best (what the
-paper reports) and the last. ``cache_features=True`` extracts the features once: exact without
+:mod:`raptor.dinov2.dense_probes`), reporting the validation metric after each epoch, the best
+(what the paper reports) and the last. ``cache_features=True`` extracts the features once: exact without
 random augmentation, fast on a CPU; the ImageNet recipe augments (:func:`probe_train_transform`),
 which needs ``cache_features=False``.
 """
@@ -33,7 +33,7 @@ from torch.utils.data import DataLoader
 from torchvision import transforms
 
 from raptor import paper
-from raptor.checkpoint import CheckpointError, read_state_dict
+from raptor.storage.checkpoint import CheckpointError, read_state_dict
 from raptor.data import dataset_info
 from raptor.loop import adamw, on_device, train
 from raptor.trajectories import TokenGroups, trajectory, trajectory_model

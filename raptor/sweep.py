@@ -1,16 +1,19 @@
 """Sweeps: a chapter's trainings run as separate jobs through submitit (local processes or SLURM).
 
-A chapter asks the cache (:mod:`raptor.cache`) for every teacher and student it needs. To find
-them without training, :func:`plan` runs the chapter's ``compute(spec)`` inside
-:func:`raptor.cache.planning`: each missing entry becomes a :class:`Job` (its kind and cache key)
-and the chapter gets an untrained stand-in, so ``compute`` runs to its end. A student's key holds
-its partition, which the chapter finds from its *trained* teacher, so a student is only ready
-once its teacher is in the cache. :func:`sweep` therefore runs in rounds — plan, submit the ready
-jobs as one job array, wait — until nothing is missing; then the chapter executes from the cache.
-Each job rebuilds its entry from its key alone (:func:`train_job`), and the cache's per-entry lock
+A chapter asks the cache (:mod:`raptor.storage.cache`) for every teacher and student it needs. To
+find them without training, :func:`plan` runs the chapter's ``compute(spec)`` inside
+:func:`raptor.storage.cache.planning`: each missing entry becomes a :class:`Job` (the configuration objects
+it was asked for with, :class:`~raptor.teachers.TeacherRequest` or
+:class:`~raptor.train.StudentRequest`, and its cache key) and the chapter gets an untrained
+stand-in, so ``compute`` runs to its end. A student's key holds its partition, which the chapter
+finds from its *trained* teacher, so a student is only ready once its teacher is in the cache.
+:func:`sweep` therefore runs in rounds — plan, submit the ready jobs as one job array, wait — until
+nothing is missing; then the chapter executes from the cache. Each job asks for its entry as the
+chapter did, from its configuration objects (:func:`train_job`), and the cache's per-entry lock
 makes two jobs racing for one key train it once, so a re-submitted sweep resumes where it stopped.
 A teacher job is one process; a student job with ``ranks`` > 1 runs ``torchrun`` on its node
-(:func:`torchrun_job`), whose ranks distil with DDP (:func:`rank_job`), rank 0 storing the entry.
+(:func:`torchrun_job`), whose ranks read the pickled job and distil with DDP (:func:`rank_job`),
+rank 0 storing the entry.
 
 Cost estimates: training FLOPs ≈ 6 × params × tokens × batch × steps (a Raptor applies its blocks
 as often as its teacher has layers, so it costs its teacher's params); GPU-hours from the training
@@ -21,42 +24,61 @@ throughput that ``bench/gpu_check.py`` recorded in ``bench/gpu_check.json`` (``{
 from __future__ import annotations
 
 import collections
-import contextlib
 import functools
 import json
 import math
+import pickle
 import shlex
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 import torch
 
 from raptor.book.chapters import chapter
 from raptor.book.runner import RunnerError, resolve
 from raptor.book.spec import TeacherSpec, parameters
-from raptor.cache import Tensors, entry_name, planning
+from raptor.storage.cache import Tensors, entry_name, load_entry, planning
+from raptor.data import DatasetNotFoundError, _find, dataset_info
+from raptor.distributed import init_distributed
+from raptor.teachers import TeacherRequest, build_teacher, get_teacher
+from raptor.train import StudentRequest, build_student, get_student
 
 EXECUTORS = ("local", "slurm", "debug")
 GPU_RECORD = Path(__file__).resolve().parents[1] / "bench" / "gpu_check.json"
 DRY_IMAGES = 8  # stand-in images per request in a dry run (the right shape; ≥ 4 for C1's halves)
 MAX_ROUNDS = 10
+Request = TeacherRequest | StudentRequest
 
 
 @dataclass(frozen=True)
 class Job:
-    """One missing cache entry: ``kind`` (teacher or student), its cache ``key`` (the full
-    configuration), a readable ``label``, its training FLOPs and whether it can start now."""
+    """One missing cache entry: what the chapter asked for it with (``request``: its configuration
+    objects), its cache ``key`` (the entry's name), a readable ``label``, its training FLOPs and
+    whether it can start now."""
 
-    kind: str
+    request: Request
     key: Mapping[str, Any]
     label: str
     flops: float
     ready: bool
+
+    @property
+    def kind(self) -> str:
+        return "student" if isinstance(self.request, StudentRequest) else "teacher"
+
+    @property
+    def device(self) -> str:
+        """Where the job trains (a student's teacher trains there too)."""
+        return _teacher(self.request).device
+
+
+def _teacher(request: Request) -> TeacherRequest:
+    """The teacher of a request: itself, or a student's."""
+    return request.teacher if isinstance(request, StudentRequest) else request
 
 
 @dataclass(frozen=True)
@@ -93,86 +115,48 @@ class Options:
                               f"one rank a GPU, got {self.ranks}")
 
 
-# --- the cache key of a job -> its configuration -----------------------------------------------
+# --- jobs ----------------------------------------------------------------------------------------
 
-def _teacher_of(key: Mapping[str, Any]) -> tuple[Any, Any, int, str]:
-    """``(TeacherConfig, TrainConfig | None, seed, device)`` of a teacher key."""
-    from raptor.teachers import TeacherConfig, TrainConfig, teacher_key
-
-    cfg = TeacherConfig(**key["arch"])
-    train = TrainConfig(**key["train"]) if key["train"] is not None else None
-    device = key.get("device", "cpu")
-    _same("teacher", key, teacher_key(cfg, train, key["seed"], device))
-    return cfg, train, key["seed"], device
-
-
-def _distill_of(key: Mapping[str, Any], teacher: torch.nn.Module | None = None) -> Any:
-    """The :class:`~raptor.train.DistillConfig` of a student key; with ``teacher``, also checks
-    that the key names exactly these teacher weights."""
-    from raptor.train import DistillConfig, student_key
-
-    cfg = DistillConfig(**key["distill"])
-    tcfg, train, seed, _ = _teacher_of(key["teacher"])
-    rebuilt = student_key(tcfg, train, seed, cfg, key["teacher_weights"] if teacher is None
-                          else teacher)
-    _same("student", key, {**rebuilt, **({"snapshot": key["snapshot"]} if "snapshot" in key
-                                         else {})})
-    return cfg
-
-
-def _same(kind: str, key: Mapping[str, Any], rebuilt: Mapping[str, Any]) -> None:
-    if entry_name(kind, rebuilt) != entry_name(kind, key):
-        raise ValueError(f"the {kind} key {dict(key)} is not what its configuration gives now "
-                         f"({dict(rebuilt)}): the code or the teacher changed since planning; "
-                         f"run the sweep again")
-
-
-def train_job(kind: str, key: Mapping[str, Any], data_root: str | None) -> str:
-    """One job: train the entry ``kind``/``key`` into the shared cache (or load it if there)."""
-    from raptor.teachers import get_teacher, teacher_snapshot
-    from raptor.train import student_of
-
-    if kind not in ("teacher", "student"):
-        raise ValueError(f"kind must be 'teacher' or 'student', got {kind!r}")
-    cfg, train, seed, device = _teacher_of(key if kind == "teacher" else key["teacher"])
-    if kind == "student" and "snapshot" in key:
-        teacher = teacher_snapshot(cfg, train, key["snapshot"], seed=seed, data_root=data_root,
-                                   device=device)
+def train_job(job: Job, data_root: str | None) -> str:
+    """One job: train its entry into the shared cache (or load it if there), asking for it with
+    its configuration objects as the chapter did."""
+    request = job.request
+    if isinstance(request, StudentRequest):
+        t = request.teacher
+        get_student(t.cfg, t.train, t.seed, request.cfg, data_root, snapshot=request.snapshot,
+                    progress=False)
     else:
-        teacher, _ = get_teacher(cfg, train, seed=seed, data_root=data_root, progress=False,
-                                 device=device)
-    if kind == "student":
-        student_of(teacher, dict(key), _distill_of(key, teacher), img_size=cfg.img_size,
-                   data_root=data_root, progress=False)
-    return entry_name(kind, key)
+        get_teacher(request.cfg, request.train, seed=request.seed, data_root=data_root,
+                    progress=False, device=request.device)
+    return entry_name(job.kind, job.key)
 
 
-def rank_job(kind: str, keyfile: Path, data_root: str | None) -> str:
-    """:func:`train_job` for the key in ``keyfile`` (JSON), alone or as one process of
+def rank_job(kind: str, jobfile: Path, data_root: str | None) -> str:
+    """:func:`train_job` for the ``kind`` job pickled in ``jobfile``, alone or as one process of
     ``torchrun``: then it joins the process group, every rank distils the student (DDP) and rank 0
     stores it."""
-    from raptor.cache import load_entry
-    from raptor.distributed import init_distributed
-
-    key = json.loads(Path(keyfile).read_text())
-    _, world = init_distributed(key["distill"]["device"] if kind == "student"
-                                else key.get("device", "cpu"))
+    job = _read_job(jobfile)
+    if job.kind != kind:
+        raise ValueError(f"{jobfile} holds a {job.kind} job, not a {kind} one")
+    _, world = init_distributed(job.device)
     try:
-        if world > 1 and (kind != "student" or key["teacher"]["train"] is not None
-                          and load_entry("teacher", key["teacher"]) is None):
+        if world > 1 and (not isinstance(job.request, StudentRequest)
+                          or job.request.teacher.train is not None
+                          and load_entry("teacher", job.key["teacher"]) is None):
             raise ValueError("only a student whose teacher is cached trains on several ranks")
-        return train_job(kind, key, data_root)
+        return train_job(job, data_root)
     finally:
         if torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()
 
 
-def torchrun_job(kind: str, keyfile: str, data_root: str | None, *, ranks: int) -> str:
+def torchrun_job(jobfile: str, data_root: str | None, *, ranks: int) -> str:
     """A job of ``ranks`` processes: ``torchrun`` on this node runs ``python -m raptor job KIND
-    KEYFILE`` (:func:`rank_job`) in each; their output goes to the job's log, and its last lines
+    JOBFILE`` (:func:`rank_job`) in each; their output goes to the job's log, and its last lines
     into the error if they fail."""
+    job = _read_job(jobfile)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-           f"--nproc_per_node={ranks}", "-m", "raptor", "job", kind, keyfile,
+           f"--nproc_per_node={ranks}", "-m", "raptor", "job", job.kind, jobfile,
            *(["--data-root", str(data_root)] if data_root else [])]
     tail: collections.deque[str] = collections.deque(maxlen=100)
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as run:
@@ -181,80 +165,73 @@ def torchrun_job(kind: str, keyfile: str, data_root: str | None, *, ranks: int) 
             tail.append(line)
     if run.returncode:
         raise RuntimeError(f"{shlex.join(cmd)} exited with {run.returncode}:\n{''.join(tail)}")
-    return entry_name(kind, json.loads(Path(keyfile).read_text()))
+    return entry_name(job.kind, job.key)
+
+
+def _read_job(path: str | Path) -> Job:
+    job = pickle.loads(Path(path).read_bytes())
+    if not isinstance(job, Job):
+        raise ValueError(f"{path} holds no sweep job but a {type(job).__name__}")
+    return job
 
 
 # --- planning ------------------------------------------------------------------------------------
 
-def _stand_in(kind: str, key: Mapping[str, Any]) -> tuple[Tensors, dict[str, Any]]:
+def _stand_in(request: Request) -> tuple[Tensors, dict[str, Any]]:
     """Untrained weights of the entry's shape, and a record with its evaluations as NaN."""
-    from raptor.teachers import build_teacher
-    from raptor.train import build_student
-
-    if kind == "teacher":
-        cfg, train, seed, _ = _teacher_of(key)
-        state = build_teacher(cfg, seed).state_dict()
-        tensors = dict(state)
-        for step in train.snapshot_steps:
-            tensors.update({f"snapshot.{step}.{k}": v for k, v in state.items()})
-        evals = [s for s in range(1, train.steps + 1) if s % train.eval_every == 0 or
-                 s == train.steps]
-        return tensors, {"planned": True, "val": [{"step": s, "acc": math.nan, "loss": math.nan}
-                                                  for s in evals]}
-    cfg, _, seed, _ = _teacher_of(key["teacher"])
-    student = build_student(build_teacher(cfg, seed), _distill_of(key))
-    return dict(student.blocks.state_dict()), {"planned": True}
+    if isinstance(request, StudentRequest):
+        t = request.teacher
+        student = build_student(build_teacher(t.cfg, t.seed), request.cfg)
+        return dict(student.blocks.state_dict()), {"planned": True}
+    train = request.train
+    state = build_teacher(request.cfg, request.seed).state_dict()
+    tensors = dict(state)
+    for step in train.snapshot_steps:
+        tensors.update({f"snapshot.{step}.{k}": v for k, v in state.items()})
+    evals = [s for s in range(1, train.steps + 1) if s % train.eval_every == 0 or s == train.steps]
+    return tensors, {"planned": True, "val": [{"step": s, "acc": math.nan, "loss": math.nan}
+                                              for s in evals]}
 
 
-def _flops(kind: str, key: Mapping[str, Any]) -> float:
+def _flops(request: Request) -> float:
     """Training FLOPs ≈ 6 × params × tokens × batch × steps (params: the teacher's)."""
-    from raptor.teachers import build_teacher
-
-    cfg, train, seed, _ = _teacher_of(key if kind == "teacher" else key["teacher"])
+    t = _teacher(request)
     with torch.device("meta"):
-        params = sum(p.numel() for p in build_teacher(cfg, seed).parameters())
-    tokens = (cfg.img_size // cfg.patch_size) ** 2 + 1 + cfg.reg_tokens
-    if kind == "teacher":
-        batch, steps = train.batch_size, train.steps
+        params = sum(p.numel() for p in build_teacher(t.cfg, t.seed).parameters())
+    tokens = (t.cfg.img_size // t.cfg.patch_size) ** 2 + 1 + t.cfg.reg_tokens
+    if isinstance(request, StudentRequest):
+        batch, steps = request.cfg.batch_size, request.cfg.stage1_steps + request.cfg.stage2_steps
     else:
-        batch, steps = key["distill"]["batch_size"], (key["distill"]["stage1_steps"]
-                                                      + key["distill"]["stage2_steps"])
+        batch, steps = t.train.batch_size, t.train.steps
     return 6.0 * params * tokens * batch * steps
 
 
-def _label(kind: str, key: Mapping[str, Any]) -> str:
-    t = key if kind == "teacher" else key["teacher"]
-    arch = t["arch"]
-    who = f"p={arch['p']} seed={t['seed']}" + ("" if arch["residual"] else " no-skip")
-    if t["train"] is None:
+def _label(request: Request) -> str:
+    t = _teacher(request)
+    arch = t.cfg
+    who = f"p={arch.p} seed={t.seed}" + ("" if arch.residual else " no-skip")
+    if t.train is None:
         who += " untrained"
-    if kind == "teacher":
-        tr = t["train"]
-        return (f"{who}: ViT L={arch['depth']} D={arch['embed_dim']} {arch['img_size']}px on "
-                f"{tr['dataset']}, {tr['steps']} steps x {tr['batch_size']}"
-                + (f", {tr['train_limit']} images" if tr["train_limit"] else ""))
-    d = key["distill"]
-    snap = f" at step {key['snapshot']}" if "snapshot" in key else ""
-    return (f"k={len(d['repeats'])} Raptor of teacher {who}{snap}: "
-            f"{d['stage1_steps']}+{d['stage2_steps']} steps x {d['batch_size']}")
+    if isinstance(request, TeacherRequest):
+        tr = t.train
+        return (f"{who}: ViT L={arch.depth} D={arch.embed_dim} {arch.img_size}px on "
+                f"{tr.dataset}, {tr.steps} steps x {tr.batch_size}"
+                + (f", {tr.train_limit} images" if tr.train_limit else ""))
+    d = request.cfg
+    snap = f" at step {request.snapshot}" if request.snapshot is not None else ""
+    return (f"k={len(d.repeats)} Raptor of teacher {who}{snap}: "
+            f"{d.stage1_steps}+{d.stage2_steps} steps x {d.batch_size}")
 
 
-@contextlib.contextmanager
-def _stand_in_images() -> Iterator[None]:
+def _dry_images(dataset: str, img_size: int | None, n: int, seed: int
+                ) -> tuple[torch.Tensor, torch.Tensor]:
     """A dry run reads no data: every chapter's images are a few random ones of the right shape."""
-    from raptor.data import dataset_info
-
-    def eval_images(self: TeacherSpec, n: int, seed: int = 0, split: str = "val"
-                    ) -> tuple[torch.Tensor, torch.Tensor]:
-        info = dataset_info(self.dataset)
-        size = self.img_size or info.image_size
-        g = torch.Generator().manual_seed(seed)
-        n = min(n, DRY_IMAGES)
-        return (torch.rand(n, info.in_chans, size, size, generator=g),
-                torch.randint(0, info.num_classes, (n,), generator=g))
-
-    with mock.patch.object(TeacherSpec, "eval_images", eval_images):
-        yield
+    info = dataset_info(dataset)
+    size = img_size or info.image_size
+    g = torch.Generator().manual_seed(seed)
+    n = min(n, DRY_IMAGES)
+    return (torch.rand(n, info.in_chans, size, size, generator=g),
+            torch.randint(0, info.num_classes, (n,), generator=g))
 
 
 def plan(name: str, profile: str, overrides: Mapping[str, Any] | None = None, *,
@@ -263,14 +240,18 @@ def plan(name: str, profile: str, overrides: Mapping[str, Any] | None = None, *,
     early (``None`` when ``compute`` ran to its end). ``dry``: on stand-in images (no data read);
     a student's partition then is not its real one, so no student is ready."""
     spec = resolve(name, profile, overrides)
-    asked: dict[str, tuple[str, Mapping[str, Any]]] = {}
+    asked: dict[str, tuple[Mapping[str, Any], Request]] = {}
 
-    def stand_in(kind: str, key: Mapping[str, Any]) -> tuple[Tensors, dict[str, Any]]:
-        asked[entry_name(kind, key)] = (kind, key)
-        return _stand_in(kind, key)
+    def stand_in(kind: str, key: Mapping[str, Any], request: object
+                 ) -> tuple[Tensors, dict[str, Any]]:
+        if not isinstance(request, (TeacherRequest, StudentRequest)):
+            raise RunnerError(f"the chapter asked for {entry_name(kind, key)} without its "
+                              f"configuration objects, so no job can train it")
+        asked[entry_name(kind, key)] = (key, request)
+        return _stand_in(request)
 
     stopped = None
-    with planning(stand_in), (_stand_in_images() if dry else contextlib.nullcontext()):
+    with planning(stand_in, _dry_images if dry else None):
         try:
             chapter(name).compute(spec)
         except Exception as err:
@@ -278,9 +259,10 @@ def plan(name: str, profile: str, overrides: Mapping[str, Any] | None = None, *,
                 raise
             stopped = f"{type(err).__name__}: {err}"
     jobs = []
-    for kind, key in asked.values():
-        waits = kind == "student" and (dry or entry_name("teacher", key["teacher"]) in asked)
-        jobs.append(Job(kind, key, _label(kind, key), _flops(kind, key), ready=not waits))
+    for key, request in asked.values():
+        waits = isinstance(request, StudentRequest) and (
+            dry or entry_name("teacher", key["teacher"]) in asked)
+        jobs.append(Job(request, key, _label(request), _flops(request), ready=not waits))
     return jobs, stopped
 
 
@@ -288,8 +270,6 @@ def plan(name: str, profile: str, overrides: Mapping[str, Any] | None = None, *,
 
 def missing_inputs(spec: Any) -> list[str]:
     """Every data set, weights file and results file the spec names that is not there."""
-    from raptor.data import DatasetNotFoundError, _find
-
     problems = []
     values = parameters(spec)
     wanted = []
@@ -341,21 +321,21 @@ def describe(jobs: Sequence[Job], throughput: tuple[str, float] | None) -> str:
 # --- running -----------------------------------------------------------------------------------
 
 def _on_cuda(job: Job) -> bool:
-    device = job.key.get("device", "cpu") if job.kind == "teacher" else job.key["distill"]["device"]
-    return device.startswith("cuda")
+    return job.device.startswith("cuda")
 
 
-def _keyfile(opts: Options, job: Job) -> str:
-    """The job's key as JSON in ``<folder>/keys/``, for its ranks to read."""
-    path = (opts.folder / "keys" / entry_name(job.kind, job.key)).with_suffix(".json").resolve()
+def _jobfile(opts: Options, job: Job) -> str:
+    """The job pickled in ``<folder>/jobs/``, for its ranks to read."""
+    path = (opts.folder / "jobs" / entry_name(job.kind, job.key)).with_suffix(".pickle").resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(job.key))
+    path.write_bytes(pickle.dumps(job))
     return str(path)
 
 
 def _uneven(jobs: Sequence[Job], ranks: int) -> str | None:
     """Why ``ranks`` cannot train these students (each rank takes an equal slice of a batch)."""
-    bad = [j.label for j in jobs if j.kind == "student" and j.key["distill"]["batch_size"] % ranks]
+    bad = [j.label for j in jobs
+           if isinstance(j.request, StudentRequest) and j.request.cfg.batch_size % ranks]
     return f"--ranks {ranks} must divide the batch size of: {'; '.join(bad)}" if bad else None
 
 
@@ -419,8 +399,7 @@ def sweep(name: str, profile: str, overrides: Mapping[str, Any] | None = None,
                                  else min(opts.gpus_per_node, 1))
             handles = executor.map_array(
                 train_job if ranks == 1 else functools.partial(torchrun_job, ranks=ranks),
-                [kind] * len(group),
-                [j.key if ranks == 1 else _keyfile(opts, j) for j in group],
+                group if ranks == 1 else [_jobfile(opts, j) for j in group],
                 [data_root] * len(group))
             running += zip(group, handles)
         submitted += len(running)

@@ -24,11 +24,11 @@ import torch.nn.functional as F
 from timm.models.vision_transformer import Block, VisionTransformer, checkpoint_filter_fn
 from torch import nn
 
-from raptor.cache import get_or_build, load_entry
-from raptor.checkpoint import (load_state_checked, load_tensors, read_state_dict, save_tensors,
-                               save_training_state)
+from raptor import data
+from raptor.storage.cache import get_or_build, load_entry
+from raptor.storage.checkpoint import (load_state_checked, load_tensors, read_state_dict,
+                                       save_tensors, save_training_state)
 from raptor.loop import adamw, batches_from, check_recipe, resolve_device, resume, train
-from raptor.trajectories import layer_stop
 
 DINOV2_B = "vit_base_patch14_reg4_dinov2.lvd142m"
 
@@ -59,40 +59,6 @@ class TeacherBlock(Block):
         keep = 1.0 - self.layer_drop
         mask = torch.rand(x.shape[0], 1, 1, device=x.device, dtype=x.dtype) < keep
         return x + update * mask / keep
-
-
-class ViTTeacher(nn.Module):
-    """A timm ViT as a :class:`~raptor.trajectories.TrajectoryModel` (paper §1): layer 0 is its
-    embedding (patch embedding, prefix tokens, position embedding, ``norm_pre``), layer ``l`` the
-    output of its block ``l``; then its final norm and head."""
-
-    def __init__(self, teacher: VisionTransformer) -> None:
-        super().__init__()
-        if not isinstance(teacher, VisionTransformer):
-            raise TypeError(f"teacher must be a timm VisionTransformer, got "
-                            f"{type(teacher).__name__}")
-        self.teacher = teacher
-
-    @property
-    def depth(self) -> int:
-        return len(self.teacher.blocks)
-
-    def embed(self, images: torch.Tensor) -> torch.Tensor:
-        t = self.teacher
-        return t.norm_pre(t.patch_drop(t._pos_embed(t.patch_embed(images))))
-
-    def forward_from(self, tokens: torch.Tensor, start: int = 0, stop: int | None = None
-                     ) -> torch.Tensor:
-        states = [tokens]
-        for block in self.teacher.blocks[start:layer_stop(self.depth, start, stop)]:
-            states.append(block(states[-1]))
-        return torch.stack(states, dim=1)
-
-    def final_norm(self, tokens: torch.Tensor) -> torch.Tensor:
-        return self.teacher.norm(tokens)
-
-    def head(self, tokens: torch.Tensor) -> torch.Tensor:
-        return self.teacher.forward_head(tokens)
 
 
 @dataclass(frozen=True)
@@ -151,10 +117,8 @@ class TrainConfig:
     snapshot_steps: tuple[int, ...] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
-        from raptor.data import DATASETS
-
-        if self.dataset not in DATASETS:
-            raise ValueError(f"dataset must be one of {DATASETS}, got {self.dataset!r}")
+        if self.dataset not in data.DATASETS:
+            raise ValueError(f"dataset must be one of {data.DATASETS}, got {self.dataset!r}")
         for name, low, none in (("steps", 1, False), ("batch_size", 1, False),
                                 ("eval_every", 1, False), ("seed", 0, False),
                                 ("train_limit", 1, True), ("val_limit", 1, True)):
@@ -296,6 +260,18 @@ def teacher_key(cfg: TeacherConfig, train: TrainConfig | None, seed: int, device
     return key if kind == "cpu" or train is None else {**key, "device": kind}
 
 
+@dataclass(frozen=True)
+class TeacherRequest:
+    """A teacher as :func:`get_teacher` is asked for it (``train`` ``None``: untrained), with the
+    device it resolved: what a planner (:func:`raptor.storage.cache.planning`) is handed for its
+    entry."""
+
+    cfg: TeacherConfig
+    train: TrainConfig | None
+    seed: int
+    device: str
+
+
 def get_teacher(cfg: TeacherConfig, train: TrainConfig | None = None, *, seed: int = 0,
                 data_root: str | Path | None = None, progress: bool = True, device: str = "auto"
                 ) -> tuple[VisionTransformer, dict[str, Any]]:
@@ -306,8 +282,6 @@ def get_teacher(cfg: TeacherConfig, train: TrainConfig | None = None, *, seed: i
     Returns the model in eval mode on the CPU and its record (training curves, accuracy,
     snapshots' steps).
     """
-    from raptor.data import get_datasets
-
     model = build_teacher(cfg, seed)
     if train is None:
         return model.eval(), {"untrained": True}
@@ -315,9 +289,10 @@ def get_teacher(cfg: TeacherConfig, train: TrainConfig | None = None, *, seed: i
     key = teacher_key(cfg, train, seed, device)
 
     def build(work: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-        train_set, val_set = get_datasets(train.dataset, root=data_root, img_size=cfg.img_size,
-                                          train_limit=train.train_limit,
-                                          val_limit=train.val_limit, seed=train.seed)
+        train_set, val_set = data.get_datasets(train.dataset, root=data_root,
+                                               img_size=cfg.img_size,
+                                               train_limit=train.train_limit,
+                                               val_limit=train.val_limit, seed=train.seed)
         record, snaps = train_classifier(model, train_set, val_set, train, config=key,
                                          work_path=work, progress=progress, device=device)
         tensors = dict(model.state_dict())
@@ -325,7 +300,8 @@ def get_teacher(cfg: TeacherConfig, train: TrainConfig | None = None, *, seed: i
             tensors.update({f"snapshot.{step}.{k}": v for k, v in state.items()})
         return tensors, record
 
-    tensors, record = get_or_build("teacher", key, build)
+    tensors, record = get_or_build("teacher", key, build,
+                                   request=TeacherRequest(cfg, train, seed, device))
     model.cpu().load_state_dict({k: v for k, v in tensors.items()
                                  if not k.startswith("snapshot.")})
     return model.eval(), record

@@ -40,15 +40,17 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 from tqdm import tqdm
 
-from raptor.cache import digest, get_or_build
-from raptor.checkpoint import save_training_state
+from raptor import data
+from raptor.storage.cache import digest, get_or_build
+from raptor.storage.checkpoint import save_training_state
+from raptor.loop import adamw, batches_from, check_recipe, resume, train
 from raptor.losses import Objective, Weights, present_weights, tf_lambda
 from raptor.model import (INITS, MLP_VARIANTS, Raptor, check_repeats, count_parameters,
                           flops_per_image)
 from raptor.paper import RECIPE
-from raptor.loop import adamw, batches_from, check_recipe, resume, train
-from raptor.teachers import TeacherConfig, TrainConfig, ViTTeacher, get_teacher, teacher_key
-from raptor.trajectories import TokenGroups, trajectory
+from raptor.teachers import (TeacherConfig, TeacherRequest, TrainConfig, get_teacher, teacher_key,
+                             teacher_snapshot)
+from raptor.trajectories import TokenGroups, ViTTeacher, trajectory
 
 CACHE_LIMIT_BYTES = 8 * 2**30
 
@@ -98,8 +100,6 @@ class DistillConfig:
     compile: bool = False
 
     def __post_init__(self) -> None:
-        from raptor.data import DATASETS
-
         set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731
         set_("repeats", check_repeats(self.repeats))
         for name in ("stage1_steps", "stage2_steps", "seed"):
@@ -129,8 +129,8 @@ class DistillConfig:
             raise ValueError(f"init must be one of {INITS}, got {self.init!r}")
         if self.init == "teacher" and self.mlp != "teacher":
             raise ValueError(f"init='teacher' needs mlp='teacher', got mlp={self.mlp!r}")
-        if self.dataset not in DATASETS:
-            raise ValueError(f"dataset must be one of {DATASETS}, got {self.dataset!r}")
+        if self.dataset not in data.DATASETS:
+            raise ValueError(f"dataset must be one of {data.DATASETS}, got {self.dataset!r}")
         if not isinstance(self.device, str) or self.device.split(":")[0] not in ("cpu", "cuda"):
             raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:<index>', got {self.device!r}")
         if (self.bf16 or self.compile) and not self.device.startswith("cuda"):
@@ -373,39 +373,48 @@ def student_key(teacher_cfg: TeacherConfig, teacher_train: TrainConfig | None, t
             "teacher_weights": weights, "distill": dataclasses.asdict(cfg), "format": 1}
 
 
+@dataclass(frozen=True)
+class StudentRequest:
+    """A student as :func:`get_student` is asked for it: its teacher, its distillation and the
+    teacher's training step it distils (``snapshot``; ``None``: the trained teacher). What a
+    planner (:func:`raptor.storage.cache.planning`) is handed for its entry."""
+
+    teacher: TeacherRequest
+    cfg: DistillConfig
+    snapshot: int | None = None
+
+
 def get_student(teacher_cfg: TeacherConfig, teacher_train: TrainConfig | None, teacher_seed: int,
                 cfg: DistillConfig, data_root: str | Path | None = None, *,
-                progress: bool = True) -> tuple[Raptor, dict[str, Any]]:
+                snapshot: int | None = None, progress: bool = True
+                ) -> tuple[Raptor, dict[str, Any]]:
     """The student of ``cfg`` for that teacher: from the cache, or distilled and stored.
 
     Chapters asking for the same teacher and configuration share one student. An interrupted
-    build resumes from its work file. The teacher trains on ``cfg.device`` if it must. Returns
-    the Raptor (eval mode, on the CPU) and its record.
+    build resumes from its work file. The teacher trains on ``cfg.device`` if it must.
+    ``snapshot``: the student of the teacher's weights at that training step (one of its
+    ``snapshot_steps``, e.g. Fig. 13). Returns the Raptor (eval mode, on the CPU) and its record.
     """
-    teacher, _ = get_teacher(teacher_cfg, teacher_train, seed=teacher_seed, data_root=data_root,
-                             progress=progress, device=cfg.device)
+    if snapshot is None:
+        teacher, _ = get_teacher(teacher_cfg, teacher_train, seed=teacher_seed,
+                                 data_root=data_root, progress=progress, device=cfg.device)
+    else:
+        teacher = teacher_snapshot(teacher_cfg, teacher_train, snapshot, seed=teacher_seed,
+                                   data_root=data_root, device=cfg.device)
     key = student_key(teacher_cfg, teacher_train, teacher_seed, cfg, teacher)
-    return student_of(teacher, key, cfg, img_size=teacher_cfg.img_size, data_root=data_root,
-                      progress=progress)
-
-
-def student_of(teacher: nn.Module, key: dict[str, Any], cfg: DistillConfig, *, img_size: int,
-               data_root: str | Path | None = None, progress: bool = True
-               ) -> tuple[Raptor, dict[str, Any]]:
-    """The student of ``cfg`` for a given ``teacher`` model, cached under ``key``.
-
-    For teachers that are not a cached configuration of their own, e.g. a training snapshot:
-    ``key`` must identify the teacher and ``cfg`` (see :func:`student_key`).
-    """
-    from raptor.data import get_datasets
+    if snapshot is not None:
+        key["snapshot"] = snapshot
+    request = StudentRequest(TeacherRequest(teacher_cfg, teacher_train, teacher_seed, cfg.device),
+                             cfg, snapshot)
 
     def build(work: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-        train_set, _ = get_datasets(cfg.dataset, root=data_root, img_size=img_size,
-                                    train_limit=cfg.train_limit, seed=cfg.seed)
+        train_set, _ = data.get_datasets(cfg.dataset, root=data_root,
+                                         img_size=teacher_cfg.img_size,
+                                         train_limit=cfg.train_limit, seed=cfg.seed)
         raptor, record = distill(teacher, train_set, cfg, work_path=work, progress=progress)
         return dict(raptor.blocks.state_dict()), record
 
-    tensors, record = get_or_build("student", key, build)
+    tensors, record = get_or_build("student", key, build, request=request)
     raptor = build_student(teacher.cpu(), cfg)
     raptor.blocks.load_state_dict(tensors)
     return raptor.eval(), record

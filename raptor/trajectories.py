@@ -6,7 +6,7 @@ embedding (patch embedding + position embedding + prefix tokens, the input of bl
 
 A model with a trajectory is a :class:`TrajectoryModel`: the Raptor implements it, and a timm
 :class:`~timm.models.vision_transformer.VisionTransformer` is read through
-:class:`raptor.teachers.ViTTeacher`. The functions here accept either (:func:`trajectory_model`).
+:class:`ViTTeacher`. The functions here accept either (:func:`trajectory_model`).
 """
 
 from __future__ import annotations
@@ -47,10 +47,8 @@ class TrajectoryModel(Protocol):
 
 
 def trajectory_model(model: nn.Module) -> TrajectoryModel:
-    """``model`` as a :class:`TrajectoryModel`: a timm ViT through :class:`~raptor.teachers.
-    ViTTeacher`, an implementation (e.g. a Raptor) as it is."""
-    from raptor.teachers import ViTTeacher  # teachers imports this module
-
+    """``model`` as a :class:`TrajectoryModel`: a timm ViT through :class:`ViTTeacher`, an
+    implementation (e.g. a Raptor) as it is."""
     if isinstance(model, VisionTransformer):
         return ViTTeacher(model)
     if isinstance(model, TrajectoryModel):
@@ -65,6 +63,40 @@ def layer_stop(depth: int, start: int, stop: int | None) -> int:
     if not 0 <= start <= stop <= depth:
         raise ValueError(f"need 0 <= start <= stop <= L={depth}, got start={start}, stop={stop}")
     return stop
+
+
+class ViTTeacher(nn.Module):
+    """A timm ViT as a :class:`TrajectoryModel` (paper §1): layer 0 is its
+    embedding (patch embedding, prefix tokens, position embedding, ``norm_pre``), layer ``l`` the
+    output of its block ``l``; then its final norm and head."""
+
+    def __init__(self, teacher: VisionTransformer) -> None:
+        super().__init__()
+        if not isinstance(teacher, VisionTransformer):
+            raise TypeError(f"teacher must be a timm VisionTransformer, got "
+                            f"{type(teacher).__name__}")
+        self.teacher = teacher
+
+    @property
+    def depth(self) -> int:
+        return len(self.teacher.blocks)
+
+    def embed(self, images: torch.Tensor) -> torch.Tensor:
+        t = self.teacher
+        return t.norm_pre(t.patch_drop(t._pos_embed(t.patch_embed(images))))
+
+    def forward_from(self, tokens: torch.Tensor, start: int = 0, stop: int | None = None
+                     ) -> torch.Tensor:
+        states = [tokens]
+        for block in self.teacher.blocks[start:layer_stop(self.depth, start, stop)]:
+            states.append(block(states[-1]))
+        return torch.stack(states, dim=1)
+
+    def final_norm(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.teacher.norm(tokens)
+
+    def head(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.teacher.forward_head(tokens)
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,9 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from raptor import artifacts
-from raptor.artifacts import ArtifactError, export, tier_entry, verify
-from raptor.cache import entry_name, get_or_build
+from raptor.storage import artifacts
+from raptor.storage.artifacts import ArtifactError, export, tier_entry, verify
+from raptor.storage.cache import entry_name, get_or_build
 
 
 def _build(value: float):
@@ -91,7 +91,7 @@ def test_a_flipped_byte_is_an_error_naming_the_file(tier):
     data[-1] ^= 1
     path.write_bytes(bytes(data))
     with pytest.raises(ArtifactError, match=str(path)):
-        tier_entry("student", {"a": 2})
+        tier_entry(entry_name("student", {"a": 2}), {"a": 2})
     with pytest.raises(ArtifactError, match="sha256"):
         verify(root)
 
@@ -114,7 +114,8 @@ def test_the_tier_is_smaller_than_the_cache_and_loads_the_same_tensors(tmp_path,
     assert manifest["entries"][name]["bytes"] < 0.9 * (cache / name).stat().st_size
     assert artifacts.unpack((root / (name + ".xz")).read_bytes()) == (cache / name).read_bytes()
     monkeypatch.setenv("RAPTOR_ARTIFACTS", str(root))
-    assert torch.equal(tier_entry("teacher", {"a": 1})[0]["w"], weights["w"])
+    tensors, _ = tier_entry(name, {"a": 1})
+    assert torch.equal(tensors["w"], weights["w"])
 
 
 def test_a_stray_file_in_the_tier_is_an_error(tier):
@@ -130,12 +131,12 @@ def test_a_file_missing_from_the_manifest_is_an_error(tier):
     manifest["entries"].pop(entry_name("teacher", {"a": 1}))
     (root / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(ArtifactError, match="not listed"):
-        tier_entry("teacher", {"a": 1})
+        tier_entry(entry_name("teacher", {"a": 1}), {"a": 1})
 
 
 def test_an_empty_setting_disables_the_tier(tier, monkeypatch):
     monkeypatch.setenv("RAPTOR_ARTIFACTS", "")
-    assert tier_entry("teacher", {"a": 1}) is None
+    assert tier_entry(entry_name("teacher", {"a": 1}), {"a": 1}) is None
     tensors, record = get_or_build("teacher", {"a": 1}, _build(7.0))
     assert float(tensors["w"][0, 0]) == 7.0 and "built" in record
 
@@ -163,13 +164,13 @@ def test_export_enforces_the_size_limit(tmp_path, monkeypatch):
 
 
 def test_the_repository_tier_is_within_the_limit():
-    root = Path(artifacts.__file__).resolve().parents[1] / "artifacts"
+    root = Path(artifacts.__file__).resolve().parents[2] / "artifacts"
     assert sum(p.stat().st_size for p in root.rglob("*") if p.is_file()) <= artifacts.MAX_BYTES
 
 
 def _cheapest_tier_teacher():
     """The repository's tier teacher with the shortest training, as (name, manifest entry)."""
-    entries = artifacts.read_manifest(Path(artifacts.__file__).resolve().parents[1] / "artifacts")
+    entries = artifacts.read_manifest(Path(artifacts.__file__).resolve().parents[2] / "artifacts")
     trained = [(e["wall_s"] or 0, name, e) for name, e in entries.items()
                if e["kind"] == "teacher" and e["config"]["train"] is not None]
     return min(trained, key=lambda t: t[0])[1:] if trained else None
@@ -183,7 +184,7 @@ RETRAIN_ACC_TOL = 0.02
 
 @pytest.mark.slow
 def test_a_tier_teacher_retrains_to_its_manifest_metrics(tmp_path, monkeypatch):
-    from raptor.cache import entry_name as name_of
+    from raptor.storage.cache import entry_name as name_of
     from raptor.teachers import TeacherConfig, TrainConfig, get_teacher, teacher_key
 
     found = _cheapest_tier_teacher()
@@ -204,11 +205,11 @@ def test_every_tier_student_loads_under_its_content_key(monkeypatch, tmp_path):
     """Each student of the repository's tier is found by the key the code computes now: its
     teacher's key, the digest of that teacher's weights (as loaded from the tier; a snapshot's
     for a snapshot student) and its distillation; and its tensors load into that Raptor."""
-    from raptor.cache import load_entry
+    from raptor.storage.cache import load_entry
     from raptor.teachers import TeacherConfig, TrainConfig, get_teacher, teacher_snapshot
     from raptor.train import DistillConfig, build_student, student_key
 
-    root = Path(artifacts.__file__).resolve().parents[1] / "artifacts"
+    root = Path(artifacts.__file__).resolve().parents[2] / "artifacts"
     monkeypatch.setenv("RAPTOR_ARTIFACTS", str(root))
     monkeypatch.setenv("RAPTOR_CACHE", str(tmp_path))  # empty: the tier alone
     students = {n: e for n, e in artifacts.read_manifest(root).items() if e["kind"] == "student"}

@@ -1,8 +1,9 @@
-"""Tests for raptor.cache: build once, detect corrupt or foreign entries, clean up work files."""
+"""Tests for raptor.storage.cache: build once, detect corrupt or foreign entries, clean up work files."""
 
 from __future__ import annotations
 
 import struct
+import threading
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.utils.data import TensorDataset
 
-from raptor.cache import cache_root, digest, entry_path, get_or_build, load_entry
+from raptor.storage.artifacts import cache_root
+from raptor.storage.cache import digest, entry_path, get_or_build, load_entry, planned_images, planning
 
 CONFIG = {"model": "toy", "width": 4, "seed": 0}
 pytestmark = pytest.mark.usefixtures("fresh_cache")
@@ -95,7 +97,7 @@ def test_entry_of_another_config_is_not_loaded() -> None:
 
 
 def test_entry_whose_digest_lies_is_rebuilt() -> None:
-    from raptor.checkpoint import load_tensors, save_tensors
+    from raptor.storage.checkpoint import load_tensors, save_tensors
 
     get_or_build("toy", CONFIG, Builder())
     path = entry_path("toy", CONFIG)
@@ -141,6 +143,58 @@ def test_digest_changes_with_any_byte(raw: list[int], data: st.DataObject) -> No
     assert digest({"t": t}) != digest({"t": changed})
 
 
+def _planted(kind: str, config: dict, request: object) -> tuple[dict[str, torch.Tensor], dict]:
+    return {"w": torch.zeros(2)}, {"planned": request}
+
+
+def _images(dataset: str, img_size: int | None, n: int, seed: int) -> tuple:
+    return dataset, img_size, n, seed
+
+
+def test_planning_stands_in_inside_its_block_only_even_when_it_raises() -> None:
+    build, seen = Builder(), []
+
+    def stand_in(kind: str, config: dict, request: object) -> tuple[dict[str, torch.Tensor], dict]:
+        seen.append((kind, config, request))
+        return _planted(kind, config, request)
+
+    with pytest.raises(RuntimeError, match="planted failure"):
+        with planning(stand_in, _images):
+            _, record = get_or_build("toy", CONFIG, build, request="what was asked")
+            assert record == {"planned": "what was asked"}
+            assert load_entry("toy", CONFIG)[1] == record  # the stand-in, asked for again
+            assert planned_images("mnist", None, 4, 1) == ("mnist", None, 4, 1)
+            with pytest.raises(RuntimeError, match="does not nest"):
+                with planning(_planted):
+                    pass
+            assert planned_images("mnist", 8, 2, 0) == ("mnist", 8, 2, 0)  # the outer plan holds
+            raise RuntimeError("planted failure")
+    assert seen == [("toy", CONFIG, "what was asked")] and build.calls == 0
+    assert planned_images("mnist", None, 4, 1) is None
+    assert load_entry("toy", CONFIG) is None  # no stand-in survives its plan
+    _, record = get_or_build("toy", CONFIG, build)
+    assert build.calls == 1 and record["acc"] == 0.75
+    with planning(_planted):  # a plan without images: they are read
+        assert planned_images("mnist", None, 4, 1) is None
+
+
+def test_a_plan_holds_in_its_own_context_only() -> None:
+    """The plan is a context variable: another thread does not plan, and plans of its own."""
+    found: list[object] = []
+
+    def elsewhere() -> None:
+        found.append(planned_images("mnist", None, 4, 1))
+        with planning(_planted, _images):
+            found.append(planned_images("mnist", None, 4, 2))
+
+    with planning(_planted, _images):
+        thread = threading.Thread(target=elsewhere)
+        thread.start()
+        thread.join()
+        assert planned_images("mnist", None, 4, 3) == ("mnist", None, 4, 3)
+    assert found == [None, ("mnist", None, 4, 2)]
+
+
 def test_teacher_build_leaves_only_the_entry(tmp_path: Path) -> None:
     from raptor.teachers import TeacherConfig, TrainConfig, build_teacher, train_classifier
 
@@ -168,7 +222,7 @@ def test_teacher_build_leaves_only_the_entry(tmp_path: Path) -> None:
 RACER = """
 import sys, time, torch
 from pathlib import Path
-from raptor.cache import digest, get_or_build
+from raptor.storage.cache import digest, get_or_build
 folder = Path(sys.argv[1])
 while sys.argv[2] == "second" and not (folder / "calls").exists():
     time.sleep(0.05)
@@ -238,25 +292,25 @@ RANKS = """
 import datetime, sys
 from pathlib import Path
 import torch, torch.distributed as dist
-import raptor.cache
-from raptor.checkpoint import digest
+import raptor.storage.cache
+from raptor.storage.checkpoint import digest
 folder = Path(sys.argv[1])
 dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=30))  # a deadlock fails
-rank, save = dist.get_rank(), raptor.cache.save_tensors
+rank, save = dist.get_rank(), raptor.storage.cache.save_tensors
 def note(name, text):
     with open(folder / name, "a") as f:
         f.write(f"{text}\\n")
 def counted_save(*args, **kwargs):
     note("stored", rank)
     return save(*args, **kwargs)
-raptor.cache.save_tensors = counted_save
+raptor.storage.cache.save_tensors = counted_save
 def build(work):
     note("built", rank)
     total = torch.tensor([rank + 1.0])
     dist.all_reduce(total)  # returns only once every rank builds
     return {"w": torch.arange(4.0) * total}, {"total": total.item()}
 for _ in range(2):  # built, then found
-    tensors, _ = raptor.cache.get_or_build("toy", {"model": "ranks"}, build)
+    tensors, _ = raptor.storage.cache.get_or_build("toy", {"model": "ranks"}, build)
     note(f"got{rank}", digest(tensors))
 dist.destroy_process_group()
 """

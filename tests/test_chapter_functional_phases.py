@@ -1,7 +1,6 @@
 """The functional-phases chapter: its claims on known inputs, the result of a smoke run."""
 
 import dataclasses
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -10,7 +9,7 @@ import torch
 from raptor.book.chapters import functional_phases as chapter
 from raptor.book.chapters import functional_phases_claims as judge
 from raptor.book.claims import FAILS, HOLDS, INCONCLUSIVE, UNTESTABLE
-from raptor.experiment import batched
+from raptor.book.experiment import batched, walk
 from raptor.metrics import head_accuracy
 from raptor.stats import Interval
 from raptor.structure import PhaseExcess, Rank
@@ -208,13 +207,16 @@ def test_claims_judge_c3_and_c11_on_every_versus_seed() -> None:
 
 
 def test_evaluate_gives_head_accuracy_of_each_unit(tiny_teacher) -> None:
-    """One pass over the images gives what scoring each unit on its own does (the oracle)."""
+    """One pass over the images (two batches) gives what scoring each unit of
+    ``UNIT_IMAGES`` on its own does (the oracle)."""
     model, student = tiny_teacher(), tiny_teacher(seed=1)
     g = torch.Generator().manual_seed(0)
-    x, y = torch.randn(23, 1, 16, 16, generator=g), torch.randint(0, 10, (23,), generator=g)
-    seen = SimpleNamespace(model=model, batches=batched(x, y, 10), units=batched(x, y, 5))
-    acc, r2 = chapter._evaluate(student, seen, "cpu")
-    assert acc.tolist() == [head_accuracy(student, [u]) for u in seen.units]
+    x, y = torch.randn(263, 1, 16, 16, generator=g), torch.randint(0, 10, (263,), generator=g)
+    w = walk((model, {}), (x, y), device="cpu")
+    acc, r2 = chapter._evaluate(student, w, "cpu")
+    units = batched(x, y, chapter.UNIT_IMAGES)
+    assert len(w.batches()) == 2 and len(units) == 6
+    assert acc.tolist() == [head_accuracy(student, [u]) for u in units]
     assert set(r2) == set(chapter.GROUPS)
 
 

@@ -24,7 +24,7 @@ PAPER_RUNGS = [v / 100 for v in paper.TABLE2.values()]
 # --- claims on synthetic inputs --------------------------------------------------------------
 
 def dinov2_results(k: int, raptor: float, teacher: float = 84.5) -> dict:
-    """A results.json of raptor.pipeline with both IN-1k rows (%)."""
+    """A results.json of raptor.dinov2.pipeline with both IN-1k rows (%)."""
     model = "vit_base_patch14_reg4_dinov2.lvd142m"
     return {"model": model, "k": k, "table1": {f"Raptor k={k} (this run)": {"IN-1k": raptor},
                                                f"{model} (this run)": {"IN-1k": teacher}}}
@@ -143,7 +143,7 @@ def test_missing_pipeline_results_fail_before_any_work(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_smoke_compute_round_trips(smoke_cache: Path, tmp_path: Path) -> None:
-    # A results.json as raptor.pipeline writes it (nested, with nulls).
+    # A results.json as raptor.dinov2.pipeline writes it (nested, with nulls).
     results = {"model": "vit_base_patch14_reg4_dinov2.lvd142m", "k": 3, "repeats": [7, 3, 2],
                "table1": {"Raptor k=3 (this run)": {"IN-1k": 82.9}},
                "paper_table1": {"Raptor k=3": {"IN-1k": {"mean": 83.0, "sd": 0.1}},

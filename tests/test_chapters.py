@@ -1,4 +1,4 @@
-"""What every chapter's spec must do: name a bad parameter, and keep the profiles it had.
+"""What every chapter's spec must do: name a bad parameter, and keep its profiles (a snapshot).
 
 Each chapter's own tests (``test_chapter_<name>.py``) hold its claims and its results' content;
 ``test_smoke_chapters.py`` runs every chapter at ``smoke``.
@@ -6,12 +6,15 @@ Each chapter's own tests (``test_chapter_<name>.py``) hold its claims and its re
 
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from raptor.book.chapters import MODULES, chapter
-from raptor.book.spec import SpecError, from_parameters
+from raptor.book.chapters import MODULES, PROFILES, chapter, spec_for
+from raptor.book.spec import SpecError, from_parameters, notebook_values
 
 
 def named(name: str, *cases: tuple[str, object]) -> list[Any]:
@@ -66,48 +69,18 @@ def test_unknown_parameters_are_named(name: str) -> None:
         from_parameters(chapter(name).Spec, {"kk": 5})
 
 
-# The smoke and paper profiles written out as parameters, as the old raptor/profiles.py set
-# them (finding-phases: its image counts are proper subsets of its images).
-SMOKE_TEACHER = {"L": 4, "D": 32, "heads": 2, "steps": 30, "batch_size": 64, "train_limit": 1024}
-SMOKE_STUDENT = {**SMOKE_TEACHER, "stage1_steps": 6, "stage2_steps": 6, "distill_warmup": 2,
-                 "distill_limit": 256}
-PAPER_TEACHER = {"dataset": "cifar100", "L": 12, "D": 768, "heads": 12, "patch_size": 14,
-                 "img_size": 224, "registers": 0, "steps": 8_000, "batch_size": 256,
-                 "lr": 5e-4, "train_limit": None}
-PAPER_STUDENT = {**PAPER_TEACHER, "stage1_steps": 20_000, "stage2_steps": 20_000,
-                 "distill_lr": 3e-4, "distill_warmup": 1_000, "distill_limit": None}
-OLD_PROFILES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
-    "finding-phases": (
-        {**SMOKE_TEACHER, "n_images": 64, "k_values": [2, 3], "image_counts": [16, 32],
-         "n_resamples": 3},
-        {**PAPER_TEACHER, "n_images": 10_000, "image_counts": [100, 300, 1000, 3000, 5000]}),
-    "raptor": (
-        {**SMOKE_STUDENT, "n_images": 64, "k_values": [2], "probe_images": 128, "seeds": [0]},
-        {**PAPER_STUDENT, "n_images": 10_000, "k_values": [2, 3, 4], "probe_images": 50_000}),
-    "stochastic-depth": (
-        {**SMOKE_STUDENT, "n_images": 64, "p_values": [0.0, 0.2, 0.4, 0.6], "seeds": [0],
-         "k": 2},
-        {**PAPER_STUDENT, "n_images": 10_000, "seeds": [0, 1, 2],
-         "p_values": [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]}),
-    "functional-phases": (
-        {**SMOKE_STUDENT, "n_images": 64, "seeds": [0], "k_values": [2], "control_k": 2, "n_random": 2,
-         "overfit_limit": 128,
-         "overfit_steps": 20, "overfit_snapshots": [10, 20], "swap_counts": [1, 2],
-         "max_swap_sets": 3},
-        {**PAPER_STUDENT, "n_images": 10_000, "k_values": [2, 3, 4], "overfit_limit": 5_000, "overfit_steps": 8_000,
-         "overfit_snapshots": [500, 1_000, 2_000, 4_000, 8_000], "versus_seeds": None}),
-    "dynamics": (
-        {**SMOKE_STUDENT, "n_images": 64, "k": 2, "n_classes": 3, "seeds": [0]},
-        {**PAPER_STUDENT, "n_images": 2_000}),
-    "scaling": (
-        {**SMOKE_STUDENT, "n_images": 64, "k_values": [2, 3, 4], "probe_images": 128,
-         "seeds": [0]},
-        {**PAPER_STUDENT, "n_images": 10_000, "probe_images": 50_000}),
-}
+SNAPSHOT = Path(__file__).with_name("profiles.json")
 
 
-@pytest.mark.parametrize("name", list(OLD_PROFILES))
-def test_profiles_are_the_old_ones(name: str) -> None:
-    mod, (smoke, paper) = chapter(name), OLD_PROFILES[name]
-    assert mod.SMOKE == from_parameters(mod.Spec, smoke)
-    assert mod.PAPER == from_parameters(mod.Spec, paper)
+def profiles() -> dict[str, dict[str, dict[str, Any]]]:
+    """Every chapter's parameters at every profile, as a notebook holds them."""
+    return {name: {profile: notebook_values(spec_for(name, profile)) for profile in PROFILES}
+            for name in MODULES}
+
+
+def test_profiles_are_the_snapshot() -> None:
+    """A profile change is deliberate: ``RAPTOR_UPDATE_SNAPSHOT=1 pytest tests/test_chapters.py``
+    writes the new snapshot, whose diff the change then shows."""
+    if os.environ.get("RAPTOR_UPDATE_SNAPSHOT"):
+        SNAPSHOT.write_text(json.dumps(profiles(), indent=1) + "\n")
+    assert profiles() == json.loads(SNAPSHOT.read_text())

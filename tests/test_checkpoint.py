@@ -1,4 +1,4 @@
-"""Tests for raptor.checkpoint: round trips, mismatches, corruption, atomicity, no pickle."""
+"""Tests for raptor.storage.checkpoint: round trips, mismatches, corruption, atomicity, no pickle."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from safetensors.torch import save_file
 from torch import nn
 
-from raptor.checkpoint import (CheckpointError, atomic_write, fingerprint, load_state_checked,
-                               load_tensors, load_training_state, read_state_dict, save_tensors,
-                               save_training_state)
+from raptor.storage.checkpoint import (CheckpointError, atomic_write, fingerprint,
+                                       load_state_checked, load_tensors, load_training_state,
+                                       read_state_dict, save_tensors, save_training_state)
 
 CONFIG = {"arch": {"depth": 3, "width": 32}, "seed": 0, "lr": 1e-3}
 

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 from raptor.book.chapters import MODULES, chapter
-from raptor.book.claims import (BY_CONSTRUCTION, CLAIMS, FAILS, HOLDS, INCONCLUSIVE, UNTESTABLE,
-                                VERDICTS, Claim, Threshold, across_seeds, all_of, claim, gather,
-                                report, table, versus)
+from raptor.book.claims import (BY_CONSTRUCTION, CLAIMS, EXCESS_MIN, FAILS, HOLDS, INCONCLUSIVE,
+                                UNTESTABLE, VERDICTS, Claim, Threshold, across_seeds, all_of, claim,
+                                gather, on_phases, report, table, versus)
+from raptor.structure import PhaseExcess, Rank
 
 
 def test_there_are_25_claims_c1_to_c25() -> None:
@@ -90,15 +91,11 @@ def test_report_writes_json_and_gather_lists_every_claim(tmp_path: Path) -> None
     assert (untested["verdict"] == "not yet tested").all() and len(untested) == 23
 
 
-def test_report_and_gather_follow_the_runner_environment(tmp_path: Path,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("RAPTOR_CLAIMS_DIR", str(tmp_path / "staged"))
+def test_report_writes_where_it_is_told_and_gather_reads_there(tmp_path: Path) -> None:
     report([claim("C3", paper="p", ours="o", holds=True)], chapter="raptor", profile="smoke",
-           claims_dir=tmp_path / "book-claims")
-    assert not (tmp_path / "book-claims").exists()
+           claims_dir=tmp_path / "staged")
     assert json.loads((tmp_path / "staged" / "raptor.json").read_text())[0]["id"] == "C3"
-    monkeypatch.setenv("RAPTOR_CLAIMS_SOURCE", str(tmp_path / "staged"))
-    assert gather(tmp_path / "elsewhere").loc["C3", "chapter"] == "raptor"
+    assert gather(tmp_path / "staged").loc["C3", "chapter"] == "raptor"
 
 
 def test_gather_of_empty_folder(tmp_path: Path) -> None:
@@ -215,4 +212,24 @@ def test_significance_levels_come_from_the_chapters() -> None:
     from raptor.book.chapters import claims_page as page
     levels = page.significance_levels()
     assert levels and all(0 < a < 1 for a in levels.values())
-    assert levels["stochastic-depth.ALPHA"] == chapter("stochastic-depth").ALPHA.value
+    assert chapter("stochastic-depth").ALPHA.value in levels.values()
+    assert {k.split(".")[0] for k in levels} == {"stochastic-depth", "dynamics"}
+
+
+def excess(value: float, half_width: float = 0.002) -> PhaseExcess:
+    cut = ((0, 3), (3, 6), (6, 8))
+    return PhaseExcess(3, cut, cut, value, value - half_width, value + half_width, 0.95, 1.0,
+                       Rank(1, 21))
+
+
+def test_on_phases_keeps_a_verdict_only_where_phases_exist() -> None:
+    measured = claim("C3", paper="p", ours="o", holds=True, detail="d")
+    strong = {"k=3": excess(EXCESS_MIN.value + 0.02)}
+    assert on_phases(measured, strong) == measured
+    for weak in ({"k=3": excess(0.0)}, {"k=3": excess(EXCESS_MIN.value, 0.01)}):
+        gated = on_phases(measured, weak)
+        assert gated.verdict == INCONCLUSIVE and "measured 'holds', set aside" in gated.detail
+    failed = claim("C4", paper="p", ours="o", holds=False)
+    assert on_phases(failed, {"k=3": excess(0.0)}).verdict == INCONCLUSIVE
+    untestable = claim("C4", paper="p", ours="o", holds=None)
+    assert on_phases(untestable, {"k=3": excess(0.0)}).verdict == UNTESTABLE

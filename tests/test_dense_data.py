@@ -1,4 +1,4 @@
-"""Tests for raptor.dense_data on tiny fixtures written in ADE20k's and NYUv2's on-disk layouts."""
+"""Tests for raptor.dinov2.dense_data on tiny fixtures written in ADE20k's and NYUv2's on-disk layouts."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import torch
 from PIL import Image
 
 from raptor.data import DatasetNotFoundError, dataset_info
-from raptor.dense_data import ADE20k, NYUv2Depth, reduce_zero_label
+from raptor.dinov2.dense_data import ADE20k, NYUv2Depth, reduce_zero_label
 
 MEAN = torch.tensor(dataset_info("imagenet").mean)[:, None, None]
 STD = torch.tensor(dataset_info("imagenet").std)[:, None, None]

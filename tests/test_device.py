@@ -18,7 +18,7 @@ import torch
 
 from raptor import metrics, probes
 from raptor.book.chapters import MODULES, chapter
-from raptor.experiment import batched, trajectories_of
+from raptor.book.experiment import batched, trajectories_of
 from raptor.loop import resolve_device
 
 pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")

@@ -8,14 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-import papermill
 import pytest
 import yaml
+from papermill.translators import translate_parameters
 
+from raptor.book.chapters import MODULES, PROFILES, chapter, notebook_spec
+from raptor.book.runner import RunnerError, notebook_parameters, resolve, run
+from raptor.book.spec import SpecError, parameters
 import raptor.data
-from raptor.book.chapters import MODULES, chapter, notebook_spec
-from raptor.book.runner import notebook_parameters, resolve
-from raptor.book.spec import parameters
 
 ROOT = Path(__file__).resolve().parents[1]
 BOOK = ROOT / "book"
@@ -90,33 +90,56 @@ def test_where_the_companion_is_installed_the_install_cell_changes_nothing(
     assert notebook_spec(chapter(name), namespace) == chapter(name).Spec()
 
 
+def injected_cell(params: dict) -> str:
+    """The cell papermill injects for ``params`` (its own translator: nested lists included)."""
+    return translate_parameters("python3", "python", params, "Parameters")
+
+
+def notebook_namespace(name: str, params: dict) -> dict:
+    """A notebook's globals after its parameters cell and papermill's injected one."""
+    namespace: dict = {}
+    (cell,) = [c for c in cells(name) if "parameters" in c["metadata"].get("tags", [])]
+    exec(source(cell), namespace)
+    exec(injected_cell(params), namespace)
+    return namespace
+
+
 @pytest.mark.parametrize("name", CHAPTERS)
-@pytest.mark.parametrize("profile", ["smoke", "cpu", "paper"])
-def test_a_notebook_spec_is_what_the_runner_resolves(name: str, profile: str) -> None:
+@pytest.mark.parametrize("profile", PROFILES)
+def test_every_parameter_set_to_its_cpu_value_runs_with_that_value(name: str, profile: str
+                                                                   ) -> None:
+    """``-p NAME VALUE`` with VALUE = the ``cpu`` default, at every profile: the notebook's spec
+    is the runner's, so nothing falls back to the profile's value (the bug of issue 24)."""
     mod = chapter(name)
-    values = {**parameters(mod.Spec()), "profile": "cpu"}
-    values.update(notebook_parameters(name, profile))  # papermill's injected cell
-    assert notebook_spec(mod, values) == resolve(name, profile)
-    # a parameter set in the notebook wins over the profile's value
-    seed_name = next(n for n in parameters(mod.Spec()) if "seed" in n)
-    seed_value = (9,) if isinstance(parameters(mod.Spec())[seed_name], tuple) else 9
-    values[seed_name] = seed_value
-    assert parameters(notebook_spec(mod, values))[seed_name] == seed_value
+    assert notebook_spec(mod, notebook_namespace(name, notebook_parameters(
+        resolve(name, profile), profile))) == resolve(name, profile)
+    for param, value in parameters(mod.Spec()).items():
+        try:
+            spec = resolve(name, profile, {param: value})
+        except RunnerError:
+            continue  # not valid with the profile's other values (e.g. k beyond a smaller L)
+        got = notebook_spec(mod, notebook_namespace(name, notebook_parameters(spec, profile)))
+        assert got == spec and parameters(got)[param] == value, param
+
+
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_a_profile_set_alone_in_a_notebook_is_refused(name: str) -> None:
+    with pytest.raises(SpecError, match="profile 'smoke' was set without its parameters"):
+        notebook_spec(chapter(name), notebook_namespace(name, {"profile": "smoke"}))
 
 
 @pytest.mark.slow
-def test_a_chapter_executed_with_profile_smoke_alone_runs_at_smoke(
+def test_a_chapter_run_with_a_cpu_value_at_smoke_runs_with_it(
         smoke_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """What a launched notebook does once installed: the committed notebook, only ``profile``
-    changed, executed by a kernel (raptor's chapter: every stage of the method, in seconds)."""
+    """``run --profile smoke -p n_images 1000`` (the ``cpu`` default) executed by a kernel: the
+    raptor chapter's run card and claims show 1,000 images and the ``smoke`` profile."""
     monkeypatch.setenv("RAPTOR_CACHE", str(smoke_cache))
-    monkeypatch.setenv("RAPTOR_CLAIMS_DIR", str(tmp_path))
-    out = tmp_path / "raptor.ipynb"
-    papermill.execute_notebook(str(BOOK / chapter("raptor").NOTEBOOK), str(out),
-                               parameters={"profile": "smoke"}, cwd=str(tmp_path),
-                               kernel_name="python3", progress_bar=False)
-    claims = json.loads((tmp_path / "raptor.json").read_text())
+    run("smoke", ["raptor"], {"n_images": 1000}, build=False, out=tmp_path)
+    claims = json.loads((tmp_path / "claims" / "raptor.json").read_text())
     assert claims and {c["profile"] for c in claims} == {"smoke"}
-    glued = [o["data"] for c in json.loads(out.read_text())["cells"] for o in c.get("outputs", [])
+    nb = json.loads((tmp_path / chapter("raptor").NOTEBOOK).read_text())
+    shown = [json.dumps(o) for c in nb["cells"] for o in c.get("outputs", [])]
+    assert any("run card" in o and "n_images=1000" in o for o in shown)
+    glued = [o["data"] for c in nb["cells"] for o in c.get("outputs", [])
              if o.get("metadata", {}).get("scrapbook", {}).get("name") == "raptor-profile"]
-    assert glued == [{"application/papermill.record/text/plain": "'smoke'"}]  # figures' captions
+    assert glued == [{"application/papermill.record/text/plain": "'smoke with n_images changed'"}]

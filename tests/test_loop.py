@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from torch import nn
 from torch.utils.data import TensorDataset
 
-from raptor.checkpoint import CheckpointError, save_training_state
+from raptor.storage.checkpoint import CheckpointError, save_training_state
 from raptor.loop import (adamw, batches_from, check_recipe, resolve_device, resume, train,
                          warmup_cosine)
 from raptor.losses import Objective

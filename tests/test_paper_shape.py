@@ -4,8 +4,8 @@ Every chapter's ``paper`` teacher and students take two optimiser steps of each 
 (teacher training, distillation stages 1 and 2) through the code the chapters run (the cache,
 :func:`raptor.teachers.train_classifier`, :func:`raptor.train.distill`, :mod:`raptor.loop`),
 with only the step counts (and the warm-ups, which must fit in them), the batch size and the
-teacher's evaluation size overridden, on a fixture CIFAR-100 in torchvision's layout; the DINOv2 run (:mod:`raptor.pipeline`,
-§5) likewise on an ImageFolder tree with DINOv2-B-shaped random weights. A configuration error of
+teacher's evaluation size overridden, on a fixture CIFAR-100 in torchvision's layout; the DINOv2
+run (:mod:`raptor.dinov2.pipeline`, §5) likewise on an ImageFolder tree with DINOv2-B-shaped random weights. A configuration error of
 the profile surfaces here, not on a cluster. ``make test-paper-shape`` runs this file alone.
 """
 
@@ -25,8 +25,8 @@ from safetensors.torch import save_file
 from raptor import paper
 from raptor.book.chapters import MODULES, chapter
 from raptor.book.spec import DistillSpec, TeacherSpec
+from raptor.dinov2.pipeline import PipelineConfig, paper_distill, run_pipeline
 from raptor.model import partition_from_repeats
-from raptor.pipeline import PipelineConfig, paper_distill, run_pipeline
 from raptor.teachers import DINOV2_B
 from raptor.train import build_student
 
@@ -150,7 +150,8 @@ def test_paper_student_takes_two_steps_per_stage(cifar: Path, label: str, t: Tea
 def test_dinov2_run_takes_two_steps_per_stage_on_imagefolder(
         fake_imagenet: Callable[..., Path], tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """§5's run (``python -m raptor.pipeline``) at DINOv2-B/14 shape on an ImageFolder tree."""
+    """§5's run (``python -m raptor.dinov2.pipeline``) at DINOv2-B/14 shape on an ImageFolder
+    tree."""
     monkeypatch.setenv("RAPTOR_CACHE", str(tmp_path / "cache"))
     root = fake_imagenet(tmp_path / "imagenet", per_class={"train": 2, "val": 1},
                          size=(256, 300))

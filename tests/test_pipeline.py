@@ -1,4 +1,4 @@
-"""Tests of raptor.pipeline on a tiny timm ViT and tiny datasets in their on-disk layouts.
+"""Tests of raptor.dinov2.pipeline on a tiny timm ViT and tiny datasets in their on-disk layouts.
 
 The oracle for the distillation is :func:`raptor.train.distill` called directly with the
 paper's hyperparameters written out: the pipeline's student must be bit-identical (CPU runs are
@@ -25,15 +25,15 @@ import torch.multiprocessing as mp
 from safetensors.torch import save_file
 from torch.utils.data import DataLoader, Dataset
 
-import raptor.pipeline as pipeline
-import raptor.train
-from raptor.checkpoint import CheckpointError, load_tensors
+from raptor.storage.checkpoint import CheckpointError, load_tensors
 from raptor.data import DatasetNotFoundError, get_datasets
-from raptor.pipeline import (PipelineConfig, build_parser, main, paper_distill, parse_args,
-                             published_repeats, run_pipeline)
+from raptor.dinov2.pipeline import (PipelineConfig, build_parser, main, paper_distill, parse_args,
+                                    published_repeats, run_pipeline)
 from raptor.probes import ProbeConfig, train_linear_probe
 from raptor.teachers import load_pretrained
 from raptor.train import DistillConfig, distill
+import raptor.dinov2.pipeline as pipeline
+import raptor.train
 
 MODEL = "vit_tiny_patch16_224"
 TINY = {"patch_size": 7, "embed_dim": 32, "depth": 4, "num_heads": 2, "num_classes": 0,

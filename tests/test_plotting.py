@@ -245,11 +245,13 @@ def test_two_processes_saving_one_figure_do_not_collide(tmp_path: Path) -> None:
 
 def test_profile_of_names_the_profile_or_what_changed() -> None:
     mod = chapter("phase-structure")
-    assert plotting.profile_of(mod, mod.SMOKE) == "smoke"
-    assert plotting.profile_of(mod, mod.Spec()) == "cpu"
-    assert plotting.profile_of(mod, mod.PAPER) == "paper"
-    assert plotting.profile_of(mod, dataclasses.replace(mod.Spec(), n_images=70)) \
+    assert plotting.profile_of(mod, mod.SMOKE, "smoke") == "smoke"
+    assert plotting.profile_of(mod, mod.Spec(), "cpu") == "cpu"
+    assert plotting.profile_of(mod, mod.PAPER, "paper") == "paper"
+    assert plotting.profile_of(mod, dataclasses.replace(mod.Spec(), n_images=70), "cpu") \
         == "cpu with n_images changed"
+    assert plotting.profile_of(mod, dataclasses.replace(mod.SMOKE, n_images=70), "smoke") \
+        == "smoke with n_images changed"
 
 
 def test_setup_outside_a_notebook_keeps_the_style() -> None:
@@ -330,7 +332,7 @@ def test_notebook_figures_are_glued_numbered_and_captioned(name: str) -> None:
     assert len(set(keys)) == len(keys) and all(k.startswith(f"fig-{name}-") for k in keys)
     setup = [c.source for c in nb.cells if "spec = notebook_spec(chapter, globals())" in c.source]
     assert len(setup) == 1 and "plotting.setup()" in setup[0]
-    assert f'glue("{name}-profile", plotting.profile_of(chapter, spec), display=False)' \
+    assert f'glue("{name}-profile", plotting.profile_of(chapter, spec, profile), display=False)' \
         in setup[0]
     for i, match in cells:
         assert "hide-input" in nb.cells[i].metadata.get("tags", [])

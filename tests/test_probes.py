@@ -1,4 +1,4 @@
-"""Tests for raptor.probes and raptor.dense_probes: metrics and losses against hand computations
+"""Tests for raptor.probes and raptor.dinov2.dense_probes: metrics and losses against hand computations
 and brute force, the ignore masks, and each probe end to end on a tiny fixture in its dataset's
 on-disk layout."""
 
@@ -22,13 +22,14 @@ from timm.models.vision_transformer import VisionTransformer
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from raptor import dense_probes, probes
-from raptor.checkpoint import CheckpointError
+from raptor import probes
+from raptor.storage.checkpoint import CheckpointError
 from raptor.data import get_loaders
-from raptor.dense_data import ADE20k, NYUv2Depth
-from raptor.dense_probes import (DepthHead, center_crop, center_pad, confusion_matrix, depth_bins,
-                                 depth_loss, miou, nearest_bin, padded_size, rmse,
-                                 segmentation_loss, silog_loss)
+from raptor.dinov2 import dense_probes
+from raptor.dinov2.dense_data import ADE20k, NYUv2Depth
+from raptor.dinov2.dense_probes import (DepthHead, center_crop, center_pad, confusion_matrix,
+                                        depth_bins, depth_loss, miou, nearest_bin, padded_size,
+                                        rmse, segmentation_loss, silog_loss)
 from raptor.model import Raptor
 from raptor.probes import ProbeConfig, classification_features, linear_probe, probe_features
 from raptor.trajectories import embed, run_layers

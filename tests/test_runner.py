@@ -19,11 +19,11 @@ import papermill
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-import raptor.__main__ as cli
 from raptor.book import chapters
-from raptor.book.runner import (BOOK, RunnerError, execute_chapter, notebook_parameters,
-                                output_path, parse_value, resolve, run)
+from raptor.book.runner import (BOOK, RunnerError, notebook_parameters, output_path, parse_value,
+                                resolve, run)
 from raptor.book.spec import parameters_cell, require
+import raptor.__main__ as cli
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ CELLS = [
     "total = n * x + sum(items)\nPath('figures').mkdir(exist_ok=True)\n"
     "Path('figures/toy.txt').write_text(f'{total}')",
     "report([claim('C5', paper='up', ours=f'{total:.2f}', holds=total > 0)], chapter='toy', "
-    "profile=profile, claims_dir='../claims')",
+    "profile=profile, claims_dir=claims_dir)",
     "if fail:\n    raise RuntimeError('planted failure, after the claims were reported')",
 ]
 OLD_CLAIMS = '[{"id": "C5", "ours": "committed"}]\n'
@@ -95,9 +95,11 @@ def test_parse_value(text: str, value: object) -> None:
 def test_profiles_overrides_and_what_papermill_injects(book: Path) -> None:
     assert resolve("toy", "cpu") == Spec() and resolve("toy", "smoke") == TOY.SMOKE
     assert resolve("toy", "paper", {"x": 2, "items": [4, 5]}) == Spec(n=5, x=2.0, items=(4, 5))
-    assert notebook_parameters("toy", "cpu") == {"profile": "cpu"}
-    assert notebook_parameters("toy", "smoke", {"items": (4, 5)}) == {"profile": "smoke", "n": 1,
-                                                                     "items": [4, 5]}
+    assert notebook_parameters(Spec(), "cpu") == {"profile": "cpu", "n": 3, "x": 0.5,
+                                                  "items": [1], "fail": False}
+    spec = resolve("toy", "smoke", {"items": (4, 5), "x": 0.5})  # x at its cpu value, kept
+    assert notebook_parameters(spec, "smoke") == {"profile": "smoke", "n": 1, "x": 0.5,
+                                                  "items": [4, 5], "fail": False}
 
 
 @pytest.mark.parametrize("args, message", [
@@ -127,7 +129,7 @@ def test_a_bad_parameter_fails_fast_before_any_kernel_starts(book: Path,
     chapters.chapter("phase-structure")  # imported before the clock starts: the checks are timed
     start = time.perf_counter()
     with pytest.raises(RunnerError, match="parameter 'n' must be an integer"):
-        execute_chapter("toy", "cpu", {"n": "many"}, book=book)
+        run("cpu", ["toy"], {"n": "many"}, build=False, book=book)
     with pytest.raises(RunnerError, match="parameter 'n' must be ≥ 1"):
         run("smoke", ["toy"], {"n": -1}, build=False, book=book)
     # every selected chapter is checked before the first one runs
@@ -204,12 +206,13 @@ def test_a_smoke_run_writes_under_runs_not_into_the_book(book: Path) -> None:
 
 @pytest.mark.parametrize("name", [n for n in chapters.MODULES if n != "toy"])
 def test_every_notebook_parameters_cell_is_its_spec(name: str) -> None:
-    """The runner injects only what differs from ``Spec()``: the cell must hold ``Spec()``."""
+    """A notebook run by hand holds ``Spec()`` (the runner injects every parameter over it)."""
     mod = chapters.chapter(name)
     (cell,) = [c for c in cells_of(BOOK / mod.NOTEBOOK)
                if "parameters" in c.metadata.get("tags", [])]
     ours, theirs = {}, {}
-    exec(parameters_cell(mod.Spec()), ours)
+    exec(parameters_cell(mod.Spec(), claims_dir="claims" if name == "claims" else "../claims"),
+         ours)
     exec(cell.source, theirs)
     assert {k: v for k, v in theirs.items() if k != "__builtins__"} == {
         k: v for k, v in ours.items() if k != "__builtins__"}

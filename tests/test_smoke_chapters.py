@@ -30,7 +30,7 @@ import torch
 from raptor.book.chapters import MODULES, chapter
 from raptor.book.claims import CLAIMS, VERDICTS, Claim
 from raptor.book.result import load, save
-from raptor.book.runner import BOOK, execute_chapter
+from raptor.book.runner import BOOK, execute_chapter, resolve
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
@@ -155,7 +155,7 @@ def test_one_chapter_end_to_end_through_the_runner(tmp_path: Path) -> None:
     shutil.copytree(BOOK, book, ignore=shutil.ignore_patterns("_build", "figures"))
     before = {p: p.read_bytes() for p in book.rglob("*") if p.is_file()}
     notebook = chapter(END_TO_END).NOTEBOOK
-    assert execute_chapter(END_TO_END, "smoke", book=book) > 0
+    assert execute_chapter(END_TO_END, resolve(END_TO_END, "smoke"), "smoke", book=book) > 0
     assert {p: p.read_bytes() for p in book.rglob("*") if p.is_file()} == before
     out = tmp_path / "runs" / "smoke" / notebook
     nb = nbformat.read(out, as_version=4)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import inspect
 import math
 import re
+import textwrap
 from dataclasses import dataclass
 
 import pytest
@@ -15,9 +18,12 @@ from raptor.book.spec import (DistillSpec, SpecError, TeacherSpec, diff, fields_
                               from_parameters, nested, param, parameters, parameters_cell,
                               require)
 from raptor.data import DATASETS
+from raptor.teachers import TeacherConfig, TrainConfig
+from raptor.train import DistillConfig
 
 TEACHER = ["dataset", "data_root", "L", "D", "heads", "patch_size", "img_size", "registers",
-           "steps", "batch_size", "lr", "train_limit", "device"]
+           "steps", "batch_size", "lr", "warmup", "weight_decay", "min_lr", "grad_clip",
+           "train_limit", "device"]
 DISTILL = ["stage1_steps", "stage2_steps", "distill_lr", "distill_warmup", "distill_limit"]
 
 
@@ -178,6 +184,8 @@ def toy_values(draw: st.DrawFn) -> dict[str, object]:
         "img_size": draw(st.none() | st.sampled_from([16, 32])),
         "registers": draw(st.integers(0, 4)), "steps": draw(st.integers(0, 500)),
         "batch_size": draw(st.integers(1, 256)), "lr": draw(number.filter(lambda v: v > 0)),
+        "warmup": draw(st.integers(0, 100)), "weight_decay": draw(st.floats(0, 1)),
+        "min_lr": draw(st.floats(0, 0.001)), "grad_clip": draw(st.none() | st.floats(0.1, 5)),
         "train_limit": draw(maybe_int), "device": draw(st.sampled_from(["auto", "cpu"])),
         "stage1_steps": draw(st.integers(0, 99)),
         "stage2_steps": draw(st.integers(0, 99)), "distill_lr": draw(st.floats(1e-6, 1.0)),
@@ -218,3 +226,27 @@ def test_a_nested_field_may_default_to_an_instance() -> None:
     assert Deeper().teacher is family
     assert parameters(Deeper())["L"] == 12
     assert from_parameters(Deeper, {"steps": 400}).teacher == TeacherSpec(depth=12, steps=400)
+
+
+@pytest.mark.parametrize("spec, science", [(TeacherSpec, (TeacherConfig, TrainConfig)),
+                                           (DistillSpec, (DistillConfig,))])
+def test_a_default_the_science_config_holds_is_written_there_only(spec: type, science: tuple
+                                                                  ) -> None:
+    """A spec field whose default is its science config's (same name, same value) takes it from
+    there: written as a literal in the spec, the two could drift apart."""
+    source = inspect.getsource(spec)
+    tree = ast.parse(textwrap.dedent(source)).body[0]
+    defaults = {f.name: f.default for cls in science for f in dataclasses.fields(cls)}
+    written = []
+    for node in tree.body:
+        if isinstance(node, ast.AnnAssign) and node.value is not None:
+            value = node.value
+            if isinstance(value, ast.Call) and getattr(value.func, "id", "") == "param":
+                value = value.args[0]
+            name = node.target.id
+            if isinstance(value, ast.Constant) and name in defaults \
+                    and defaults[name] == value.value:
+                written.append(name)
+    assert not written, f"{spec.__name__} restates science defaults: {written}"
+    assert TeacherSpec().training() == dataclasses.replace(
+        TrainConfig(), steps=TeacherSpec.steps, eval_every=TeacherSpec.steps // 4)

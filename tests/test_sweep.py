@@ -2,25 +2,38 @@
 
 from __future__ import annotations
 
-import json
 import os
+import pickle
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+import torch
+from torch.utils.data import TensorDataset
 
 from raptor.__main__ import main
 from raptor.book.chapters import chapter
 from raptor.book.runner import RunnerError
-from raptor.cache import planning
+from raptor.storage.cache import entry_name, entry_path, planning
 from raptor.sweep import Job, Options, describe, gpu_throughput, plan, sweep, train_job
+from raptor.teachers import (TeacherConfig, TeacherRequest, TrainConfig, get_teacher, teacher_key,
+                             teacher_snapshot)
+from raptor.train import DistillConfig, StudentRequest, get_student, student_key
+import raptor
+import raptor.data
 
 CHAPTER = "raptor"  # at smoke: one teacher, then one student distilled from it
+TINY = TeacherConfig(depth=2, embed_dim=16, num_heads=2, patch_size=4, img_size=8, in_chans=1,
+                     num_classes=3, reg_tokens=2)
+TRAIN = TrainConfig(steps=4, batch_size=8, warmup_steps=1, eval_every=2, snapshot_steps=(2,))
+DISTILL = DistillConfig(repeats=(1, 1), stage1_steps=2, stage2_steps=1, batch_size=8,
+                        warmup_steps=1)
+TEACHER = TeacherRequest(TINY, TRAIN, 0, "cpu")
 
 
-def _no_training(kind: str, key: object) -> None:
+def _no_training(kind: str, key: object, request: object) -> None:
     raise AssertionError(f"{kind} {key} would be trained")
 
 
@@ -58,15 +71,15 @@ def test_local_sweep_fills_the_cache_then_the_chapter_trains_nothing(
 @pytest.mark.slow
 def test_a_two_rank_sweep_distils_under_torchrun_as_one_process_does(
         fresh_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from raptor.checkpoint import load_tensors
+    from raptor.storage.checkpoint import load_tensors
 
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     opts = Options(executor="local", folder=tmp_path / "jobs", time_min=20, ranks=2)
     assert sweep(CHAPTER, "smoke", opts=opts, out=lambda _: None) == 2
     assert not list(fresh_cache.glob("*/*.lock")) and not list(fresh_cache.glob("*/*.work*"))
     # the teacher trained in its job's process; only the student went through torchrun
-    (keyfile,) = (tmp_path / "jobs" / "keys").rglob("*.json")
-    assert keyfile.parent.name == "student"
+    (jobfile,) = (tmp_path / "jobs" / "jobs").rglob("*.pickle")
+    assert jobfile.parent.name == "student"
     (student,) = fresh_cache.glob("student/*.safetensors")
     (teacher,) = fresh_cache.glob("teacher/*.safetensors")
     ranked, record = load_tensors(student)
@@ -80,7 +93,7 @@ def test_a_two_rank_sweep_distils_under_torchrun_as_one_process_does(
     (one / "teacher").mkdir(parents=True)
     (one / "teacher" / teacher.name).write_bytes(teacher.read_bytes())
     monkeypatch.setenv("RAPTOR_CACHE", str(one))
-    train_job("student", json.loads(keyfile.read_text()), None)
+    train_job(pickle.loads(jobfile.read_bytes()), None)
     single, record = load_tensors(one / "student" / student.name)
     assert record["world_size"] == 1 and ranked.keys() == single.keys()
     worst = max((ranked[k] - single[k]).abs().max().item() for k in single)
@@ -156,15 +169,13 @@ def test_a_sweep_lacking_its_data_submits_nothing(fresh_cache: Path, isolated_da
 
 def test_cost_is_six_params_tokens_batch_steps(tmp_path: Path) -> None:
     from raptor.sweep import _flops
-    from raptor.teachers import TeacherConfig, TrainConfig, build_teacher, teacher_key
+    from raptor.teachers import build_teacher
 
-    cfg = TeacherConfig(depth=2, embed_dim=16, num_heads=2, patch_size=4, img_size=8, in_chans=1,
-                        num_classes=3, reg_tokens=2)
-    train = TrainConfig(steps=10, batch_size=4)
-    params = sum(p.numel() for p in build_teacher(cfg).parameters())
-    flops = _flops("teacher", teacher_key(cfg, train, 0))
-    assert flops == 6 * params * (4 + 1 + 2) * 4 * 10
-    jobs = [Job("teacher", {}, "a", 3.6e15, True), Job("student", {}, "b", 7.2e15, False)]
+    params = sum(p.numel() for p in build_teacher(TINY).parameters())
+    assert _flops(TEACHER) == 6 * params * (4 + 1 + 2) * 8 * 4
+    assert _flops(StudentRequest(TEACHER, DISTILL)) == 6 * params * (4 + 1 + 2) * 8 * (2 + 1)
+    jobs = [Job(TEACHER, {}, "a", 3.6e15, True),
+            Job(StudentRequest(TEACHER, DISTILL), {}, "b", 7.2e15, False)]
     text = describe(jobs, ("H200", 1.0))
     assert "total: 2 trainings, 10.8 PFLOP (now: 1, 3.6 PFLOP)" in text
     assert "3 in all" in text and "1.00  a" in text  # 3.6e15 FLOP at 1 TFLOP/s: 1 h
@@ -182,7 +193,7 @@ def test_gpu_check_writes_the_record_the_dry_run_reads(tmp_path: Path) -> None:
                     "--threads", "1", "--record", str(record)], check=True, capture_output=True)
     device, tflops = gpu_throughput(record)
     assert device.startswith("CPU") and 0 < tflops < 10
-    assert f"({device}, bench/gpu_check.py)" in describe([Job("teacher", {}, "a", 1e12, True)],
+    assert f"({device}, bench/gpu_check.py)" in describe([Job(TEACHER, {}, "a", 1e12, True)],
                                                           (device, tflops))
 
 
@@ -190,15 +201,15 @@ def test_ranks_default_to_one_per_gpu_and_must_split_each_batch() -> None:
     from raptor.sweep import _uneven
 
     assert Options().ranks == 1 and Options(gpus_per_node=4).ranks == 4
-    jobs = [Job("teacher", {}, "t", 1.0, True),
-            Job("student", {"distill": {"batch_size": 32}}, "s", 1.0, True)]
+    student = StudentRequest(TEACHER, DistillConfig(repeats=(1, 1), batch_size=32))
+    jobs = [Job(TEACHER, {}, "t", 1.0, True), Job(student, {}, "s", 1.0, True)]
     assert _uneven(jobs, 4) is None
     assert _uneven(jobs, 3) == "--ranks 3 must divide the batch size of: s"
 
 
 def test_a_failed_job_stops_the_sweep_naming_it(fresh_cache: Path, tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    def fails(kind: str, key: object, data_root: object) -> str:
+    def fails(job: Job, data_root: object) -> str:
         raise RuntimeError("planted failure")
 
     monkeypatch.setattr("raptor.sweep.train_job", fails)
@@ -211,23 +222,67 @@ def test_a_failed_job_stops_the_sweep_naming_it(fresh_cache: Path, tmp_path: Pat
 def test_a_failed_torchrun_job_raises_with_its_ranks_output(fresh_cache: Path,
                                                            tmp_path: Path) -> None:
     from raptor.sweep import torchrun_job
-    from raptor.teachers import TeacherConfig, TrainConfig, teacher_key
 
-    keyfile = tmp_path / "teacher.json"
-    keyfile.write_text(json.dumps(teacher_key(TeacherConfig(), TrainConfig(), 0)))
+    jobfile = tmp_path / "teacher.pickle"
+    jobfile.write_bytes(pickle.dumps(Job(TEACHER, teacher_key(TINY, TRAIN, 0), "t", 1.0, True)))
     with pytest.raises(RuntimeError, match="(?s)exited with 1.*only a student whose teacher is "
                                            "cached trains on several ranks"):
-        torchrun_job("teacher", str(keyfile), None, ranks=2)
+        torchrun_job(str(jobfile), None, ranks=2)
 
 
-def test_a_key_that_does_not_round_trip_is_refused(fresh_cache: Path) -> None:
-    from raptor.teachers import TeacherConfig, TrainConfig, teacher_key
+def test_a_job_trains_the_entry_its_configuration_asked_for(fresh_cache: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cache hands a planner the configuration objects of each request; a job made of them
+    (pickled, as submitit sends it) trains the entry of the key the chapter asked for, which the
+    chapter then finds: a teacher, its student and the student of its snapshot."""
+    g = torch.Generator().manual_seed(0)
+    toy = TensorDataset(torch.randn(32, 1, 8, 8, generator=g), torch.randint(0, 3, (32,),
+                                                                             generator=g))
+    monkeypatch.setattr(raptor.data, "get_datasets", lambda *args, **kwargs: (toy, toy))
+    asked: list[tuple[str, dict, object]] = []
 
-    key = teacher_key(TeacherConfig(), TrainConfig(), 0)
-    with pytest.raises(ValueError, match="not what its configuration gives now"):
-        train_job("teacher", {**key, "format": 99}, None)
-    with pytest.raises(ValueError, match="kind must be"):
-        train_job("probe", key, None)
+    def stand_in(kind: str, key: dict, request: object) -> tuple[dict, dict]:
+        from raptor.sweep import _stand_in
+
+        asked.append((kind, key, request))
+        return _stand_in(request)
+
+    def jobs_run() -> list[str]:
+        names = [train_job(pickle.loads(pickle.dumps(Job(request, key, "j", 0.0, True))), None)
+                 for _, key, request in asked]
+        asked.clear()
+        return names
+
+    with planning(stand_in):
+        get_teacher(TINY, TRAIN, seed=0, progress=False, device="cpu")
+    assert [(k, r) for k, _, r in asked] == [("teacher", TEACHER)]
+    assert jobs_run() == [entry_name("teacher", teacher_key(TINY, TRAIN, 0))]
+    with planning(stand_in):  # now the teacher is cached: its students
+        get_student(TINY, TRAIN, 0, DISTILL, progress=False)
+        get_student(TINY, TRAIN, 0, DISTILL, snapshot=2, progress=False)
+    assert [r for _, _, r in asked] == [StudentRequest(TEACHER, DISTILL),
+                                        StudentRequest(TEACHER, DISTILL, snapshot=2)]
+    teacher, _ = get_teacher(TINY, TRAIN, seed=0, progress=False, device="cpu")
+    keys = [student_key(TINY, TRAIN, 0, DISTILL, teacher),  # as chapters computed them
+            {**student_key(TINY, TRAIN, 0, DISTILL, teacher_snapshot(TINY, TRAIN, 2)),
+             "snapshot": 2}]
+    assert jobs_run() == [entry_name("student", key) for key in keys]
+    assert all(entry_path("student", key).is_file() for key in keys)
+    with planning(_no_training):  # the chapter finds everything
+        get_student(TINY, TRAIN, 0, DISTILL, progress=False)
+        get_student(TINY, TRAIN, 0, DISTILL, snapshot=2, progress=False)
+
+
+def test_a_job_file_of_another_kind_is_refused(tmp_path: Path) -> None:
+    from raptor.sweep import rank_job
+
+    jobfile = tmp_path / "teacher.pickle"
+    jobfile.write_bytes(pickle.dumps(Job(TEACHER, teacher_key(TINY, TRAIN, 0), "t", 1.0, True)))
+    with pytest.raises(ValueError, match="holds a teacher job, not a student one"):
+        rank_job("student", jobfile, None)
+    jobfile.write_bytes(pickle.dumps(teacher_key(TINY, TRAIN, 0)))
+    with pytest.raises(ValueError, match="holds no sweep job but a dict"):
+        rank_job("teacher", jobfile, None)
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -14,8 +14,8 @@ from torch.utils.data import Dataset, TensorDataset
 
 import raptor.data
 from raptor import teachers
-from raptor.cache import entry_path
-from raptor.checkpoint import CheckpointError
+from raptor.storage.cache import entry_path
+from raptor.storage.checkpoint import CheckpointError
 from raptor.teachers import (TeacherBlock, TeacherConfig, TrainConfig, build_teacher, evaluate,
                              get_teacher, load_pretrained, teacher_key, teacher_snapshot,
                              train_classifier)

@@ -14,8 +14,8 @@ from torch.utils.data import Dataset, TensorDataset
 
 import raptor.data
 import raptor.train
-from raptor.cache import entry_path, load_entry
-from raptor.checkpoint import digest, fingerprint, load_tensors, save_tensors
+from raptor.storage.cache import entry_path, load_entry
+from raptor.storage.checkpoint import digest, fingerprint, load_tensors, save_tensors
 from raptor.losses import (Objective, autoregressive_loss, present_weights, teacher_forced_loss,
                            tf_lambda, token_mse)
 from raptor.model import Raptor

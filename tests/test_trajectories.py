@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 from timm.models.vision_transformer import VisionTransformer
 from torch import nn
 
+from raptor.book.experiment import trajectories_of, walk
+from raptor.phases import maxcut
+from raptor.similarity import layer_similarity, phase_matrix
+from raptor.structure import image_growth_nulls, image_phase_matrices, phase_excess
 from raptor.trajectories import (TokenGroups, collect_trajectories, embed, head_logits,
                                  TrajectoryModel, iter_trajectories, run_layers, trajectory,
                                  trajectory_model)
@@ -203,8 +209,6 @@ def test_trajectory_models_are_used_through_the_protocol(plain_vit: Factory) -> 
 
 
 def test_trajectories_of_refuses_no_images_and_warns_on_nan(teacher: Factory) -> None:
-    from raptor.experiment import trajectories_of
-
     model = teacher(depth=2)
     x, y = torch.randn(4, 1, 16, 16), torch.zeros(4, dtype=torch.long)
     with pytest.raises(ValueError, match="at least one image.*got 0 images"):
@@ -223,8 +227,6 @@ def test_trajectories_on_auto_device_equal_cpu_and_give_the_model_back(
         teacher: Factory) -> None:
     """``device='auto'`` (CUDA when available) gives the CPU's trajectories within float
     tolerance (exactly on a CPU-only machine) and leaves the model where it was."""
-    from raptor.experiment import trajectories_of
-
     model = teacher(depth=2)
     x, y = torch.randn(6, 1, 16, 16), torch.zeros(6, dtype=torch.long)
     on_cpu, _ = trajectories_of(model, x, y, batch_size=4, device="cpu")
@@ -234,3 +236,22 @@ def test_trajectories_on_auto_device_equal_cpu_and_give_the_model_back(
         torch.testing.assert_close(auto, on_cpu, rtol=1e-4, atol=1e-4)
     else:
         assert torch.equal(auto, on_cpu)
+
+
+def test_walk_gives_the_steps_it_stands_for_bit_for_bit(teacher: Factory) -> None:
+    """A walk's trajectories, phase matrix, max-cuts and block excess are those of the steps
+    themselves; without excess asked for, neither it nor the per-image matrices are computed."""
+    model, x, y = teacher(), images(12), torch.zeros(12, dtype=torch.long)
+    w = walk((model, {"untrained": True}), (x, y), cuts=(2, 3), excess=(2,), n_boot=20,
+             boot_seed=1, batch_size=5, device="cpu")
+    traj, groups = trajectories_of(model, x, y, device="cpu")
+    S = phase_matrix(layer_similarity(traj, groups))
+    assert torch.equal(w.traj, traj) and w.groups == groups and np.array_equal(w.S, S)
+    assert w.cuts == {k: maxcut(S, k) for k in (2, 3)}
+    assert np.array_equal(w.per_image, image_phase_matrices(traj, groups))
+    assert w.excess == {2: phase_excess(image_phase_matrices(traj, groups), 2, n_boot=20, seed=1,
+                                        growth=image_growth_nulls(traj, groups))}
+    assert math.isnan(w.accuracy) and [len(b) for _, b in w.batches(5)] == [5, 5, 2]
+    trained = walk((model, {"val": [{"acc": 0.1}, {"acc": 0.4}]}), (x, y), device="cpu")
+    assert trained.accuracy == 0.4 and trained.per_image is None
+    assert trained.cuts == trained.excess == {}

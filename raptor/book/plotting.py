@@ -27,6 +27,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
 
+from raptor.book.chapters import spec_for
+from raptor.book.spec import diff
+
 Partition = Sequence[tuple[int, int]]
 
 WIDTH = 7.5  # inches: the book's text column is ~780 px, i.e. 8.1 in at 96 px per inch
@@ -81,15 +84,10 @@ def save(fig: plt.Figure, name: str, figdir: str | Path = "figures") -> Path:
     return path
 
 
-def profile_of(chapter: ModuleType, spec: Any) -> str:
-    """The profile ``spec`` is (``smoke``, ``cpu`` or ``paper``), or which parameters differ."""
-    from raptor.book.chapters import PROFILES, spec_for
-    from raptor.book.spec import diff
-
-    for profile in PROFILES:
-        if spec == spec_for(chapter.NAME, profile):
-            return profile
-    return f"cpu with {', '.join(diff(spec, chapter.Spec()))} changed"
+def profile_of(chapter: ModuleType, spec: Any, profile: str) -> str:
+    """``profile``, or which parameters ``spec`` sets away from it (``smoke with L changed``)."""
+    changed = diff(spec, spec_for(chapter.NAME, profile))
+    return f"{profile} with {', '.join(changed)} changed" if changed else profile
 
 
 # --------------------------------------------------------------------------- similarity

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from raptor.checkpoint import atomic_write
+from raptor.storage.checkpoint import atomic_write
 
 FORMAT = 1
 

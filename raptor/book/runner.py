@@ -2,7 +2,9 @@
 
 A *profile* fixes a chapter's spec for a compute budget: ``smoke`` (seconds, for tests), ``cpu``
 (the default: the committed book, a 2-core machine), ``paper`` (a GPU and the paper's datasets).
-Every parameter of every selected chapter is checked against its ``Spec`` before anything runs.
+Each selected chapter's spec is resolved once — the profile's, with the ``-p`` values over it —
+and checked before anything runs; papermill injects every one of its parameters, with the
+profile's name and the claims folder, and the notebook hands that spec to ``compute`` whole.
 A chapter executes into a temporary notebook that replaces the committed one (and its claims
 JSON) only on success; a failed run leaves ``<chapter>.failed.ipynb`` beside it. Runs at a
 profile other than ``cpu`` go to ``runs/<profile>/`` unless ``update_book`` is set; ``out`` sends
@@ -25,7 +27,7 @@ from typing import Any
 import nbformat
 
 from raptor.book.chapters import MODULES, ChapterError, chapter, spec_for
-from raptor.book.spec import SpecError, diff, fields_of, from_parameters
+from raptor.book.spec import SpecError, fields_of, from_parameters, notebook_values
 
 BOOK = Path(__file__).resolve().parents[2] / "book"
 BOOK_PROFILE = "cpu"
@@ -52,13 +54,9 @@ def resolve(name: str, profile: str, overrides: Mapping[str, Any] | None = None)
         raise RunnerError(f"chapter {name!r}: {err}") from None
 
 
-def notebook_parameters(name: str, profile: str, overrides: Mapping[str, Any] | None = None
-                        ) -> dict[str, Any]:
-    """What papermill injects: the profile and every parameter that differs from the notebook's."""
-    spec = resolve(name, profile, overrides)
-    changed = {k: list(v) if isinstance(v, tuple) else v
-               for k, v in diff(spec, chapter(name).Spec()).items()}
-    return {"profile": profile, **changed}
+def notebook_parameters(spec: Any, profile: str) -> dict[str, Any]:
+    """What papermill injects: the profile's name and every parameter of ``spec``."""
+    return {"profile": profile, **notebook_values(spec)}
 
 
 def output_path(name: str, profile: str, book: Path = BOOK, update_book: bool = False,
@@ -73,14 +71,13 @@ def output_path(name: str, profile: str, book: Path = BOOK, update_book: bool = 
     return book.parent / "runs" / profile / rel
 
 
-def execute_chapter(name: str, profile: str = BOOK_PROFILE,
-                    overrides: Mapping[str, Any] | None = None, *, book: Path = BOOK,
+def execute_chapter(name: str, spec: Any, profile: str = BOOK_PROFILE, *, book: Path = BOOK,
                     update_book: bool = False, out: Path | None = None) -> float:
-    """Run one chapter with papermill; returns the wall time.
+    """Run chapter ``name`` with its resolved ``spec`` (:func:`resolve`) through papermill;
+    returns the wall time.
 
     The notebook and its claims JSON are replaced only when every cell succeeded.
     """
-    params = notebook_parameters(name, profile, overrides)
     import papermill
 
     rel = Path(chapter(name).NOTEBOOK)
@@ -92,10 +89,10 @@ def execute_chapter(name: str, profile: str = BOOK_PROFILE,
     failed = out.with_name(f"{out.stem}.failed.ipynb")
     # beside the claims folder, so that moving the files in is atomic (same file system)
     staged = Path(tempfile.mkdtemp(prefix=".claims-staged-", dir=claims_dir.parent))
+    # a chapter writes its claims into ``staged``; the claims page reads the profile's claims
+    params = {**notebook_parameters(spec, profile),
+              "claims_dir": str(claims_dir if name == "claims" else staged)}
     start = time.perf_counter()
-    env = os.environ.copy()
-    os.environ["RAPTOR_CLAIMS_DIR"] = str(staged)
-    os.environ["RAPTOR_CLAIMS_SOURCE"] = str(claims_dir)
     try:
         # cwd: the output's folder, so a run outside the book writes its figures there too.
         papermill.execute_notebook(str(source), str(running), parameters=params,
@@ -109,9 +106,6 @@ def execute_chapter(name: str, profile: str = BOOK_PROFILE,
             raise RunnerError(f"chapter {name!r} failed at profile {profile!r}: {err}\n"
                               f"the book is untouched; the failed notebook is {failed}") from err
         raise
-    finally:
-        os.environ.clear()
-        os.environ.update(env)
     _hide_injected_cell(running)
     claims_dir.mkdir(parents=True, exist_ok=True)
     for staged_json in staged.glob("*.json"):
@@ -158,13 +152,12 @@ def run(profile: str = BOOK_PROFILE, chapters: Sequence[str] | None = None,
             valid = sorted(set().union(*known.values()))
             raise RunnerError(f"no selected chapter has a parameter {name!r}; valid parameters: "
                               f"{', '.join(valid)}")
-    plan = {c: {k: v for k, v in overrides.items() if k in known[c]} for c in chapters}
-    for c, own in plan.items():
-        resolve(c, profile, own)
+    specs = {c: resolve(c, profile, {k: v for k, v in overrides.items() if k in known[c]})
+             for c in chapters}
     times = {}
-    for c, own in plan.items():
+    for c, spec in specs.items():
         print(f"[raptor] executing {c} at profile {profile} ...", flush=True)
-        times[c] = execute_chapter(c, profile, own, book=book, update_book=update_book, out=out)
+        times[c] = execute_chapter(c, spec, profile, book=book, update_book=update_book, out=out)
         print(f"[raptor] {c}: {times[c]:.0f} s", flush=True)
     if build and out is None and (profile == BOOK_PROFILE or update_book):
         build_book(book)

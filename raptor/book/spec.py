@@ -18,12 +18,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch.utils.data import DataLoader, Subset
 
 from raptor.data import DATASETS, dataset_info, get_datasets
 from raptor.loop import resolve_device
 from raptor.phases import Partition, partition_to_repeats
+from raptor.storage.cache import planned_images
 from raptor.teachers import TeacherConfig, TrainConfig, get_teacher, teacher_snapshot
-from raptor.train import DistillConfig, get_student, student_key, student_of
+from raptor.train import DistillConfig, get_student
 
 
 class SpecError(ValueError):
@@ -156,21 +158,31 @@ def _build(cls: type, flat: dict[str, Any], known: dict[str, _Field], prefix: tu
 
 
 def diff(spec: Any, base: Any) -> dict[str, Any]:
-    """The parameters of ``spec`` that differ from ``base`` (e.g. a profile vs ``cpu``)."""
+    """The parameters of ``spec`` that differ from ``base`` (what a run card names as changed)."""
     a, b = parameters(spec), parameters(base)
     return {name: value for name, value in a.items() if b[name] != value}
 
 
-def parameters_cell(spec: Any, profile: str = "cpu") -> str:
+def plain(value: Any) -> Any:
+    """``value`` as a notebook holds it: tuples, nested ones too, as lists."""
+    return [plain(v) for v in value] if isinstance(value, (tuple, list)) else value
+
+
+def notebook_values(spec: Any) -> dict[str, Any]:
+    """Every parameter of ``spec`` as a notebook holds it (what papermill injects)."""
+    return {name: plain(v) for name, v in parameters(spec).items()}
+
+
+def parameters_cell(spec: Any, profile: str = "cpu", claims_dir: str = "../claims") -> str:
     """The text of a notebook's ``parameters`` cell for ``spec`` (tests keep notebooks in sync)."""
-    lines = [f"profile = {profile!r}"]
-    lines += [f"{name} = {literal(v)}" for name, v in parameters(spec).items()]
+    lines = [f"profile = {profile!r}", f"claims_dir = {claims_dir!r}"]
+    lines += [f"{name} = {v!r}" for name, v in notebook_values(spec).items()]
     return "\n".join(lines)
 
 
 def literal(value: Any) -> str:
-    """``repr(value)``, with tuples written as the lists a notebook uses."""
-    return repr(list(value)) if isinstance(value, tuple) else repr(value)
+    """``value`` as a notebook writes it."""
+    return repr(plain(value))
 
 
 @dataclass(frozen=True)
@@ -183,18 +195,22 @@ class TeacherSpec:
     (``"auto"``: CUDA when available, else the CPU).
     """
 
-    dataset: str = "fashion-mnist"
+    dataset: str = TrainConfig.dataset
     data_root: str | None = None
-    depth: int = param(8, "L")
-    embed_dim: int = param(64, "D")
-    num_heads: int = param(4, "heads")
-    patch_size: int = 7
+    depth: int = param(TeacherConfig.depth, "L")
+    embed_dim: int = param(TeacherConfig.embed_dim, "D")
+    num_heads: int = param(TeacherConfig.num_heads, "heads")
+    patch_size: int = 7  # [ours] 4 × 4 patches of a 28-px image
     img_size: int | None = None
-    reg_tokens: int = param(2, "registers")
-    steps: int = 400
-    batch_size: int = 128
-    lr: float = 1e-3
-    train_limit: int | None = None
+    reg_tokens: int = param(2, "registers")  # [ours] as DINOv2-B has registers (§3)
+    steps: int = 400  # [ours] see the class docstring
+    batch_size: int = TrainConfig.batch_size
+    lr: float = TrainConfig.lr
+    warmup_steps: int = param(TrainConfig.warmup_steps, "warmup")
+    weight_decay: float = TrainConfig.weight_decay
+    min_lr: float = TrainConfig.min_lr
+    grad_clip: float | None = TrainConfig.grad_clip
+    train_limit: int | None = TrainConfig.train_limit
     device: str = "auto"
 
     def __post_init__(self) -> None:
@@ -211,6 +227,13 @@ class TeacherSpec:
         require(self.steps >= 0, "steps", "≥ 0", self.steps)
         require(self.batch_size >= 1, "batch_size", "≥ 1", self.batch_size)
         require(math.isfinite(self.lr) and self.lr > 0, "lr", "a finite number > 0", self.lr)
+        require(self.warmup_steps >= 0, "warmup", "≥ 0", self.warmup_steps)
+        require(math.isfinite(self.weight_decay) and self.weight_decay >= 0, "weight_decay",
+                "a finite number ≥ 0", self.weight_decay)
+        require(math.isfinite(self.min_lr) and 0 <= self.min_lr <= self.lr, "min_lr",
+                "in [0, lr]", self.min_lr)
+        require(self.grad_clip is None or (math.isfinite(self.grad_clip) and self.grad_clip > 0),
+                "grad_clip", "None or a finite number > 0", self.grad_clip)
         require(self.train_limit is None or self.train_limit >= 1, "train_limit",
                 "None or ≥ 1", self.train_limit)
         try:
@@ -228,7 +251,9 @@ class TeacherSpec:
 
     def training(self, seed: int = 0, **changes: Any) -> TrainConfig:
         base = TrainConfig(dataset=self.dataset, steps=self.steps, batch_size=self.batch_size,
-                           lr=self.lr, seed=seed, train_limit=self.train_limit,
+                           lr=self.lr, weight_decay=self.weight_decay,
+                           warmup_steps=self.warmup_steps, min_lr=self.min_lr,
+                           grad_clip=self.grad_clip, seed=seed, train_limit=self.train_limit,
                            eval_every=max(1, self.steps // 4))
         return dataclasses.replace(base, **changes)
 
@@ -263,17 +288,16 @@ class TeacherSpec:
                              teacher_changes: Mapping[str, Any] | None = None):
         """The Raptor of the teacher's weights at training ``step`` (a snapshot, Fig. 13)."""
         train = self.training(seed, **(teacher_changes or {}))
-        teacher = self.snapshot_teacher(p, step, seed=seed, **(teacher_changes or {}))
         cfg = distill.config(partition, self.dataset, seed, device=resolve_device(self.device))
-        key = {**student_key(self.teacher(p), train, seed, cfg, teacher), "snapshot": step}
-        return student_of(teacher, key, cfg, img_size=self.teacher(p).img_size,
-                          data_root=self.data_root, progress=False)
+        return get_student(self.teacher(p), train, seed, cfg, data_root=self.data_root,
+                           snapshot=step, progress=False)
 
     def eval_images(self, n: int, seed: int = 0, split: str = "val"
                     ) -> tuple[torch.Tensor, torch.Tensor]:
         """``n`` images and labels of ``split``: a seeded random subset, the same in every chapter."""
-        from torch.utils.data import DataLoader, Subset
-
+        planned = planned_images(self.dataset, self.img_size, n, seed)
+        if planned is not None:  # a dry run's plan (raptor.sweep): no data is read
+            return planned
         require(split in ("train", "val"), "split", "'train' or 'val'", split)
         train, val = get_datasets(self.dataset, root=self.data_root, img_size=self.img_size)
         data = val if split == "val" else train

@@ -18,7 +18,7 @@ from IPython.display import HTML
 
 from raptor.book.chapters import MODULES, chapter
 from raptor.book.claims import (BY_CONSTRUCTION, CLAIMS, FAILS, HOLDS, INCONCLUSIVE, UNTESTABLE,
-                                UNTESTED, VERDICTS, Claim, Threshold, gather)
+                                UNTESTED, VERDICTS, Claim, gather)
 
 NAME = "claims"
 NOTEBOOK = "claims.ipynb"
@@ -85,11 +85,10 @@ def claims(result: Result) -> list[Claim]:
 
 
 def significance_levels() -> dict[str, float]:
-    """The α of every chapter's significance test: each ``Threshold`` named ``ALPHA`` or
-    ``*_P_MAX``, keyed ``<chapter>.<NAME>``."""
-    return {f"{name}.{attr}": t.value for name in MODULES if name != NAME
-            for attr, t in vars(chapter(name)).items()
-            if isinstance(t, Threshold) and (attr == "ALPHA" or attr.endswith("_P_MAX"))}
+    """The α of every chapter's significance tests (its ``ALPHAS``), keyed
+    ``<chapter>.<index>``."""
+    return {f"{name}.{i}": t.value for name in MODULES if name != NAME
+            for i, t in enumerate(getattr(chapter(name), "ALPHAS", ()))}
 
 
 def summary(result: Result) -> dict[str, int | float | str]:

@@ -15,24 +15,23 @@ import torch
 from raptor import dynamics, low_rank, phases
 from raptor.book import plotting
 from raptor.book.chapters import dynamics_claims as judge
-from raptor.book.chapters.phase_structure import on_phases
-from raptor.book.claims import Claim, across_seeds
+from raptor.book.claims import Claim, across_seeds, on_phases
+from raptor.book.experiment import trajectories_of, walk
 from raptor.book.profiles import PAPER_DISTILL, PAPER_TEACHER, SMOKE_DISTILL, SMOKE_TEACHER
 from raptor.book.spec import DistillSpec, TeacherSpec, nested, require, require_seeds
 from raptor.data import dataset_info
-from raptor.experiment import trajectories_of
 from raptor.loop import on_device, resolve_device
-from raptor.paper import BASIN_CLASSES, DMD_RANK
-from raptor.similarity import layer_similarity, phase_matrix
 from raptor.low_rank import coherence_rows
+from raptor.paper import BASIN_CLASSES, DMD_RANK
 from raptor.sphere import MeanStd, directions, updates
-from raptor.structure import (PhaseExcess, boundaries, image_growth_nulls, image_phase_matrices,
-                              phase_excess)
+from raptor.structure import PhaseExcess, boundaries
 from raptor.trajectories import TokenGroups
 
 NAME = "dynamics"
 NOTEBOOK = "chapters/dynamics.ipynb"
+ALPHAS = (judge.NORM_P_MAX, judge.RANK_P_MAX)  # the significance levels of its tests
 MODELS = ("teacher", "Raptor")
+
 
 
 @dataclass(frozen=True)
@@ -149,14 +148,11 @@ def compute(spec: Spec) -> Result:
 
 def _seed_run(spec: Spec, seed: int, device: str) -> SeedRun:
     t, depth = spec.teacher, spec.teacher.depth
-    teacher, _ = t.get_teacher(spec.p, seed=seed)
-    images, labels = t.eval_images(spec.n_images, seed=seed)
-    traj, groups = trajectories_of(teacher, images, labels, device=device)
-    partition = phases.maxcut(phase_matrix(layer_similarity(traj, groups)), spec.k)
-    excess = phase_excess(image_phase_matrices(traj, groups), spec.k,
-                          growth=image_growth_nulls(traj, groups))
+    w = walk(t.get_teacher(spec.p, seed=seed), t.eval_images(spec.n_images, seed=seed),
+             cuts=(spec.k,), excess=(spec.k,), device=device)
+    teacher, labels, traj, groups, partition = w.model, w.labels, w.traj, w.groups, w.cuts[spec.k]
     student, _ = t.get_student(spec.distill, spec.p, partition, seed=seed)
-    s_traj, _ = trajectories_of(student, images, labels, device=device)
+    s_traj, _ = trajectories_of(student, w.images, labels, device=device)
     summary = {}
     for name, x in zip(MODELS, (traj, s_traj)):
         acc = dynamics.DynamicsAccumulator(groups)
@@ -199,7 +195,8 @@ def _seed_run(spec: Spec, seed: int, device: str) -> SeedRun:
         sensitivity_images=sens_images,
         coherence_images=coherence_rows(updates(d), groups.patches).double().numpy(),
         dmd_radius_boot=_dmd_radius_boot(d, groups, spec.dmd_rank, seed),
-        basin_dirs=unit[:, [1, -1]].double().numpy(), labels=labels.numpy(), excess=excess)
+        basin_dirs=unit[:, [1, -1]].double().numpy(), labels=labels.numpy(),
+        excess=w.excess[spec.k])
 
 
 DMD_BOOT = 200  # bootstrap resamples of the images for the DMD spectral radius [ours]

@@ -4,29 +4,22 @@ Figs. 2–3; C2)."""
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import torch
 
 from raptor import paper, phases
 from raptor.book import plotting
-from raptor.book.chapters.phase_structure import on_phases
-from raptor.book.claims import Claim, Threshold, claim
+from raptor.book.claims import Claim, Threshold, claim, on_phases
+from raptor.book.experiment import dinov2_walk, walk, weights_path
 from raptor.book.profiles import PAPER_TEACHER, PHASE_TEACHER, SMOKE_TEACHER
 from raptor.book.spec import TeacherSpec, nested, require
-from raptor.experiment import trajectories_of, weights_path
 from raptor.loop import resolve_device
 from raptor.phases import Partition
-from raptor.similarity import layer_similarity, phase_matrix
-from raptor.structure import (PhaseExcess, boundary_shift, image_growth_nulls, image_phase_matrices,
-                              phase_excess, subset_stability)
-from raptor.trajectories import TokenGroups
-from raptor.teachers import DINOV2_B, load_pretrained
+from raptor.structure import PhaseExcess, boundary_shift, subset_stability
 
 NAME = "finding-phases"
 NOTEBOOK = "chapters/finding_phases.ipynb"
@@ -101,14 +94,6 @@ class Result:
     stability: dict[int, dict[int, float]]
 
 
-def _phases(label: str, p: float | None, seed: int, accuracy: float, traj: torch.Tensor,
-            groups: TokenGroups, k_values: Sequence[int]) -> TeacherPhases:
-    S = phase_matrix(layer_similarity(traj, groups))
-    per_image, growth = image_phase_matrices(traj, groups), image_growth_nulls(traj, groups)
-    return TeacherPhases(label, p, seed, accuracy, S, {k: phases.maxcut(S, k) for k in k_values},
-                         {k: phase_excess(per_image, k, growth=growth) for k in k_values})
-
-
 def hierarchical_vs_dp(label: str, S: np.ndarray, eps_values: Sequence[float]
                        ) -> list[dict[str, object]]:
     """One row per ``eps``: the hierarchical bisection and the exact DP with as many segments."""
@@ -133,30 +118,28 @@ def compute(spec: Spec) -> Result:
     dinov2 = weights_path(spec.dinov2_weights)
     t, seed0 = spec.teacher, spec.teacher_seeds[0]
     device = resolve_device(t.device)
-    images, labels = t.eval_images(spec.n_images)
+    images = t.eval_images(spec.n_images)
     runs = sorted({(p, seed0) for p in spec.p_values}
                   | {(spec.p_values[0], s) for s in spec.teacher_seeds})
     teachers, reference = [], None
     for p, s in runs:
-        model, record = t.get_teacher(p, seed=s)
-        traj, groups = trajectories_of(model, images, labels, device=device)
-        teachers.append(_phases(f"p={p}, seed={s}", p, s, record["val"][-1]["acc"], traj, groups,
-                                spec.k_values))
+        w = walk(t.get_teacher(p, seed=s), images, cuts=spec.k_values, excess=spec.k_values,
+                 device=device)
+        teachers.append(TeacherPhases(f"p={p}, seed={s}", p, s, w.accuracy, w.S, w.cuts,
+                                      w.excess))
         if (p, s) == (spec.p_values[0], seed0):
-            reference = (traj, groups)
+            reference = w
     if dinov2 is not None:
-        imagenet = dataclasses.replace(t, dataset="imagenet", data_root=spec.imagenet_root,
-                                       img_size=224)
-        d_images, d_labels = imagenet.eval_images(min(spec.n_images, 1000))
-        model = load_pretrained(DINOV2_B, dinov2, img_size=224, num_classes=0)
-        traj, groups = trajectories_of(model, d_images, d_labels, batch_size=50, device=device)
-        teachers.append(_phases(DINOV2, None, 0, math.nan, traj, groups, spec.k_values))
+        w = dinov2_walk(t, dinov2, spec.imagenet_root, spec.n_images, cuts=spec.k_values,
+                        excess=spec.k_values, device=device)
+        teachers.append(TeacherPhases(DINOV2, None, 0, w.accuracy, w.S, w.cuts, w.excess))
     comparison = [row for te in teachers for row in hierarchical_vs_dp(te.label, te.S,
                                                                        spec.eps_values)]
     plain = {te.seed: te.cuts for te in teachers if te.p == spec.p_values[0]}
     seed_shift = {k: max(boundary_shift(plain[seed0][k], plain[s][k]) for s in spec.teacher_seeds)
                   for k in spec.k_values}
-    stability = subset_stability(*reference, spec.k_values, spec.image_counts, spec.n_resamples)
+    stability = subset_stability(reference.traj, reference.groups, spec.k_values,
+                                 spec.image_counts, spec.n_resamples)
     return Result(spec, teachers, comparison, seed_shift, stability)
 
 

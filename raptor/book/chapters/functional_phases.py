@@ -10,27 +10,23 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import torch
 
 from raptor import paper, phases
 from raptor.book import plotting
 from raptor.book.chapters import functional_phases_claims as judge
 from raptor.book.chapters.functional_phases_claims import GROUPS, UNIT_IMAGES
-from raptor.book.chapters.phase_structure import on_phases
-from raptor.book.claims import Claim, across_seeds
+from raptor.book.claims import Claim, across_seeds, on_phases
+from raptor.book.experiment import Walk, walk
 from raptor.book.profiles import PAPER_DISTILL, PAPER_TEACHER, SMOKE_DISTILL, SMOKE_TEACHER
 from raptor.book.spec import DistillSpec, TeacherSpec, nested, require, require_seeds
-from raptor.experiment import batched, trajectories_of
 from raptor.loop import resolve_device
 from raptor.metrics import evaluate_student, head_accuracy
 from raptor.phases import Partition
-from raptor.similarity import layer_similarity, phase_matrix
-from raptor.structure import PhaseExcess, image_growth_nulls, image_phase_matrices, phase_excess
+from raptor.structure import PhaseExcess
 from raptor.swap import candidate_swaps, swap_accuracy
 
 NAME = "functional-phases"
@@ -169,55 +165,35 @@ def _per_unit(student, teacher, units, device: str) -> dict[str, np.ndarray]:
             "acc": np.array([e["teacher_acc"] for e in evs])}
 
 
-class _Teacher(NamedTuple):
-    """A seed's trained teacher and what the chapter measures it on."""
-
-    seed: int
-    model: torch.nn.Module
-    batches: list
-    units: list  # the same images in units of ≤ UNIT_IMAGES
-    S: np.ndarray
-    per_image: np.ndarray
-    growth: np.ndarray
-
-
-def _evaluate(student, teacher: _Teacher, device: str) -> tuple[np.ndarray, dict[str, float]]:
-    """``student`` on ``teacher``'s images: its head accuracy per unit, its mean R² per group."""
-    ev = evaluate_student(student, teacher.model, teacher.batches, device=device)
-    ends = np.cumsum([len(y) for _, y in teacher.units])
+def _evaluate(student, w: Walk, device: str) -> tuple[np.ndarray, dict[str, float]]:
+    """``student`` on ``w``'s images: its head accuracy per unit, its mean R² per group."""
+    ev = evaluate_student(student, w.model, w.batches(), device=device)
+    ends = np.cumsum([len(y) for _, y in w.batches(UNIT_IMAGES)])
     return (np.array([part.mean() for part in np.split(ev["student_correct"], ends[:-1])]),
             {g: float(np.mean(ev["r2"][g][1:])) for g in GROUPS})
 
 
-def _teacher(spec: Spec, seed: int, device: str) -> _Teacher:
-    t = spec.teacher
-    teacher, _ = t.get_teacher(spec.p, seed=seed)
-    images, labels = t.eval_images(spec.n_images, seed=seed)
-    traj, groups = trajectories_of(teacher, images, labels, device=device)
-    return _Teacher(seed, teacher, batched(images, labels), batched(images, labels, UNIT_IMAGES),
-                    phase_matrix(layer_similarity(traj, groups)),
-                    image_phase_matrices(traj, groups), image_growth_nulls(traj, groups))
-
-
 def compute(spec: Spec) -> Result:
     """Every Raptor, control, snapshot and swap of the chapter (models through the cache)."""
-    device = resolve_device(spec.teacher.device)
-    teachers = [_teacher(spec, seed, device) for seed in spec.seeds]
-    sizes = np.array([len(y) for _, y in teachers[0].units], dtype=float)
-    return Result(spec, sizes,
-                  [_seed_versus(spec, teacher, device)
-                   for teacher in teachers[:spec.versus_seeds]],
-                  [_seed_checks(spec, teacher, sizes, device) for teacher in teachers])
+    t, device = spec.teacher, resolve_device(spec.teacher.device)
+    versus, checks = [], []
+    for seed in spec.seeds:
+        w = walk(t.get_teacher(spec.p, seed=seed), t.eval_images(spec.n_images, seed=seed),
+                 cuts=spec.k_values, excess=spec.k_values, device=device)
+        sizes = np.array([len(y) for _, y in w.batches(UNIT_IMAGES)], dtype=float)
+        if seed in spec.seeds[:spec.versus_seeds]:
+            versus.append(_seed_versus(spec, seed, w, device))
+        checks.append(_seed_checks(spec, seed, w, sizes, device))
+    return Result(spec, sizes, versus, checks)
 
 
-def _seed_versus(spec: Spec, teacher: _Teacher, device: str) -> SeedVersus:
-    t, d, p, seed = spec.teacher, spec.distill, spec.p, teacher.seed
+def _seed_versus(spec: Spec, seed: int, w: Walk, device: str) -> SeedVersus:
+    t, d, p, units = spec.teacher, spec.distill, spec.p, w.batches(UNIT_IMAGES)
     partitions, acc_units, r2 = {}, {}, {}
-    for k in spec.k_values:
-        cut = phases.maxcut(teacher.S, k)
+    for k, cut in w.cuts.items():
         partitions[k] = [cut, *phases.random_partitions(t.depth, k, spec.n_random, seed,
                                                         exclude=[cut])]
-        evals = [_evaluate(t.get_student(d, p, part, seed=seed)[0], teacher, device)
+        evals = [_evaluate(t.get_student(d, p, part, seed=seed)[0], w, device)
                  for part in partitions[k]]
         acc_units[k] = np.array([a for a, _ in evals])
         r2[k] = {g: np.array([e[g] for _, e in evals]) for g in GROUPS}
@@ -229,26 +205,24 @@ def _seed_versus(spec: Spec, teacher: _Teacher, device: str) -> SeedVersus:
         snap = t.snapshot_teacher(p, step, seed=seed, **overfit)
         student, _ = t.get_snapshot_student(d, p, partitions[spec.control_k][0], step,
                                             seed=seed, teacher_changes=overfit)
-        for key, v in _per_unit(student, snap, teacher.units, device).items():
+        for key, v in _per_unit(student, snap, units, device).items():
             snapshot_units[key].append(v)
-    return SeedVersus(seed, partitions, acc_units, r2,
-                      {k: phase_excess(teacher.per_image, k, growth=teacher.growth)
-                       for k in spec.k_values},
+    return SeedVersus(seed, partitions, acc_units, r2, w.excess,
                       np.array([r["step"] for r in val]), np.array([r["loss"] for r in val]),
                       np.array([r["acc"] for r in val]),
                       {key: np.array(v) for key, v in snapshot_units.items()})
 
 
-def _seed_checks(spec: Spec, teacher: _Teacher, sizes: np.ndarray, device: str) -> SeedChecks:
-    t, d, p, seed = spec.teacher, spec.distill, spec.p, teacher.seed
-    cut = phases.maxcut(teacher.S, spec.control_k)
+def _seed_checks(spec: Spec, seed: int, w: Walk, sizes: np.ndarray, device: str) -> SeedChecks:
+    t, d, p, units = spec.teacher, spec.distill, spec.p, w.batches(UNIT_IMAGES)
+    cut = w.cuts[spec.control_k]
     student, _ = t.get_student(d, p, cut, seed=seed)
-    controls = {"trained": _evaluate(student, teacher, device)[1]}
-    control_units = {"trained": _per_unit(student, teacher.model, teacher.units, device)}
+    controls = {"trained": _evaluate(student, w, device)[1]}
+    control_units = {"trained": _per_unit(student, w.model, units, device)}
     for name, residual in (("untrained", True), ("untrained, no skip", False)):
         model, _ = t.get_teacher(p, seed=seed, trained=False, residual=residual)
         student, _ = t.get_student(d, p, cut, seed=seed, trained=False, residual=residual)
-        control_units[name] = _per_unit(student, model, teacher.units, device)
+        control_units[name] = _per_unit(student, model, units, device)
         controls[name] = {g: float(np.average(control_units[name][g], weights=sizes))
                           for g in GROUPS}
     swap_acc = {kind: {} for kind in KINDS}
@@ -256,13 +230,10 @@ def _seed_checks(spec: Spec, teacher: _Teacher, sizes: np.ndarray, device: str) 
         for kind in KINDS:
             sets = candidate_swaps(cut, n, kind, max_sets=spec.max_swap_sets, seed=seed)
             if sets:
-                swap_acc[kind][n] = swap_accuracy(teacher.model, sets, teacher.batches,
-                                                  device=device)
-    return SeedChecks(seed, cut, head_accuracy(teacher.model, teacher.batches, device=device),
-                      controls, {name: {g: u[g] for g in GROUPS}
-                                 for name, u in control_units.items()},
-                      swap_acc, phase_excess(teacher.per_image, spec.control_k,
-                                             growth=teacher.growth))
+                swap_acc[kind][n] = swap_accuracy(w.model, sets, w.batches(), device=device)
+    return SeedChecks(seed, cut, head_accuracy(w.model, w.batches(), device=device), controls,
+                      {name: {g: u[g] for g in GROUPS} for name, u in control_units.items()},
+                      swap_acc, w.excess[spec.control_k])
 
 
 def best_step(run: SeedVersus) -> int:

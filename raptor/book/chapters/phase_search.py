@@ -20,14 +20,13 @@ import numpy as np
 import pandas as pd
 
 from raptor.book import plotting
-from raptor.book.chapters.phase_structure import EXCESS_MIN, c1_block_excess, excess_row
-from raptor.book.claims import HOLDS, Claim
+from raptor.book.chapters.phase_structure import c1_block_excess, excess_row
+from raptor.book.claims import EXCESS_MIN, HOLDS, Claim
+from raptor.book.experiment import walk
 from raptor.book.profiles import PAPER_TEACHER, SMOKE_TEACHER
 from raptor.book.spec import TeacherSpec, nested, require
-from raptor.experiment import trajectories_of
 from raptor.loop import resolve_device
-from raptor.structure import (PhaseExcess, image_growth_nulls, image_phase_matrices, phase_excess,
-                              stationary_null)
+from raptor.structure import PhaseExcess, stationary_null
 
 NAME = "phase-search"
 NOTEBOOK = "chapters/phase_search.ipynb"
@@ -103,7 +102,7 @@ class Result:
 def compute(spec: Spec) -> Result:
     """Every teacher of the grid and the untrained controls: per-image phase matrices on
     ``n_images`` validation images, and each k's :class:`~raptor.structure.PhaseExcess`."""
-    images, labels = spec.teacher.eval_images(spec.n_images)
+    images = spec.teacher.eval_images(spec.n_images)
     device = resolve_device(spec.teacher.device)
     runs, residual = [], {}
     settings = [(L, steps, p, s) for L, steps in spec.by_cost() for p in spec.p_values
@@ -111,15 +110,11 @@ def compute(spec: Spec) -> Result:
     settings += [(L, 0, None, s) for L in spec.depths for s in spec.teacher_seeds]
     for L, steps, p, seed in settings:
         family = dataclasses.replace(spec.teacher, depth=L, steps=steps)
-        model, record = family.get_teacher(p or 0.0, seed=seed, trained=p is not None)
-        traj, groups = trajectories_of(model, images, labels, device=device)
-        per_image, growth = image_phase_matrices(traj, groups), image_growth_nulls(traj, groups)
-        excess = {k: phase_excess(per_image, k, growth=growth, n_boot=spec.n_boot, seed=seed)
-                  for k in spec.k_values}
-        acc = record["val"][-1]["acc"] if p is not None else float("nan")
-        runs.append(Run(L, steps, p, seed, acc, excess))
+        w = walk(family.get_teacher(p or 0.0, seed=seed, trained=p is not None), images,
+                 excess=spec.k_values, n_boot=spec.n_boot, boot_seed=seed, device=device)
+        runs.append(Run(L, steps, p, seed, w.accuracy, w.excess))
         if seed == spec.teacher_seeds[0] and p in (spec.p_values[0], None):
-            S = per_image.mean(0)
+            S = w.per_image.mean(0)
             residual[_label(L, steps, p)] = S - stationary_null(S)
     return Result(spec, runs, residual)
 

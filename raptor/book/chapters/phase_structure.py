@@ -8,8 +8,6 @@ excess over the stronger of the two, cross-fitted over images, with a bootstrap 
 from __future__ import annotations
 
 import dataclasses
-import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
@@ -18,14 +16,13 @@ import pandas as pd
 
 from raptor import phases
 from raptor.book import plotting
-from raptor.book.claims import FAILS, HOLDS, INCONCLUSIVE, Claim, Threshold, all_of, claim, versus
+from raptor.book.claims import (EXCESS_MIN, FAILS, HOLDS, INCONCLUSIVE, Claim, all_of, claim,
+                                versus)
+from raptor.book.experiment import Walk, dinov2_walk, walk, weights_path
 from raptor.book.profiles import PAPER_TEACHER, PHASE_TEACHER, SMOKE_TEACHER
 from raptor.book.spec import TeacherSpec, nested, require
-from raptor.experiment import trajectories_of, weights_path
 from raptor.loop import resolve_device
-from raptor.similarity import layer_similarity
-from raptor.structure import PhaseExcess, image_growth_nulls, image_phase_matrices, phase_excess
-from raptor.teachers import DINOV2_B, load_pretrained
+from raptor.structure import PhaseExcess
 
 NAME = "phase-structure"
 NOTEBOOK = "chapters/phase_structure.ipynb"
@@ -91,32 +88,24 @@ def compute(spec: Spec) -> Result:
     """Similarity matrices per model and token group, max-cuts, and C1's block excess."""
     dinov2 = weights_path(spec.dinov2_weights)
     t = spec.teacher
-    device = resolve_device(t.device)
-    images, labels = t.eval_images(spec.n_images)
-    models = {}
+    images = t.eval_images(spec.n_images)
+    measure = dict(excess=(spec.k,), n_boot=spec.n_boot, device=resolve_device(t.device))
+    accuracy, shapes, mats, excess = {}, {}, {}, {}
+
+    def add(name: str, w: Walk) -> None:
+        accuracy[name], shapes[name], mats[name] = w.accuracy, list(w.traj.shape), w.similarity
+        excess[name] = w.excess[spec.k]
+
     for p in spec.p_values:
         for seed in spec.teacher_seeds:
-            model, record = t.get_teacher(p, seed=seed)
-            models[f"p={p}, seed {seed}"] = (model, record["val"][-1]["acc"], images, labels)
+            add(f"p={p}, seed {seed}", walk(t.get_teacher(p, seed=seed), images, **measure))
     for seed in spec.teacher_seeds:
-        models[f"untrained, seed {seed}"] = (t.get_teacher(seed=seed, trained=False)[0],
-                                             math.nan, images, labels)
+        add(f"untrained, seed {seed}",
+            walk(t.get_teacher(seed=seed, trained=False), images, **measure))
     if dinov2 is not None:
-        imagenet = dataclasses.replace(t, dataset="imagenet", data_root=spec.imagenet_root,
-                                       img_size=224)
-        d_images, d_labels = imagenet.eval_images(min(spec.n_images, 1000))
-        models["DINOv2-B"] = (load_pretrained(DINOV2_B, dinov2, img_size=224, num_classes=0),
-                              math.nan, d_images, d_labels)
-    accuracy, shapes, mats, excess = {}, {}, {}, {}
-    for name, (model, acc, x, y) in models.items():
-        traj, groups = trajectories_of(model, x, y, batch_size=50 if name == "DINOv2-B" else 250,
-                                       device=device)
-        accuracy[name], shapes[name] = acc, list(traj.shape)
-        mats[name] = layer_similarity(traj, groups)
-        excess[name] = phase_excess(image_phase_matrices(traj, groups), spec.k,
-                                    growth=image_growth_nulls(traj, groups), n_boot=spec.n_boot)
-    cuts = {name: e.cut for name, e in excess.items()}
-    return Result(spec, accuracy, shapes, mats, cuts, excess)
+        add("DINOv2-B", dinov2_walk(t, dinov2, spec.imagenet_root, spec.n_images, **measure))
+    return Result(spec, accuracy, shapes, mats, {name: e.cut for name, e in excess.items()},
+                  excess)
 
 
 def similarity_figure(result: Result) -> plt.Figure:
@@ -150,11 +139,6 @@ def excess_table(result: Result) -> pd.DataFrame:
                          for name, e in result.excess.items()]).set_index("model")
 
 
-EXCESS_MIN = Threshold(0.01, "[ours] the paper shows blocks by eye (Fig. 1) without a test; "
-                             "0.01 of mean cosine similarity is 1% of the similarity colour scale, "
-                             "the least a block must stand out from the depth decay to be seen")
-
-
 def c1_block_excess(excess: dict[str, PhaseExcess], *, k: int,
                     control: dict[str, PhaseExcess] | None = None) -> Claim:
     """C1: each model's max-cut has block excess over the stronger of its two nulls (stationary,
@@ -182,21 +166,6 @@ def c1_block_excess(excess: dict[str, PhaseExcess], *, k: int,
                f"and norm-growth nulls, "
                f"{first.level:.0%} bootstrap interval; holds if every interval lies above "
                f"{EXCESS_MIN.value} (and the untrained control's does not){note}")
-
-
-def on_phases(c: Claim, excess: Mapping[str, PhaseExcess]) -> Claim:
-    """A claim that rests on phases (C2–C4, C21), as measured where every teacher's max-cut has
-    block excess (C1 holds for it), and *inconclusive* otherwise: its cut is then what a smooth
-    decay of similarity with depth gives, not a phase structure, and the test says nothing."""
-    if all(versus(e.low, e.high, EXCESS_MIN.value) == HOLDS for e in excess.values()) \
-            or c.verdict not in (HOLDS, FAILS):
-        return c
-    shown = ", ".join(f"{name} {e.excess:+.3f} [{e.low:+.3f}, {e.high:+.3f}]"
-                      for name, e in excess.items())
-    return dataclasses.replace(
-        c, verdict=INCONCLUSIVE,
-        detail=f"{c.detail}; measured '{c.verdict}', set aside: the cut is not a phase structure "
-               f"(block excess {shown}; C1 needs > {EXCESS_MIN.value})")
 
 
 def claims(result: Result) -> list[Claim]:

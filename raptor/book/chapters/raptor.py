@@ -10,20 +10,16 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import torch
 
-from raptor import phases
 from raptor.book import plotting
 from raptor.book.claims import BY_CONSTRUCTION, Claim, Threshold, all_of, claim, versus
+from raptor.book.experiment import batched, probe_accuracy, walk
 from raptor.book.profiles import PAPER_DISTILL, PAPER_TEACHER, SMOKE_DISTILL, SMOKE_TEACHER
 from raptor.book.spec import DistillSpec, TeacherSpec, nested, require, require_seeds
-from raptor.experiment import batched, trajectories_of
 from raptor.loop import resolve_device
 from raptor.metrics import evaluate_student
 from raptor.model import count_parameters, flops_per_image
 from raptor.phases import Partition
-from raptor.probes import linear_probe, probe_features
-from raptor.similarity import layer_similarity, phase_matrix
 from raptor.stats import Interval, bootstrap
 
 NAME = "raptor"
@@ -96,12 +92,6 @@ class Result:
     runs: list[SeedRun]  # one per seed, in the order of ``spec.seeds``
 
 
-def _probe_acc(model: torch.nn.Module, train: list, val: list, device: str) -> float:
-    """Linear probe on [cls ‖ mean patches] (the chapter's probe, not Table 1's)."""
-    return linear_probe(*probe_features(model, train, device=device),
-                        *probe_features(model, val, device=device))["val_acc"]
-
-
 def compute(spec: Spec) -> Result:
     """For each seed: max-cut partitions, the distilled Raptors, their layerwise match, accuracy
     and cost."""
@@ -111,23 +101,21 @@ def compute(spec: Spec) -> Result:
 
 def _seed_run(spec: Spec, seed: int, device: str) -> SeedRun:
     t = spec.teacher
-    teacher, _ = t.get_teacher(spec.p, seed=seed)
-    images, labels = t.eval_images(spec.n_images, seed=seed)
-    S = phase_matrix(layer_similarity(*trajectories_of(teacher, images, labels, device=device)))
-    partitions = {k: phases.maxcut(S, k) for k in spec.k_values}
+    w = walk(t.get_teacher(spec.p, seed=seed), t.eval_images(spec.n_images, seed=seed),
+             cuts=spec.k_values, device=device)
+    teacher, partitions, val = w.model, w.cuts, w.batches()
     students = {k: t.get_student(spec.distill, spec.p, partitions[k], seed=seed)
                 for k in spec.k_values}
-    val = batched(images, labels)
     evals = {k: evaluate_student(s, teacher, val, device=device) for k, (s, _) in students.items()}
     train = batched(*t.eval_images(spec.probe_images, seed=seed, split="train"))
     first = evals[spec.k_values[0]]["teacher_acc"]
-    models = [Model(f"teacher (L={t.depth})", first, _probe_acc(teacher, train, val, device),
+    models = [Model(f"teacher (L={t.depth})", first, probe_accuracy(teacher, train, val, device),
                     count_parameters(teacher)["blocks"], flops_per_image(teacher))]
     models += [Model(f"Raptor k={k}", evals[k]["student_acc"],
-                     _probe_acc(student, train, val, device),
+                     probe_accuracy(student, train, val, device),
                      count_parameters(student)["blocks"], flops_per_image(student))
                for k, (student, _) in students.items()]
-    units = batched(images, labels, UNIT_IMAGES)
+    units = w.batches(UNIT_IMAGES)
     unit_cosine = {}
     for k, (student, _) in students.items():
         per = [evaluate_student(student, teacher, [u], device=device)["cosine"] for u in units]

@@ -17,14 +17,12 @@ import pandas as pd
 from raptor import paper, phases
 from raptor.book import plotting
 from raptor.book.claims import Claim, Threshold, across_seeds, all_of, claim, versus
+from raptor.book.experiment import batched, probe_accuracy, walk
 from raptor.book.profiles import PAPER_DISTILL, PAPER_TEACHER, SMOKE_DISTILL, SMOKE_TEACHER
 from raptor.book.spec import DistillSpec, TeacherSpec, nested, require, require_seeds
-from raptor.experiment import batched, trajectories_of
 from raptor.loop import resolve_device
 from raptor.metrics import evaluate_student
 from raptor.phases import Partition
-from raptor.probes import linear_probe, probe_features
-from raptor.similarity import layer_similarity, phase_matrix
 from raptor.stats import Interval, difference, wilson
 
 NAME = "scaling"
@@ -35,7 +33,7 @@ NOTEBOOK = "chapters/scaling.ipynb"
 class Spec:
     """For each seed in ``seeds``, a teacher (rate ``p``), a Raptor per k in ``k_values`` and
     Table 2's ladder at ``ladder_k``. ``pipeline_results``: ``results.json``
-    files of ``raptor.pipeline`` runs (the paper's DINOv2-B distillation) to list beside this
+    files of ``raptor.dinov2.pipeline`` runs (the paper's DINOv2-B distillation) to list beside this
     run."""
 
     teacher: TeacherSpec = nested(TeacherSpec)
@@ -116,23 +114,16 @@ def compute(spec: Spec) -> Result:
 
 def _seed_run(spec: Spec, seed: int, device: str) -> SeedRun:
     t = spec.teacher
-    teacher, _ = t.get_teacher(spec.p, seed=seed)
-    images, labels = t.eval_images(spec.n_images, seed=seed)
-    batches = batched(images, labels)
-    S = phase_matrix(layer_similarity(*trajectories_of(teacher, images, labels, device=device)))
+    w = walk(t.get_teacher(spec.p, seed=seed), t.eval_images(spec.n_images, seed=seed),
+             cuts=spec.k_values, device=device)
+    teacher, parts, batches = w.model, w.cuts, w.batches()
     probe_train = batched(*t.eval_images(spec.probe_images, seed=seed, split="train"))
-
-    def probe_acc(model) -> float:
-        return linear_probe(*probe_features(model, probe_train, device=device),
-                            *probe_features(model, batches, device=device))["val_acc"]
-
-    parts = {k: phases.maxcut(S, k) for k in spec.k_values}
     students, evals = {}, {}
     for k in spec.k_values:
         students[k], _ = t.get_student(spec.distill, spec.p, parts[k], seed=seed)
         evals[k] = evaluate_student(students[k], teacher, batches, device=device)
-    teacher_probe = probe_acc(teacher)
-    probes = {k: probe_acc(students[k]) for k in spec.k_values}
+    teacher_probe = probe_accuracy(teacher, probe_train, batches, device)
+    probes = {k: probe_accuracy(students[k], probe_train, batches, device) for k in spec.k_values}
     cosine = {k: {g: np.asarray(v) for g, v in e["cosine"].items()} for k, e in evals.items()}
     ladder = {}
     for name, options in LADDER.items():
@@ -229,8 +220,8 @@ IMAGENET_VAL = 50_000  # images in ImageNet-1k's validation set, on which Table 
 
 def pipeline_shares(pipeline: Sequence[Mapping[str, Any]]) -> dict[int, Interval]:
     """Per k, the distilled DINOv2-B Raptor's IN-1k top-1 as a % of its teacher's, from
-    ``raptor.pipeline`` results that hold both rows; the interval is the Raptor's Wilson interval
-    on ImageNet's 50,000 validation images (the teacher's own accuracy taken as exact)."""
+    ``raptor.dinov2.pipeline`` results that hold both rows; the interval is the Raptor's Wilson
+    interval on ImageNet's 50,000 validation images (the teacher's own accuracy taken as exact)."""
     shares = {}
     for res in pipeline:
         rows, k = res.get("table1", {}), res.get("k")
@@ -270,7 +261,8 @@ def c12_share_of_teacher(head: Mapping[int, Sequence[float]],
             holds=all_of(versus(dinov2[k].low, dinov2[k].high, t.value) for k, t in SHARE.items()),
             detail="holds if each interval lies above "
                    + " / ".join(f"{t.value:g}%" for t in SHARE.values())
-                   + " [ours: what rounds to ~96% / ~98%]; raptor.pipeline results; 95% Wilson "
+                   + " [ours: what rounds to ~96% / ~98%]; raptor.dinov2.pipeline results; "
+                   "95% Wilson "
                    "intervals over ImageNet's 50,000 validation images, the teacher's accuracy "
                    "taken as exact; one seed")
     return claim(

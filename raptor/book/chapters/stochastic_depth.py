@@ -14,13 +14,13 @@ import pandas as pd
 from raptor import paper, phases
 from raptor.book import plotting
 from raptor.book.claims import Claim, Threshold, claim
+from raptor.book.experiment import walk
 from raptor.book.profiles import PAPER_DISTILL, PAPER_TEACHER, SMOKE_DISTILL, SMOKE_TEACHER
 from raptor.book.spec import DistillSpec, TeacherSpec, nested, require
-from raptor.experiment import batched, trajectories_of
 from raptor.loop import resolve_device
 from raptor.metrics import evaluate_student
 from raptor.phases import Partition
-from raptor.similarity import layer_similarity, mean_offdiagonal, phase_matrix
+from raptor.similarity import mean_offdiagonal
 from raptor.stats import Trend, correlation, trend
 
 NAME = "stochastic-depth"
@@ -92,17 +92,15 @@ def compute(spec: Spec) -> Result:
     """For every rate and seed: the teacher, its similarity and max-cut, and its Raptor's fit."""
     t = spec.teacher
     device = resolve_device(t.device)
-    images, labels = t.eval_images(spec.n_images)
+    images = t.eval_images(spec.n_images)
     runs = []
     for p in spec.p_values:
         for seed in spec.seeds:
-            teacher, _ = t.get_teacher(p, seed=seed)
-            traj, groups = trajectories_of(teacher, images, labels, device=device)
-            S = phase_matrix(layer_similarity(traj, groups))
-            part = phases.maxcut(S, spec.k)
-            student, _ = t.get_student(spec.distill, p, part, seed=seed)
-            ev = evaluate_student(student, teacher, batched(images, labels), device=device)
-            runs.append(Run(p, seed, S, part, {g: np.asarray(v) for g, v in ev["r2"].items()},
+            w = walk(t.get_teacher(p, seed=seed), images, cuts=(spec.k,), device=device)
+            student, _ = t.get_student(spec.distill, p, w.cuts[spec.k], seed=seed)
+            ev = evaluate_student(student, w.model, w.batches(), device=device)
+            runs.append(Run(p, seed, w.S, w.cuts[spec.k],
+                            {g: np.asarray(v) for g, v in ev["r2"].items()},
                             ev["teacher_acc"], ev["student_acc"]))
     return Result(spec, runs)
 
@@ -164,6 +162,7 @@ RISE_UP_TO = Threshold(paper.SD_RISE_UP_TO, "\"increasing SD improves CIFAR-100 
                                             "accuracy\" (§2, Fig. 4C), up to p ≈ 0.6")
 CI_LEVEL = Threshold(0.95, "[ours] \"a strong positive association\" (§2, Fig. 4E) without a "
                            "test; a Pearson r whose 95% Fisher-z interval excludes 0")
+ALPHAS = (ALPHA,)  # the significance levels of its tests (the claims page)
 
 
 def _fmt(t: Trend) -> str:

@@ -1,15 +1,16 @@
 """The paper's DINOv2 run (§5, Table 1) as one resumable command: distil, save, probe.
 
-    torchrun --nproc_per_node=N -m raptor.pipeline --weights dinov2_vitb14_reg4.safetensors \\
+    torchrun --nproc_per_node=N -m raptor.dinov2.pipeline \\
+        --weights dinov2_vitb14_reg4.safetensors \\
         --imagenet /data/imagenet --k 3 --out runs/k3 [--ade20k DIR] [--nyuv2 DIR] \\
         [--linear-head FILE]
 
-(``python -m raptor.pipeline`` runs the same on one device or the CPU.) Steps: ``stage1`` and
+(``python -m raptor.dinov2.pipeline`` runs the same on one device or the CPU.) Steps: ``stage1`` and
 ``stage2``, :func:`raptor.train.distill` of :attr:`PipelineConfig.distill` (by default
 :func:`paper_distill`: §3's recipe on DINOv2-B's partition for ``--k``, Table 1); then each
 probe of §5 that has data (:mod:`raptor.probes`) on the student, ``--probe-teacher`` also on the
-teacher. Each step's output is a checkpoint in ``--out`` (:mod:`raptor.run_folder`), so a rerun
-resumes; ``results.json`` (:mod:`raptor.table1`) is rewritten after every step. Every input is
+teacher. Each step's output is a checkpoint in ``--out`` (:mod:`raptor.dinov2.run_folder`), so a
+rerun resumes; ``results.json`` (:mod:`raptor.dinov2.table1`) is rewritten after every step. Every input is
 checked before any long work: the model and its arguments, the partition, the weights file,
 every dataset root, the linear head's shape, a distillation already in ``--out``.
 
@@ -47,21 +48,21 @@ from timm.models.vision_transformer import VisionTransformer
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from raptor.artifacts import sha256
-from raptor.cli import add_options, field_defaults, numbers
-from raptor.checkpoint import (CheckpointError, atomic_write, digest, fingerprint, load_tensors,
-                               save_tensors)
 from raptor.data import DatasetNotFoundError, ThreadedImages, get_datasets, subset
-from raptor.dense_data import ADE20k, NYUv2Depth
-from raptor.dense_probes import train_depth_probe, train_segmentation_probe
+from raptor.dinov2.cli import add_options, field_defaults, numbers
+from raptor.dinov2.dense_data import ADE20k, NYUv2Depth
+from raptor.dinov2.dense_probes import train_depth_probe, train_segmentation_probe
+from raptor.dinov2.run_folder import (STUDENT_FILE, WORK_FILE, check_distillation, done_records,
+                                      jsonable, saved, step_path, step_record)
+from raptor.dinov2.table1 import format_table, table1_results
 from raptor.distributed import cpu_share, init_distributed
 from raptor.model import Raptor, flops_per_image, repeats_from_partition
 from raptor.paper import ADE20K_SIZE, DINOV2_B_DEPTH, DINOV2_B_PARTITIONS, IMG_SIZE, RECIPE
 from raptor.probes import (ADE20K_PROBE, IMAGENET_PROBE, NYUV2_PROBE, ProbeConfig, ProbeResult,
                            init_linear_head, probe_train_transform, train_linear_probe)
-from raptor.run_folder import (STUDENT_FILE, WORK_FILE, check_distillation, done_records,
-                               jsonable, saved, step_path, step_record)
-from raptor.table1 import format_table, table1_results
+from raptor.storage.artifacts import sha256
+from raptor.storage.checkpoint import (CheckpointError, atomic_write, digest, fingerprint,
+                                       load_tensors, save_tensors)
 from raptor.teachers import DINOV2_B, load_pretrained
 from raptor.train import DistillConfig, build_student, distill
 
@@ -182,10 +183,10 @@ class _Plan:
 # ---------------------------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
-    """The command line of ``python -m raptor.pipeline``: one option per field of
-    :class:`PipelineConfig` and of :class:`~raptor.train.DistillConfig` (:mod:`raptor.cli`;
+    """The command line of ``python -m raptor.dinov2.pipeline``: one option per field of
+    :class:`PipelineConfig` and of :class:`~raptor.train.DistillConfig` (:mod:`raptor.dinov2.cli`;
     defaults: the paper's §3/§5 run), ``--k`` / ``--partition`` for the repeats and ``--quiet``."""
-    p = argparse.ArgumentParser(prog="python -m raptor.pipeline", description=__doc__.split(
+    p = argparse.ArgumentParser(prog="python -m raptor.dinov2.pipeline", description=__doc__.split(
         "\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     paper = {n: None if n in ("device", "bf16", "compile") else v  # None: automatic
              for n, v in dataclasses.asdict(paper_distill(device="cpu")).items()}
@@ -342,7 +343,8 @@ def _plan(cfg: PipelineConfig) -> _Plan:
 
 
 def results(plan: _Plan) -> dict[str, Any]:
-    """The run's ``results.json`` (:func:`raptor.table1.table1_results`) from its checkpoints."""
+    """The run's ``results.json`` (:func:`raptor.dinov2.table1.table1_results`) from its
+    checkpoints."""
     done = done_records(plan.cfg.out, plan.keys)
     return table1_results(plan.cfg.model, plan.cfg.distill.repeats, done, STUDENT_FILE)
 
@@ -362,7 +364,7 @@ def _write_results(plan: _Plan) -> None:
 
 def _say(plan: _Plan, message: str) -> None:
     if plan.cfg.progress and plan.rank == 0:
-        print(f"[raptor.pipeline] {message}", flush=True)
+        print(f"[raptor.dinov2.pipeline] {message}", flush=True)
 
 
 def _distil(plan: _Plan) -> Raptor:

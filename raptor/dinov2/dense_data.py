@@ -31,8 +31,8 @@ Each non-empty line of a split file reads ``rgb_path depth_path [focal]``, paths
 the split's image folder (a leading ``/``, as in BTS's train list, is ignored; ``focal`` is not
 used). Depth PNGs are 16-bit, in millimetres: depth = value / 1000 metres, 0 = no measurement.
 Images are returned at full size (480×640) and unpadded: the depth probe
-(:func:`raptor.dense_probes.train_depth_probe`) centre-pads them to a multiple of its backbone's
-patch size (pad value 0, padded pixels invalid), since only it knows the patch size.
+(:func:`raptor.dinov2.dense_probes.train_depth_probe`) centre-pads them to a multiple of its
+backbone's patch size (pad value 0, padded pixels invalid), since only it knows the patch size.
 """
 
 from __future__ import annotations

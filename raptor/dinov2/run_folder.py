@@ -1,7 +1,7 @@
-"""The state of a pipeline run (:mod:`raptor.pipeline`): one checkpoint per step, nothing else.
+"""The state of a pipeline run (:mod:`raptor.dinov2.pipeline`): one checkpoint per step, nothing else.
 
-Each step writes an atomic safetensors checkpoint (:func:`raptor.checkpoint.save_tensors`) that
-holds the configuration the step ran with (its *key*) and its record: ``stage1`` the
+Each step writes an atomic safetensors checkpoint (:func:`raptor.storage.checkpoint.save_tensors`)
+that holds the configuration the step ran with (its *key*) and its record: ``stage1`` the
 distillation's work file (:func:`raptor.train.distill` resumes from it), ``stage2`` the student's
 blocks, ``probe:<who>:<probe>`` the probe's head. A step is done when its file holds the key of
 this run, so a rerun skips it and a run can move between machines with its folder.
@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from raptor.checkpoint import CheckpointError, metadata, tensors_from_bytes
+from raptor.storage.checkpoint import CheckpointError, metadata, tensors_from_bytes
 
 STUDENT_FILE = "student.safetensors"
 WORK_FILE = "distill.work.safetensors"

@@ -8,6 +8,9 @@ metrics. The cache reads the tier read-only, after its own folder; a file whose 
 from the manifest is an error naming the file, never a silent retrain. ``python -m raptor artifacts export`` fills the tier from the cache with
 the entries a book run used (listed by ``$RAPTOR_CACHE_LOG``); ``artifacts compare`` sets the
 entries of a cache retrained from scratch (``make reproduce``) beside the tier's.
+
+The cache (:mod:`raptor.storage.cache`) reads the tier, so this module imports nothing of it: the
+cache's folder (:func:`cache_root`), which an export packs from, is defined here.
 """
 
 from __future__ import annotations
@@ -23,8 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from raptor.cache import cache_root, entry_name
-from raptor.checkpoint import CheckpointError, atomic_write, metadata, tensors_from_bytes
+from raptor.storage.checkpoint import CheckpointError, atomic_write, metadata, tensors_from_bytes
 
 MANIFEST = "manifest.json"
 MAX_BYTES = 64_000_000  # the tier in all, manifest included: 64 MB
@@ -35,12 +37,17 @@ class ArtifactError(RuntimeError):
     """A tier file that does not match its manifest."""
 
 
+def cache_root() -> Path:
+    """The cache folder: ``$RAPTOR_CACHE`` or ``~/.cache/raptor``."""
+    return Path(os.environ.get("RAPTOR_CACHE", Path.home() / ".cache" / "raptor"))
+
+
 def artifacts_root() -> Path | None:
     """``$RAPTOR_ARTIFACTS`` (empty: no tier), else the repository's ``artifacts/`` if present."""
     value = os.environ.get("RAPTOR_ARTIFACTS")
     if value is not None:
         return Path(value) if value else None
-    default = Path(__file__).resolve().parents[1] / "artifacts"
+    default = Path(__file__).resolve().parents[2] / "artifacts"
     return default if default.is_dir() else None
 
 
@@ -73,11 +80,11 @@ def read_manifest(root: Path) -> dict[str, dict[str, Any]]:
     return json.loads(path.read_text())["entries"] if path.is_file() else {}
 
 
-def tier_entry(kind: str, config: Mapping[str, Any]
+def tier_entry(name: str, config: Mapping[str, Any]
                ) -> tuple[dict[str, torch.Tensor], dict[str, Any]] | None:
-    """The tier's entry for ``config``, verified by sha256, or ``None`` if the tier lacks it."""
+    """The tier's entry ``name`` (its cache name, :func:`raptor.storage.cache.entry_name`) for
+    ``config``, verified by sha256, or ``None`` if the tier lacks it."""
     root = artifacts_root()
-    name = entry_name(kind, config)
     if root is None or not (root / (name + PACKED)).is_file():
         return None
     return _load(root, name, config)

@@ -10,7 +10,12 @@ build picks it up.
 The cache lives in ``$RAPTOR_CACHE`` (default ``~/.cache/raptor``). Below it sits the read-only
 *artifact tier* (``artifacts/`` in the repository, or ``$RAPTOR_ARTIFACTS``; empty disables it):
 the trained models behind the committed book, each verified against the sha256 in the tier's
-``manifest.json`` before it is loaded (see :mod:`raptor.artifacts`).
+``manifest.json`` before it is loaded (see :mod:`raptor.storage.artifacts`).
+
+A planner (:mod:`raptor.sweep`) runs a chapter inside :func:`planning`: then a missing entry is not
+built but stood in for, from what its requester asked for (``request``: the configuration objects
+behind its key), and in a dry run so are the evaluation images (:func:`planned_images`). The plan
+is a context variable, set for the ``with`` block alone.
 """
 
 from __future__ import annotations
@@ -23,24 +28,34 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
-from raptor.checkpoint import CheckpointError, digest, fingerprint, load_tensors, save_tensors
+from raptor.storage.artifacts import cache_root, tier_entry
+from raptor.storage.checkpoint import CheckpointError, digest, fingerprint, load_tensors, save_tensors
 
 Tensors = dict[str, torch.Tensor]
 Builder = Callable[[Path], tuple[Tensors, dict[str, Any]]]
-StandIn = Callable[[str, Mapping[str, Any]], tuple[Tensors, dict[str, Any]]]
-_planned: dict[str, tuple[Tensors, dict[str, Any]]] | None = None  # set by planning()
-_stand_in: StandIn | None = None
+StandIn = Callable[[str, Mapping[str, Any], object], tuple[Tensors, dict[str, Any]]]
+Images = Callable[[str, int | None, int, int], tuple[torch.Tensor, torch.Tensor]]
 
 
-def cache_root() -> Path:
-    """The cache folder: ``$RAPTOR_CACHE`` or ``~/.cache/raptor``."""
-    return Path(os.environ.get("RAPTOR_CACHE", Path.home() / ".cache" / "raptor"))
+@dataclass(frozen=True)
+class _Plan:
+    """What :func:`planning` holds: the planner's stand-ins for missing entries and (in a dry
+    run) for evaluation images, and the entries stood in for so far, by name."""
+
+    stand_in: StandIn
+    images: Images | None
+    given: dict[str, tuple[Tensors, dict[str, Any]]] = field(default_factory=dict)
+
+
+_plan: ContextVar[_Plan | None] = ContextVar("raptor.storage.cache.plan", default=None)
 
 
 def entry_name(kind: str, config: Mapping[str, Any]) -> str:
@@ -57,7 +72,7 @@ def entry_path(kind: str, config: Mapping[str, Any]) -> Path:
 
 def code_version() -> str:
     """The git commit of the package's checkout (``+dirty`` with local changes), if any."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     try:
         rev = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, text=True,
                              capture_output=True, check=True).stdout.strip()
@@ -71,16 +86,15 @@ def code_version() -> str:
 def load_entry(kind: str, config: Mapping[str, Any]) -> tuple[Tensors, dict[str, Any]] | None:
     """The stored artifact, or ``None`` if absent, corrupt or from another configuration.
 
-    The cache is looked at first, then the artifact tier (whose entries must match their sha256).
+    The cache is looked at first, then the artifact tier (whose entries must match their sha256);
+    inside :func:`planning`, an entry stood in for is its stand-in.
     """
-    from raptor.artifacts import tier_entry
-
-    path = entry_path(kind, config)
+    path, name, plan = entry_path(kind, config), entry_name(kind, config), _plan.get()
     _log_use(kind, config)
-    if _planned is not None and entry_name(kind, config) in _planned:
-        return _planned[entry_name(kind, config)]
+    if plan is not None and name in plan.given:
+        return plan.given[name]
     if not path.exists():
-        return tier_entry(kind, config)
+        return tier_entry(name, config)
     try:
         tensors, record = load_tensors(path, config)
     except CheckpointError:
@@ -90,7 +104,7 @@ def load_entry(kind: str, config: Mapping[str, Any]) -> tuple[Tensors, dict[str,
     return tensors, record
 
 
-def get_or_build(kind: str, config: Mapping[str, Any], build: Builder
+def get_or_build(kind: str, config: Mapping[str, Any], build: Builder, *, request: object = None
                  ) -> tuple[Tensors, dict[str, Any]]:
     """Load the artifact for ``config``, or run ``build(work_path)`` and store its result.
 
@@ -98,18 +112,20 @@ def get_or_build(kind: str, config: Mapping[str, Any], build: Builder
     metrics). ``work_path`` is where ``build`` may keep a resumable checkpoint; it is removed once
     the entry is stored. Processes asking for the same missing entry build it once: one holds its
     lock (:func:`entry_lock`), the others wait and then load it. Inside :func:`planning` a missing
-    entry is not built: the planner's stand-in is returned instead. The ranks of a process group
+    entry is not built: the planner's stand-in for ``request`` (what the caller asked for, e.g. a
+    :class:`~raptor.teachers.TeacherRequest`) is returned instead. The ranks of a process group
     (``torchrun``) build together: see :func:`_get_or_build_ranks`.
     """
-    if _planned is None and dist.is_available() and dist.is_initialized() and \
+    plan = _plan.get()
+    if plan is None and dist.is_available() and dist.is_initialized() and \
             dist.get_world_size() > 1:
         return _get_or_build_ranks(kind, config, build)
     found = load_entry(kind, config)
     if found is not None:
         return found
-    if _planned is not None and _stand_in is not None:  # inside planning()
-        _planned[entry_name(kind, config)] = _stand_in(kind, config)
-        return _planned[entry_name(kind, config)]
+    if plan is not None:
+        plan.given[entry_name(kind, config)] = plan.stand_in(kind, config, request)
+        return plan.given[entry_name(kind, config)]
     path = entry_path(kind, config)
     with entry_lock(path):
         found = load_entry(kind, config) if path.exists() else None
@@ -187,19 +203,31 @@ def entry_lock(path: Path) -> Iterator[None]:
 
 
 @contextmanager
-def planning(stand_in: StandIn) -> Iterator[None]:
-    """Plan instead of build: inside, a missing entry is not built; ``stand_in(kind, config)``
-    gives what :func:`get_or_build` (and later :func:`load_entry`) return for it, e.g. untrained
-    weights, so a chapter runs to its end and names every training it needs (:mod:`raptor.sweep`).
+def planning(stand_in: StandIn, images: Images | None = None) -> Iterator[None]:
+    """Plan instead of build: inside, a missing entry is not built; ``stand_in(kind, config,
+    request)`` gives what :func:`get_or_build` (and later :func:`load_entry`) return for it, e.g.
+    untrained weights, so a chapter runs to its end and names every training it needs
+    (:mod:`raptor.sweep`). ``images`` (a dry run) stands in for evaluation images: see
+    :func:`planned_images`. The plan ends with the block, also when it raises.
     """
-    global _planned, _stand_in
-    if _planned is not None:
+    if _plan.get() is not None:
         raise RuntimeError("planning() does not nest")
-    _planned, _stand_in = {}, stand_in
+    token = _plan.set(_Plan(stand_in, images))
     try:
         yield
     finally:
-        _planned, _stand_in = None, None
+        _plan.reset(token)
+
+
+def planned_images(dataset: str, img_size: int | None, n: int, seed: int
+                   ) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """In a dry run's :func:`planning`, the planner's stand-in for ``n`` evaluation images of
+    ``dataset`` (at ``img_size``, ``None``: its own) drawn with ``seed``; else ``None``: read
+    them."""
+    plan = _plan.get()
+    if plan is None or plan.images is None:
+        return None
+    return plan.images(dataset, img_size, n, seed)
 
 
 def _log_use(kind: str, config: Mapping[str, Any]) -> None:

@@ -25,7 +25,7 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader
 
 from raptor import paper
-from raptor.dense_data import IGNORE_INDEX
+from raptor.dinov2.dense_data import IGNORE_INDEX
 from raptor.probes import (ADE20K_PROBE, NYUV2_PROBE, Features, ProbeConfig, ProbeResult,
                            ProbeTask, check_batch, check_num_classes, final_tokens, fit_probe,
                            patch_size, require_cls)
@@ -228,7 +228,7 @@ def train_segmentation_probe(model: nn.Module, train_loader: DataLoader, val_loa
     """ADE20k probe (§5, Table 1): :class:`SegmentationHead` on the final patch grid; metric
     ``miou`` in [0, 1] over the whole validation set (:func:`miou`). Loaders yield
     ``(images (N, 3, H, W), labels int (N, h, w))`` with labels in [0, C) or 255 (ignored),
-    e.g. :class:`raptor.dense_data.ADE20k`; ``H, W`` must be multiples of the patch size."""
+    e.g. :class:`raptor.dinov2.dense_data.ADE20k`; ``H, W`` must be multiples of the patch size."""
     check_num_classes(num_classes)
     p = patch_size(model)
 
@@ -289,7 +289,7 @@ def train_depth_probe(model: nn.Module, train_loader: DataLoader, val_loader: Da
     :func:`depth_loss` in the padded frame (padding is invalid ground truth); metric ``rmse``
     (metres, lower is better): per-image :func:`rmse` on the unpadded prediction, averaged over
     the images that have valid pixels. Loaders yield ``(images (N, 3, H, W), depth (N, H, W))``
-    in metres, e.g. :class:`raptor.dense_data.NYUv2Depth`."""
+    in metres, e.g. :class:`raptor.dinov2.dense_data.NYUv2Depth`."""
     require_cls(model, "depth")
     p = patch_size(model)
     bins = depth_bins(n_bins, min_depth, max_depth)

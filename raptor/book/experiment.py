@@ -1,0 +1,139 @@
+"""Steps every experiment shares: a model's trajectories on images held in memory, in batches,
+the walk from a teacher to its phases (§2, App. A.1), and a linear probe's accuracy."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from raptor.book.spec import TeacherSpec
+from raptor.phases import Partition, maxcut
+from raptor.probes import linear_probe, probe_features
+from raptor.similarity import layer_similarity, phase_matrix
+from raptor.structure import PhaseExcess, image_growth_nulls, image_phase_matrices, phase_excess
+from raptor.teachers import DINOV2_B, load_pretrained
+from raptor.trajectories import TokenGroups, collect_trajectories
+
+
+def trajectories_of(model: torch.nn.Module, images: torch.Tensor, labels: torch.Tensor,
+                    batch_size: int = 250, device: str = "auto"
+                    ) -> tuple[torch.Tensor, TokenGroups]:
+    """The model's trajectories ``(N, L+1, T, D)`` on ``images`` (on the CPU) and its token groups.
+
+    Computed on ``device`` (:func:`~raptor.loop.resolve_device`); the model is given back on the
+    device it came on. No images is an error, non-finite pixels a warning.
+    """
+    if len(images) == 0 or len(images) != len(labels):
+        raise ValueError(f"trajectories_of needs at least one image and one label per image, got "
+                         f"{len(images)} images and {len(labels)} labels")
+    bad = int((~torch.isfinite(images.flatten(1))).any(1).sum())
+    if bad:
+        warnings.warn(f"trajectories_of: {bad} of {len(images)} images hold NaN or infinite "
+                      f"pixels; their trajectories will not be finite", stacklevel=2)
+    traj, _ = collect_trajectories(model, batched(images, labels, batch_size), device=device,
+                                   progress=False)
+    return traj, TokenGroups.from_model(model)
+
+
+def batched(images: torch.Tensor, labels: torch.Tensor, batch_size: int = 250
+            ) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """``(images, labels)`` cut into batches, for the streaming evaluators."""
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
+    return [(images[i:i + batch_size], labels[i:i + batch_size])
+            for i in range(0, len(images), batch_size)]
+
+
+@dataclass(frozen=True)
+class Walk:
+    """A teacher on its evaluation images, up to its phases (:func:`walk`).
+
+    ``similarity``: layer–layer similarity per token group, layers 0..L (Fig. 1); ``S``: the
+    phase matrix over blocks 1..L, tokens {cls, mean patch} (App. A.1); ``cuts``: its max-cut per
+    k; ``per_image``: one phase matrix per image ``(N, L, L)`` and ``excess``: the max-cut's block
+    excess over the stronger null per k (C1; both only where excess was asked for).
+    """
+
+    model: torch.nn.Module
+    record: dict[str, Any]  # the training record; no "val" where it was not trained here
+    images: torch.Tensor
+    labels: torch.Tensor
+    traj: torch.Tensor  # (N, L+1, T, D)
+    groups: TokenGroups
+    similarity: dict[str, np.ndarray]
+    S: np.ndarray
+    cuts: dict[int, Partition]
+    per_image: np.ndarray | None
+    excess: dict[int, PhaseExcess]
+
+    @property
+    def accuracy(self) -> float:
+        """The teacher's last validation accuracy in training (NaN if not trained here)."""
+        return self.record["val"][-1]["acc"] if "val" in self.record else math.nan
+
+    def batches(self, size: int = 250) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """The images and labels in batches of ``size`` (:func:`batched`)."""
+        return batched(self.images, self.labels, size)
+
+
+def walk(teacher: tuple[torch.nn.Module, dict[str, Any]],
+         data: tuple[torch.Tensor, torch.Tensor], *, cuts: Sequence[int] = (),
+         excess: Sequence[int] = (), n_boot: int = 200, boot_seed: int = 0,
+         batch_size: int = 250, device: str = "auto") -> Walk:
+    """``teacher`` (a model and its record, as :meth:`~raptor.book.spec.TeacherSpec.get_teacher`
+    gives them) walked on ``data`` (images and labels, as
+    :meth:`~raptor.book.spec.TeacherSpec.eval_images` gives them): its trajectories (in batches
+    of ``batch_size`` on ``device``), similarity, phase matrix and max-cut for each k of ``cuts``
+    (App. A.1), and for each k of ``excess`` the block excess over the stronger null
+    (:func:`~raptor.structure.phase_excess` with ``n_boot`` resamples seeded by ``boot_seed``;
+    C1)."""
+    model, record = teacher
+    images, labels = data
+    traj, groups = trajectories_of(model, images, labels, batch_size, device)
+    similarity = layer_similarity(traj, groups)
+    S = phase_matrix(similarity)
+    per_image = image_phase_matrices(traj, groups) if excess else None
+    growth = image_growth_nulls(traj, groups) if excess else None
+    return Walk(model, record, images, labels, traj, groups, similarity, S,
+                {k: maxcut(S, k) for k in cuts}, per_image,
+                {k: phase_excess(per_image, k, growth=growth, n_boot=n_boot, seed=boot_seed)
+                 for k in excess})
+
+
+def dinov2_walk(teacher: TeacherSpec, weights: Path, imagenet_root: str, n_images: int,
+                **kwargs: Any) -> Walk:
+    """DINOv2-B (``weights``: a local file of ``vit_base_patch14_reg4_dinov2.lvd142m``) walked
+    on ``min(n_images, 1000)`` ImageNet validation images of ``imagenet_root`` at 224 px, in
+    batches of 50 (Fig. 1); ``kwargs`` go to :func:`walk`."""
+    imagenet = dataclasses.replace(teacher, dataset="imagenet", data_root=imagenet_root,
+                                   img_size=224)
+    data = imagenet.eval_images(min(n_images, 1000))
+    model = load_pretrained(DINOV2_B, weights, img_size=224, num_classes=0)
+    return walk((model, {}), data, batch_size=50, **kwargs)
+
+
+def probe_accuracy(model: torch.nn.Module, train: list[tuple[torch.Tensor, torch.Tensor]],
+                   val: list[tuple[torch.Tensor, torch.Tensor]], device: str = "auto") -> float:
+    """Validation accuracy of a linear probe on ``model``'s [cls ‖ mean patches] features
+    (:func:`~raptor.probes.probe_features`) fit on the ``train`` batches (§3; the chapters'
+    probe, not Table 1's)."""
+    return linear_probe(*probe_features(model, train, device=device),
+                        *probe_features(model, val, device=device))["val_acc"]
+
+
+def weights_path(path: str | None) -> Path | None:
+    """A user-given weights file, checked to exist before any long work."""
+    if path is None:
+        return None
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise FileNotFoundError(f"weights file {p} does not exist")
+    return p

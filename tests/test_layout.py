@@ -1,0 +1,108 @@
+"""The package's layout: its layers import only downwards, without cycles, each module alone.
+
+Layers (README, *Layout*): the storage (``raptor.storage``) below the science (``raptor.*``), the
+book layer (``raptor.book``) and the DINOv2 program (``raptor.dinov2``) beside each other above
+it, the commands (``raptor.__main__``, ``raptor.sweep``) on top.
+"""
+
+from __future__ import annotations
+
+import ast
+import graphlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "raptor"
+COMMANDS = {"raptor.__main__", "raptor.sweep"}
+# What each layer may import from the package.
+ALLOWED = {
+    "storage": {"storage"},
+    "science": {"science", "storage"},
+    "book": {"book", "science", "storage"},
+    "dinov2": {"dinov2", "science", "storage"},
+    "commands": {"commands", "book", "dinov2", "science", "storage"},
+}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def layer(module: str) -> str:
+    if module in COMMANDS:
+        return "commands"
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in ("storage", "book", "dinov2") else "science"
+
+
+def imported(node: ast.Import | ast.ImportFrom, module: str) -> list[str]:
+    """The package modules an import statement of ``module`` names."""
+    if isinstance(node, ast.Import):
+        names = [a.name for a in node.names]
+    else:
+        base = node.module or ""
+        if node.level:  # relative: resolve against the importing package
+            package = module.split(".")[: -node.level + (MODULES[module].name == "__init__.py")]
+            base = ".".join([*package, *([base] if base else [])])
+        # ``from raptor import data`` imports a module; ``from raptor.data import x``, a name of one
+        names = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base
+                 for a in node.names]
+    return [n for n in names if n in MODULES]
+
+
+def imports(module: str) -> tuple[set[str], list[str]]:
+    """Package modules ``module`` imports at its top level, and any imported inside a function."""
+    tree = ast.parse(MODULES[module].read_text())
+    top, nested = set(), []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            nested += [f"{module}:{n.lineno} imports {name}" for n in ast.walk(node)
+                       if isinstance(n, (ast.Import, ast.ImportFrom))
+                       for name in imported(n, module)]
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            top |= set(imported(node, module))
+    return top - {module}, nested
+
+
+def test_layers_import_only_what_they_may() -> None:
+    wrong = [f"{m} ({layer(m)}) imports {d} ({layer(d)})" for m in MODULES
+             for d in imports(m)[0] if layer(d) not in ALLOWED[layer(m)]]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_import_cycles_and_no_imports_inside_functions() -> None:
+    graph = {m: imports(m)[0] for m in MODULES}
+    graphlib.TopologicalSorter(graph).prepare()  # raises CycleError naming the cycle
+    nested = [line for m in MODULES for line in imports(m)[1]]
+    assert not nested, "package imports inside functions hide the layering:\n" + "\n".join(nested)
+
+
+def test_no_mocking_in_package_code() -> None:
+    assert not [m for m, p in MODULES.items() if "unittest" in p.read_text()]
+
+
+def test_every_module_imports_alone() -> None:
+    """Each module imported with no other module of the package loaded before it."""
+    script = (
+        "import importlib, sys\n"
+        f"for name in {sorted(MODULES)!r}:\n"
+        "    for loaded in [m for m in sys.modules if m == 'raptor' or m.startswith('raptor.')]:\n"
+        "        del sys.modules[loaded]\n"
+        "    importlib.import_module(name)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=PACKAGE.parent)
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("module", ["raptor.storage.cache", "raptor.book.runner",
+                                    "raptor.dinov2.pipeline", "raptor.phases"])
+def test_layers_are_where_the_readme_says(module: str) -> None:
+    assert module in MODULES
