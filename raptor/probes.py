@@ -12,8 +12,8 @@ head trains. Features are the trajectory's last layer after the (teacher's) fina
 
 :func:`fit_probe` trains a head by epochs of :func:`raptor.loop.train` (here and in
 :mod:`raptor.dinov2.dense_probes`), reporting the validation metric after each epoch, the best
-(what the paper reports) and the last. ``cache_features=True`` extracts the features once: exact without
-random augmentation, fast on a CPU; the ImageNet recipe augments (:func:`probe_train_transform`),
+(what the paper reports) and the last. ``cache_features=True`` extracts the features once: exact
+without random augmentation, fast on a CPU; the ImageNet recipe augments (:func:`probe_train_transform`),
 which needs ``cache_features=False``.
 """
 

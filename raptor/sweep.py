@@ -2,8 +2,8 @@
 
 A chapter asks the cache (:mod:`raptor.storage.cache`) for every teacher and student it needs. To
 find them without training, :func:`plan` runs the chapter's ``compute(spec)`` inside
-:func:`raptor.storage.cache.planning`: each missing entry becomes a :class:`Job` (the configuration objects
-it was asked for with, :class:`~raptor.teachers.TeacherRequest` or
+:func:`raptor.storage.cache.planning`: each missing entry becomes a :class:`Job` (the
+configuration objects it was asked for with, :class:`~raptor.teachers.TeacherRequest` or
 :class:`~raptor.train.StudentRequest`, and its cache key) and the chapter gets an untrained
 stand-in, so ``compute`` runs to its end. A student's key holds its partition, which the chapter
 finds from its *trained* teacher, so a student is only ready once its teacher is in the cache.

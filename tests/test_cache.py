@@ -1,4 +1,5 @@
-"""Tests for raptor.storage.cache: build once, detect corrupt or foreign entries, clean up work files."""
+"""Tests for raptor.storage.cache: build once, detect corrupt or foreign entries, clean up work
+files."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from hypothesis import strategies as st
 from torch.utils.data import TensorDataset
 
 from raptor.storage.artifacts import cache_root
-from raptor.storage.cache import digest, entry_path, get_or_build, load_entry, planned_images, planning
+from raptor.storage.cache import (digest, entry_path, get_or_build, load_entry, planned_images,
+                                  planning)
 
 CONFIG = {"model": "toy", "width": 4, "seed": 0}
 pytestmark = pytest.mark.usefixtures("fresh_cache")

@@ -1,4 +1,5 @@
-"""Tests for raptor.storage.checkpoint: round trips, mismatches, corruption, atomicity, no pickle."""
+"""Tests for raptor.storage.checkpoint: round trips, mismatches, corruption, atomicity, no
+pickle."""
 
 from __future__ import annotations
 
@@ -81,6 +82,21 @@ def test_file_without_record_metadata_is_corrupt(tmp_path: Path) -> None:
     save_file({"x": torch.zeros(2)}, path)
     with pytest.raises(CheckpointError, match="corrupt"):
         load_tensors(path)
+
+
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600)])
+def test_a_written_file_has_the_mode_the_umask_gives(tmp_path: Path, umask: int, mode: int
+                                                     ) -> None:
+    """A cache shared by a group on a cluster file system: entries are as readable as any new
+    file there (not mkstemp's 0600)."""
+    old = os.umask(umask)
+    try:
+        save_tensors(tmp_path / "entry.safetensors", {"x": torch.zeros(2)}, {"k": 1})
+        atomic_write(tmp_path / "f.bin", lambda tmp: Path(tmp).write_bytes(b"x"))
+    finally:
+        os.umask(old)
+    for name in ("entry.safetensors", "f.bin"):
+        assert (tmp_path / name).stat().st_mode & 0o777 == mode, name
 
 
 def test_atomic_write_keeps_old_file_when_writer_fails(tmp_path: Path) -> None:

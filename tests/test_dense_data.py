@@ -1,4 +1,5 @@
-"""Tests for raptor.dinov2.dense_data on tiny fixtures written in ADE20k's and NYUv2's on-disk layouts."""
+"""Tests for raptor.dinov2.dense_data on tiny fixtures written in ADE20k's and NYUv2's on-disk
+layouts."""
 
 from __future__ import annotations
 

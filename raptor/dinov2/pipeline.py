@@ -10,8 +10,8 @@
 :func:`paper_distill`: §3's recipe on DINOv2-B's partition for ``--k``, Table 1); then each
 probe of §5 that has data (:mod:`raptor.probes`) on the student, ``--probe-teacher`` also on the
 teacher. Each step's output is a checkpoint in ``--out`` (:mod:`raptor.dinov2.run_folder`), so a
-rerun resumes; ``results.json`` (:mod:`raptor.dinov2.table1`) is rewritten after every step. Every input is
-checked before any long work: the model and its arguments, the partition, the weights file,
+rerun resumes; ``results.json`` (:mod:`raptor.dinov2.table1`) is rewritten after every step.
+Every input is checked before any long work: the model and its arguments, the partition, the weights file,
 every dataset root, the linear head's shape, a distillation already in ``--out``.
 
 [ours] Engineering choices:

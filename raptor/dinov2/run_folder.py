@@ -1,4 +1,5 @@
-"""The state of a pipeline run (:mod:`raptor.dinov2.pipeline`): one checkpoint per step, nothing else.
+"""The state of a pipeline run (:mod:`raptor.dinov2.pipeline`): one checkpoint per step, nothing
+else.
 
 Each step writes an atomic safetensors checkpoint (:func:`raptor.storage.checkpoint.save_tensors`)
 that holds the configuration the step ran with (its *key*) and its record: ``stage1`` the

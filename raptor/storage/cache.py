@@ -37,7 +37,8 @@ import torch
 import torch.distributed as dist
 
 from raptor.storage.artifacts import cache_root, tier_entry
-from raptor.storage.checkpoint import CheckpointError, digest, fingerprint, load_tensors, save_tensors
+from raptor.storage.checkpoint import (CheckpointError, digest, fingerprint, load_tensors,
+                                       save_tensors)
 
 Tensors = dict[str, torch.Tensor]
 Builder = Callable[[Path], tuple[Tensors, dict[str, Any]]]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
+import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -49,14 +49,18 @@ def _file_digest(tensors: Mapping[str, torch.Tensor], meta: Mapping[str, str]) -
 
 
 def atomic_write(path: str | os.PathLike, write: Any) -> None:
-    """Call ``write(tmp_path)`` and move the result onto ``path`` atomically."""
+    """Call ``write(tmp_path)`` and move the result onto ``path`` atomically. The file gets the
+    mode the umask gives a new file (not ``mkstemp``'s 0600, which would hide a shared cache's
+    entries from the group)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
+    tmp = str(path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp")
+    os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+    mode = os.stat(tmp).st_mode & 0o777  # 0o666 under the umask
     try:
         write(tmp)
         with open(tmp, "rb+") as f:
+            os.fchmod(f.fileno(), mode)  # a writer may have replaced the file (safetensors: 0600)
             os.fsync(f.fileno())
         os.replace(tmp, path)
     finally:
