@@ -176,7 +176,7 @@ def notebook_values(spec: Any) -> dict[str, Any]:
 def parameters_cell(spec: Any, profile: str = "cpu", claims_dir: str = "../claims") -> str:
     """The text of a notebook's ``parameters`` cell for ``spec`` (tests keep notebooks in sync)."""
     lines = [f"profile = {profile!r}", f"claims_dir = {claims_dir!r}"]
-    lines += [f"{name} = {v!r}" for name, v in notebook_values(spec).items()]
+    lines += [f"{name} = {literal(v)}" for name, v in parameters(spec).items()]
     return "\n".join(lines)
 
 
