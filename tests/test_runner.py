@@ -170,6 +170,9 @@ def test_a_successful_run_replaces_the_notebook_and_its_claims(book: Path) -> No
     assert all(c.execution_count for c in cells_of(path))
     cell = injected(path)
     assert "remove-cell" in cell.metadata["tags"] and "n = 4" in cell.source
+    # the stored notebook names where its claims are, not the staging folder of this machine
+    assert "claims_dir = '../claims'" in cell.source and str(book) not in cell.source
+    assert nbformat.read(path, as_version=4).metadata.papermill.parameters.claims_dir == "../claims"
     [c5] = json.loads((book / "claims" / "toy.json").read_text())
     assert (c5["ours"], c5["profile"], c5["chapter"], c5["verdict"]) == ("3.00", "cpu", "toy",
                                                                          "holds")

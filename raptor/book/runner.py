@@ -106,7 +106,7 @@ def execute_chapter(name: str, spec: Any, profile: str = BOOK_PROFILE, *, book: 
             raise RunnerError(f"chapter {name!r} failed at profile {profile!r}: {err}\n"
                               f"the book is untouched; the failed notebook is {failed}") from err
         raise
-    _hide_injected_cell(running)
+    _settle_injected_cell(running, os.path.relpath(claims_dir, out.parent))
     claims_dir.mkdir(parents=True, exist_ok=True)
     for staged_json in staged.glob("*.json"):
         os.replace(staged_json, claims_dir / staged_json.name)
@@ -116,12 +116,20 @@ def execute_chapter(name: str, spec: Any, profile: str = BOOK_PROFILE, *, book: 
     return time.perf_counter() - start
 
 
-def _hide_injected_cell(path: Path) -> None:
+def _settle_injected_cell(path: Path, claims_dir: str) -> None:
+    """Hide papermill's injected cell, and point its ``claims_dir`` at where the claims now are
+    (relative to the notebook), not at the staging folder: the stored notebook, executed again
+    (nbval), writes its claims there, not to a path of the machine that ran it."""
     nb = nbformat.read(path, as_version=4)
+    line = f"claims_dir = {claims_dir!r}"
     for cell in nb.cells:
         tags = cell.metadata.setdefault("tags", [])
-        if "injected-parameters" in tags and "remove-cell" not in tags:
-            tags.append("remove-cell")
+        if "injected-parameters" in tags:
+            if "remove-cell" not in tags:
+                tags.append("remove-cell")
+            cell.source = "\n".join(line if row.startswith("claims_dir = ") else row
+                                     for row in cell.source.split("\n"))
+    nb.metadata.get("papermill", {}).get("parameters", {}).update(claims_dir=claims_dir)
     nbformat.write(nb, path)
 
 
