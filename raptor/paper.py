@@ -10,6 +10,9 @@ on the book's page *The paper at a glance*.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
 
 Partition = tuple[tuple[int, int], ...]
 Weights = tuple[float, float, float]
@@ -127,3 +130,15 @@ SWAP_COUNTS = (1, 2, 3)  # layers swapped within or across blocks (Fig. 15)
 BASIN_IMAGES, BASIN_CLASSES = 1_000, 5  # PCA trajectories: 1,000 images of 5 classes (Fig. 8)
 FINAL_UPDATE_RANK = 6  # stable and effective update rank "near six" in the last phase (Fig. 12)
 DMD_RANK = 10  # exact DMD rank r on group-averaged directions (§4, App. D)
+
+
+# ------------------------------------------------------------------ the authors' notebook (Fig. 1)
+DINOV2_B_DISTANCE = Path(__file__).with_name("dinov2b_block_distance.csv")
+
+
+def dinov2b_block_similarity() -> np.ndarray:
+    """DINOv2-B's 12 × 12 similarity of its block outputs, tokens {cls, mean patch}, ImageNet-1k:
+    ``1 −`` the cosine distance the authors' max-cut notebook shows (KempnerInstitute/raptor,
+    ``src/000_max_cut_dinov2_base.ipynb``), read off its annotated heatmap to 2 decimals (source
+    in the file's header). No per-image matrices are published, so no interval comes with it."""
+    return 1.0 - np.loadtxt(DINOV2_B_DISTANCE, delimiter=",", comments="#")

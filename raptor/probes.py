@@ -332,14 +332,16 @@ def train_linear_probe(model: nn.Module, train_loader: DataLoader, val_loader: D
 
 
 def linear_probe(train_x: Tensor, train_y: Tensor, val_x: Tensor, val_y: Tensor, *,
-                 l2: float = 1e-3, max_iter: int = 2000) -> dict[str, float]:
+                 l2: float = 1e-3, max_iter: int = 2000) -> dict[str, Any]:
     """Fit a softmax linear classifier on ``train_x`` and score it on both sets.
 
     Minimises ``mean CE + (l2/2)·‖W‖²`` (bias not penalised) on features standardised with the
     training mean and std, full batch, by L-BFGS with strong-Wolfe line search in float64, run to
     convergence: stopped early (300 iterations) the solution depends on the path, and features
     that differ in their last bits between CPU kernels moved a 1,000-image accuracy by 0.2 points.
-    Returns ``train_acc``, ``val_acc`` and the final training ``objective``.
+    Returns ``train_acc``, ``val_acc``, the final training ``objective`` and ``val_correct``,
+    per validation row whether its prediction is the label (a tuple of bools, for paired
+    comparisons of models on the same images: :func:`raptor.stats.paired_difference`).
     """
     if train_x.ndim != 2 or val_x.ndim != 2 or train_x.shape[1] != val_x.shape[1]:
         raise ValueError(f"features must be (N, F) with the same F, got {tuple(train_x.shape)} "
@@ -371,6 +373,7 @@ def linear_probe(train_x: Tensor, train_y: Tensor, val_x: Tensor, val_y: Tensor,
     with torch.no_grad():
         final = F.cross_entropy(x @ weight.T + bias, y) + 0.5 * l2 * weight.square().sum()
         train_acc = ((x @ weight.T + bias).argmax(-1) == y).double().mean().item()
-        val_acc = ((xv @ weight.T + bias).argmax(-1) == yv).double().mean().item() \
-            if len(yv) else float("nan")
-    return {"train_acc": train_acc, "val_acc": val_acc, "objective": final.item()}
+        val_correct = (xv @ weight.T + bias).argmax(-1) == yv
+        val_acc = val_correct.double().mean().item() if len(yv) else float("nan")
+    return {"train_acc": train_acc, "val_acc": val_acc, "objective": final.item(),
+            "val_correct": tuple(val_correct.tolist())}

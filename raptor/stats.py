@@ -1,7 +1,7 @@
 """Small statistics behind the claims checks: trends, correlations with intervals, change points,
 accuracy intervals, bootstrap means and a logistic-vs-linear fit.
 
-Claims are tested statistically, not by eye: "rises with p" is a rank correlation with a p-value,
+Claims are tested statistically, not by eye: "rises with p" is a rank correlation with an interval,
 "is associated with" a correlation with a confidence interval, "jumps at the phase boundaries" the
 alignment of the largest changes of a curve with the max-cut boundaries.
 """
@@ -57,6 +57,51 @@ def correlation(x: Sequence[float], y: Sequence[float], *, level: float = 0.95) 
     res = st.pearsonr(x, y)
     ci = res.confidence_interval(confidence_level=level)
     return Correlation(float(res.statistic), float(ci.low), float(ci.high), level, len(x))
+
+
+def rank_correlation(y: Sequence[float], x: Sequence[float] | None = None, *,
+                     level: float = 0.95) -> Correlation:
+    """Spearman's ρ of ``y`` with ``x`` (default: its index, i.e. depth) and its ``level``
+    interval: Fisher's z with Bonett & Wright's (2000, Psychometrika 65:23) standard error
+    ``sqrt((1 + ρ²/2) / (n − 3))``. Needs ``n >= 5``: below that even a perfect ordering is not
+    significant at 5% (permutation p = 2/n!), yet its interval would have zero width."""
+    _check_level(level)
+    t = trend(y, x)
+    if t.n < 5:
+        raise ValueError(f"need sequences of length >= 5, got {t.n}")
+    half = st.norm.ppf(0.5 + level / 2) * np.sqrt((1 + t.rho**2 / 2) / (t.n - 3))
+    with np.errstate(divide="ignore"):  # |ρ| = 1: z is infinite, the interval [ρ, ρ]
+        z = np.arctanh(t.rho)
+    return Correlation(t.rho, float(np.tanh(z - half)), float(np.tanh(z + half)), level, t.n)
+
+
+def partial_correlation(x: Sequence[float], y: Sequence[float], groups: Sequence[object], *,
+                        level: float = 0.95) -> Correlation:
+    """Pearson r of ``x`` and ``y`` after removing each group's mean: their partial correlation
+    given the group as a factor (g levels, g − 1 dummy covariates), the association within
+    groups that a variable driving both cannot produce. Its ``level`` interval is Fisher's z
+    with standard error ``1 / sqrt(n − 3 − (g − 1))``, i.e. ``n − g − 1`` residual degrees of
+    freedom less one (Fisher 1924); needs ``n >= g + 3``."""
+    _check_level(level)
+    x, y, keys = np.asarray(x, dtype=float), np.asarray(y, dtype=float), np.asarray(groups)
+    if x.shape != y.shape or x.shape != keys.shape or x.ndim != 1:
+        raise ValueError(f"need three 1-D sequences of equal length, got {x.shape}, {y.shape}, "
+                         f"{keys.shape}")
+    levels = np.unique(keys)
+    if len(x) < len(levels) + 3:
+        raise ValueError(f"need n >= groups + 3 = {len(levels) + 3}, got n = {len(x)}")
+    dx, dy = x.copy(), y.copy()
+    for g in levels:
+        at = keys == g
+        dx[at] -= x[at].mean()
+        dy[at] -= y[at].mean()
+    if not (dx.any() and dy.any()):
+        raise ValueError("no variation within groups")
+    r = float(np.clip(dx @ dy / np.sqrt((dx @ dx) * (dy @ dy)), -1, 1))
+    half = st.norm.ppf(0.5 + level / 2) / np.sqrt(len(x) - len(levels) - 2)
+    with np.errstate(divide="ignore"):
+        z = np.arctanh(r)
+    return Correlation(r, float(np.tanh(z - half)), float(np.tanh(z + half)), level, len(x))
 
 
 def log_slope(y: Sequence[float], x: Sequence[float] | None = None) -> float:
@@ -129,6 +174,41 @@ def difference(acc_a: float, acc_b: float, n_a: int, n_b: int, *,
     return Interval(float(d), float(low), float(high), level)
 
 
+def paired_difference(correct_a: Sequence[float], correct_b: Sequence[float], *,
+                      level: float = 0.95) -> Interval:
+    """Interval of ``acc_b − acc_a`` for two accuracies on the same images, from their per-image
+    0/1 correctness (in the same image order): Newcombe's score interval for paired proportions
+    (Newcombe 1998, Stat. Med. 17:2635, method 10), :func:`difference`'s square-and-add of the
+    two :func:`wilson` intervals less twice their covariance, estimated by the phi coefficient
+    of the 2×2 table (its ``ad − bc`` shrunk towards 0 by ``n/2`` when positive, as there).
+
+    Two models that are right on mostly the same images give a much narrower interval than
+    :func:`difference`, which ignores that pairing.
+    """
+    x_a, x_b = np.asarray(correct_a, dtype=float), np.asarray(correct_b, dtype=float)
+    if x_a.ndim != 1 or x_a.shape != x_b.shape or len(x_a) < 1:
+        raise ValueError(f"need two non-empty 1-D correctness vectors of equal length, got "
+                         f"{x_a.shape} and {x_b.shape}")
+    if not np.isin(x_a, (0, 1)).all() or not np.isin(x_b, (0, 1)).all():
+        raise ValueError("correctness vectors must hold only 0/1 (or False/True)")
+    n = len(x_a)
+    both, neither = float(x_a @ x_b), float((1 - x_a) @ (1 - x_b))
+    only_b, only_a = float(x_b @ (1 - x_a)), float(x_a @ (1 - x_b))
+    acc_a, acc_b = (both + only_a) / n, (both + only_b) / n
+    a, b = wilson(acc_a, n, level=level), wilson(acc_b, n, level=level)
+    margins = (both + only_a) * (only_b + neither) * (both + only_b) * (only_a + neither)
+    cross = both * neither - only_a * only_b
+    cross = max(cross - n / 2, 0.0) if cross > 0 else cross
+    phi = cross / np.sqrt(margins) if margins > 0 else 0.0
+
+    def spread(u: float, v: float) -> float:
+        return float(np.sqrt(max(u**2 + v**2 - 2 * phi * u * v, 0.0)))
+
+    d = acc_b - acc_a
+    return Interval(d, d - spread(acc_b - b.low, a.high - acc_a),
+                    d + spread(b.high - acc_b, acc_a - a.low), level)
+
+
 def bootstrap_mean(values: Sequence[float], weights: Sequence[float] | None = None, *,
                    level: float = 0.95, n_boot: int = 4000, seed: int = 0) -> Interval:
     """Percentile bootstrap interval of the ``weights``-weighted mean of ``values``, one per
@@ -176,10 +256,19 @@ class SigmoidFit:
     rss_linear: float
     aicc_logistic: float
     aicc_linear: float
+    mid_at_bound: bool  # the midpoint sits at its bound: the optimum lies at or beyond it
 
     @property
     def delta_aicc(self) -> float:
         return self.aicc_linear - self.aicc_logistic
+
+    def __call__(self, x: Sequence[float]) -> np.ndarray:
+        """The fitted logistic at ``x``."""
+        return _logistic(np.asarray(x, dtype=float), self.a, self.b, self.mid, self.scale)
+
+
+def _logistic(t: np.ndarray, a: float, b: float, mid: float, scale: float) -> np.ndarray:
+    return a + b / (1 + np.exp(-np.clip((t - mid) / scale, -50, 50)))
 
 
 def _aicc(rss: float, n: int, k: int) -> float:
@@ -190,31 +279,31 @@ def _aicc(rss: float, n: int, k: int) -> float:
 def sigmoid_vs_linear(y: Sequence[float], x: Sequence[float] | None = None) -> SigmoidFit:
     """Least-squares logistic (4 parameters) and line (2) through ``y`` (default ``x``: index),
     compared by the small-sample AIC (AICc); needs ``len(y) >= 6`` so AICc is defined for both.
-    The logistic is fitted from several starting midpoints and the best fit kept."""
+    The logistic is fitted from several starting midpoints and the best fit kept. Its midpoint
+    is bounded to one span beyond the data on either side; a fit there (``mid_at_bound``) has
+    no inflection it can place: the curve is one arm of an S, its midpoint not estimated."""
     y = np.asarray(y, dtype=float)
     x = np.arange(len(y), dtype=float) if x is None else np.asarray(x, dtype=float)
     if y.shape != x.shape or y.ndim != 1 or len(y) < 6:
         raise ValueError(f"need two 1-D sequences of equal length >= 6, got {x.shape}, {y.shape}")
-
-    def logistic(t, a, b, mid, scale):
-        return a + b / (1 + np.exp(-np.clip((t - mid) / scale, -50, 50)))
-
     span = max(x.max() - x.min(), 1e-9)
+    mid_range = (x.min() - span, x.max() + span)
     best, rss = None, np.inf
     for mid in np.linspace(x.min(), x.max(), 5):
         p0 = [y.min(), y.max() - y.min() or 1.0, mid, span / 8]
         try:
-            p, _ = curve_fit(logistic, x, y, p0=p0, maxfev=20_000,
-                             bounds=([-np.inf, -np.inf, x.min() - span, span / 100],
-                                     [np.inf, np.inf, x.max() + span, 10 * span]))
+            p, _ = curve_fit(_logistic, x, y, p0=p0, maxfev=20_000,
+                             bounds=([-np.inf, -np.inf, mid_range[0], span / 100],
+                                     [np.inf, np.inf, mid_range[1], 10 * span]))
         except RuntimeError:
             continue
-        r = float(((logistic(x, *p) - y) ** 2).sum())
+        r = float(((_logistic(x, *p) - y) ** 2).sum())
         if r < rss:
             best, rss = p, r
     if best is None:
         raise ValueError("the logistic fit did not converge from any start")
     lin = float(((np.polyval(np.polyfit(x, y, 1), x) - y) ** 2).sum())
     n = len(y)
+    pinned = min(abs(best[2] - m) for m in mid_range) < 1e-3 * span
     return SigmoidFit(*map(float, best), rss, lin, float(_aicc(rss, n, 4)),
-                      float(_aicc(lin, n, 2)))
+                      float(_aicc(lin, n, 2)), bool(pinned))

@@ -1,41 +1,57 @@
 """Is a phase partition real and stable? Statistics behind claims C1 and C2 (paper §2, Figs. 1–3).
 
 A max-cut always returns *some* partition, and a similarity that merely decays smoothly with
-depth — ``S[l, m]`` a function of ``|l − m|`` only — gets even cuts with a positive inside-minus-
-across contrast. Block structure is what such a *stationary* matrix lacks:
+depth gets even cuts with a positive inside-minus-across contrast. Block structure is what a
+smooth decay lacks; the *block excess* of a partition is its contrast on ``S`` minus its contrast
+on a null matrix without blocks, measured over a ladder of three nulls [ours]:
 
-* :func:`stationary_null`: the Toeplitz matrix of ``S``'s diagonal means; :func:`block_excess`:
-  a partition's contrast on ``S`` minus its contrast on that null (0 for every partition of a
-  stationary ``S``).
-* :func:`image_growth_nulls` [ours]: a second null, the similarity the residual stream would
-  have if every block added an update orthogonal to it, with the norms observed —
-  ``cos(x_l, x_m) = ‖x_l‖ / ‖x_m‖`` for ``‖x_l‖ ≤ ‖x_m‖``. Not stationary: where the norm grows
-  fast the similarity drops, and late layers whose norm has stopped growing look like a block.
-  On Fashion-MNIST an untrained ViT's residual stream is close to it (uncorrelated updates).
-* :func:`phase_excess`: the max-cut's excess over the stronger of the two nulls, cross-fitted
-  over two halves of the images (the cut chosen on one half, measured on the other, so noise
-  cannot create excess), with a bootstrap interval over images, the max-cut's agreement across
-  resamples, and its exact rank among all ``C(L−1, k−1)`` contiguous partitions
-  (:func:`contrast_rank`).
-* :func:`boundary_shift` and :func:`subset_stability`: whether max-cut boundaries move between
-  teachers trained with different seeds, or on subsets of the images (C2).
+* :func:`stationary_null`: the Toeplitz matrix of ``S``'s diagonal means (``S[l, m]`` a function
+  of ``|l − m|`` only); :func:`block_excess` is the excess over it.
+* :func:`image_growth_nulls` (*random walk*): the similarity of a residual stream with the norms
+  observed whose every update is orthogonal to it, ``cos(x_l, x_m) = ‖x_l‖ / ‖x_m‖`` for
+  ``‖x_l‖ ≤ ‖x_m‖``: what uncorrelated updates give. It needs the trajectories, not the matrix.
+  It is not a "no blocks" null: a stream that stays put within phases and jumps orthogonally at
+  their boundaries (the textbook block matrix) *is* such a stream, so its excess is 0.
+* :func:`warped_decay_null` (*warped decay*): the least-squares fit of ``S`` by a similarity that
+  falls monotonically with distance along a smoothly warped depth axis. It contains the
+  stationary decays and the random walks with constant, power-law or geometric update norms, and
+  cannot make a step. C1 is judged on the excess over it: on synthetic streams it passes textbook
+  phases of three kinds and fails random walks, Toeplitz matrices and smooth decays
+  (:mod:`raptor.controls`, ``tests/test_controls.py``).
+
+:func:`phase_excess` measures the max-cut's excess over each null, cross-fitted over two halves of
+the images (the cut chosen on one half, measured on the other, so noise cannot create excess),
+with bootstrap intervals over images, the max-cut's agreement across resamples and its exact rank
+among all ``C(L−1, k−1)`` contiguous partitions (:func:`contrast_rank`); :func:`matrix_excess`
+the same ladder, without intervals, for a published matrix. :func:`boundary_shift` and
+:func:`subset_stability`: whether max-cut boundaries move between seeds or image subsets (C2).
 """
+
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from itertools import combinations, pairwise
 
 import numpy as np
 import torch
+from scipy.optimize import isotonic_regression
 
 from raptor.phases import Partition, maxcut, validate_partition
 from raptor.similarity import EPS, block_contrast, layer_similarity, phase_matrix
 from raptor.trajectories import TokenGroups
 
 MAX_PARTITIONS = 200_000  # enumerating more contiguous partitions than this is refused
+#: The Box-Cox exponents λ of the warped depth axis tried by :func:`warped_decay_null`, on the
+#: depth counted from the first block and from the last: from strongly saturating (λ = −3: the
+#: first layers counted far apart, the later ones close) through the log axis of a random walk
+#: (λ = 0) and plain depth (λ = 1) to strongly accelerating (λ = 4).
+WARP_EXPONENTS = tuple(round(v, 2) for v in np.linspace(-3.0, 4.0, 36))
+NULLS = ("stationary", "random walk", "warped decay")  # the ladder, weakest first
+JUDGED_NULL = "warped decay"  # the null C1 is judged against
 
 
 def contrast(S: np.ndarray, partition: Partition) -> float:
@@ -58,6 +74,65 @@ def stationary_null(S: np.ndarray) -> np.ndarray:
 def block_excess(S: np.ndarray, partition: Partition) -> float:
     """The partition's contrast on ``S`` minus on :func:`stationary_null` ``(S)``."""
     return contrast(S, partition) - contrast(stationary_null(S), partition)
+
+
+@functools.cache
+def _warp_ties(L: int, lam: float, from_end: bool) -> tuple[np.ndarray, np.ndarray]:
+    """For the upper-triangle pairs of ``L`` layers in row-major order, the index of their
+    distance on the axis ``g_λ`` (of the depth counted from the last block if ``from_end``)
+    among the distinct distances (ascending), and each one's count."""
+    layer = np.arange(1, L + 1, dtype=float)
+    if from_end:
+        layer = layer[::-1]
+    g = np.log(layer) if lam == 0 else (layer ** lam - 1) / lam
+    upper = np.triu_indices(L, 1)
+    distance = np.round(np.abs(g[:, None] - g[None, :])[upper] / np.ptp(g), 9)
+    _, inverse = np.unique(distance, return_inverse=True)
+    return inverse, np.bincount(inverse)
+
+
+WARP_ORIGINS = ("first", "last")  # the block the warped depth is counted from
+
+
+def warped_decay_null(S: np.ndarray, origins: Sequence[str] = WARP_ORIGINS) -> np.ndarray:
+    """The least-squares fit of ``(S + Sᵀ) / 2`` by ``W[l, m] = f(|g(l) − g(m)|)``, ``f``
+    non-increasing (isotonic regression) and ``g`` a smooth monotone warp of depth: the Box-Cox
+    transform ``(d^λ − 1) / λ`` (``log d`` at λ = 0) of the block number ``d`` counted from the
+    first block or from the last (``origins``), λ the best of :data:`WARP_EXPONENTS` [ours].
+
+    λ = 1 holds every monotone stationary decay; λ = 0 from the first block the random walk with
+    equal update norms (``cos = √(l / m)``). A smooth warp puts some pair inside a block farther
+    apart than some pair across it, so a monotone ``f`` cannot reproduce a step: blocks stay in
+    ``S − W``.
+    """
+    S = np.asarray(S, dtype=float)
+    if S.ndim != 2 or S.shape[0] != S.shape[1] or S.shape[0] < 3:
+        raise ValueError(f"S must be a square matrix with at least 3 layers, got {S.shape}")
+    if not origins or not set(origins) <= set(WARP_ORIGINS):
+        raise ValueError(f"origins must be some of {WARP_ORIGINS}, got {origins}")
+    L = len(S)
+    upper = np.triu_indices(L, 1)
+    pairs = ((S + S.T) / 2)[upper]
+
+    def fit(i: int, from_end: bool) -> tuple[float, np.ndarray]:
+        inverse, counts = _warp_ties(L, WARP_EXPONENTS[i], from_end)
+        f = isotonic_regression(np.bincount(inverse, pairs) / counts, weights=counts,
+                                increasing=False).x[inverse]
+        return float(((pairs - f) ** 2).sum()), f
+
+    fits = {}
+    for from_end in (origin == "last" for origin in origins):
+        # every fifth exponent, then every one within four steps of the best: 16 fits a
+        # direction instead of 36, the whole grid's fit on every control, 20 resamples of each
+        # and DINOv2-B's matrix
+        coarse = {i: fit(i, from_end) for i in range(0, len(WARP_EXPONENTS), 5)}
+        best = min(coarse, key=lambda i: coarse[i][0])
+        fine = range(max(best - 4, 0), min(best + 5, len(WARP_EXPONENTS)))
+        fits |= {(i, from_end): coarse.get(i) or fit(i, from_end) for i in fine}
+    W = np.ones((L, L))
+    W[upper] = fits[min(fits, key=lambda key: fits[key][0])][1]
+    W.T[upper] = W[upper]
+    return W
 
 
 def contiguous_partitions(L: int, k: int) -> list[Partition]:
@@ -120,15 +195,25 @@ def image_growth_nulls(traj: torch.Tensor, groups: TokenGroups) -> np.ndarray:
 
 
 @dataclass(frozen=True)
+class NullExcess:
+    """The max-cut's block excess over one null, with its bootstrap interval (NaN without)."""
+
+    excess: float
+    low: float = math.nan
+    high: float = math.nan
+
+
+@dataclass(frozen=True)
 class PhaseExcess:
     """C1's statistic for one model and k: is its max-cut more than a smooth decay's?
 
     ``cut`` is the max-cut of all images' matrix, ``null_cut`` that of its stationary null;
-    ``excess`` the cross-fitted block excess over the stronger null (the smaller of ``stationary``
-    and ``growth``, the excesses over each) with its bootstrap interval ``[low, high]`` at
-    ``level``; ``agreement`` the share of resamples whose max-cut equals ``cut``; ``rank`` the
-    cut's contrast rank among all contiguous partitions. Without a growth null ``growth`` is NaN
-    and the excess is over the stationary null alone.
+    ``excess`` the cross-fitted block excess over the warped-decay null (:data:`JUDGED_NULL`)
+    with its bootstrap interval ``[low, high]`` at ``level``; ``agreement`` the share of
+    resamples whose max-cut equals ``cut``; ``rank`` the cut's contrast rank among all
+    contiguous partitions; ``ladder`` the excess over each null of :data:`NULLS` computed (the
+    random walk needs trajectories); ``fit_rmse`` how far all images' matrix lies from its
+    warped-decay fit (root mean square over pairs of layers): how well a smooth decay describes it.
     """
 
     k: int
@@ -140,39 +225,49 @@ class PhaseExcess:
     level: float
     agreement: float
     rank: Rank
-    stationary: float = math.nan
-    growth: float = math.nan
+    ladder: Mapping[str, NullExcess] = field(default_factory=dict)
+    fit_rmse: float = math.nan
+
+
+def _nulls(S: np.ndarray, growth: np.ndarray | None) -> dict[str, np.ndarray]:
+    """Each null of :data:`NULLS` for the matrix ``S`` (the random walk from ``growth``)."""
+    nulls = {"stationary": stationary_null(S), "random walk": growth,
+             "warped decay": warped_decay_null(S)}
+    return {name: null for name, null in nulls.items() if null is not None}
 
 
 def _crossfit(A: np.ndarray, B: np.ndarray, GA: np.ndarray | None, GB: np.ndarray | None,
-              k: int) -> tuple[float, float, Partition]:
-    """Excess of each half's max-cut measured on the other half, averaged, over the stationary
-    null and over the growth nulls ``GA``, ``GB`` (NaN without); and ``A + B``'s cut."""
+              k: int) -> tuple[dict[str, float], Partition]:
+    """Excess of each half's max-cut measured on the other half (each half's nulls fitted on
+    that half), averaged, per null; and ``A + B``'s cut."""
     cut_a, cut_b = maxcut(A, k), maxcut(B, k)
-    stationary = (block_excess(B, cut_a) + block_excess(A, cut_b)) / 2
-    growth = math.nan if GA is None or GB is None else \
-        (contrast(B - GB, cut_a) + contrast(A - GA, cut_b)) / 2
-    return stationary, growth, maxcut((A + B) / 2, k)
+    nulls_a, nulls_b = _nulls(A, GA), _nulls(B, GB)
+    excess = {name: (contrast(B - nulls_b[name], cut_a) + contrast(A - nulls_a[name], cut_b)) / 2
+              for name in nulls_a}
+    return excess, maxcut((A + B) / 2, k)
 
 
-def _stronger(stationary: float, growth: float) -> float:
-    return stationary if math.isnan(growth) else min(stationary, growth)
+def _fit_rmse(S: np.ndarray) -> float:
+    upper = np.triu_indices(len(S), 1)
+    return float(np.sqrt(np.mean((S - warped_decay_null(S))[upper] ** 2)))
 
 
 def phase_excess(per_image: np.ndarray, k: int, *, growth: np.ndarray | None = None,
                  n_boot: int = 200, level: float = 0.95, seed: int = 0) -> PhaseExcess:
     """:class:`PhaseExcess` from per-image phase matrices ``(N, L, L)``
-    (:func:`image_phase_matrices`) and, optionally, their growth nulls
+    (:func:`image_phase_matrices`) and, optionally, their random-walk nulls
     (:func:`image_growth_nulls`, same shape).
 
     The images are split at random into two halves; each bootstrap resample draws images with
-    replacement within each half and recomputes both cuts, so the interval covers the selection
-    of the cut as well as the noise of the images. Under a null expected ``S`` the excess over it
-    has mean 0 whatever the noise, because the cut is never measured on the images it came from.
+    replacement within each half and recomputes both cuts and both halves' nulls, so the
+    interval covers the selection of the cut and the fit of the null as well as the noise of
+    the images. Under a null expected ``S`` the excess over it has mean 0 whatever the noise,
+    because the cut is never measured on the images it came from.
     """
     per_image = np.asarray(per_image, dtype=float)
-    if per_image.ndim != 3 or per_image.shape[1] != per_image.shape[2] or len(per_image) < 4:
-        raise ValueError(f"per_image must be (N ≥ 4, L, L), got {per_image.shape}")
+    if per_image.ndim != 3 or per_image.shape[1] != per_image.shape[2] or len(per_image) < 4 \
+            or per_image.shape[1] < 3:
+        raise ValueError(f"per_image must be (N ≥ 4, L ≥ 3, L), got {per_image.shape}")
     if growth is not None and np.shape(growth) != per_image.shape:
         raise ValueError(f"growth must have per_image's shape {per_image.shape}, "
                          f"got {np.shape(growth)}")
@@ -184,23 +279,41 @@ def phase_excess(per_image: np.ndarray, k: int, *, growth: np.ndarray | None = N
     order = rng.permutation(len(per_image))
     halves = [order[: len(order) // 2], order[len(order) // 2:]]
 
-    def means(idx: list[np.ndarray]) -> tuple[np.ndarray, ...]:
+    def means(idx: list[np.ndarray]) -> tuple[np.ndarray | None, ...]:
         return (*(per_image[i].mean(0) for i in idx),
                 *((None, None) if growth is None else (growth[i].mean(0) for i in idx)))
 
     S = per_image.mean(0)
     cut = maxcut(S, k)
-    stationary, grown, _ = _crossfit(*means(halves), k)
-    boots, same = [], 0
+    estimate, _ = _crossfit(*means(halves), k)
+    boots, same = {name: [] for name in estimate}, 0
     for _ in range(n_boot):
-        ex_s, ex_g, resampled_cut = _crossfit(
+        excess, resampled_cut = _crossfit(
             *means([h[rng.integers(0, len(h), len(h))] for h in halves]), k)
-        boots.append(_stronger(ex_s, ex_g))
+        for name, value in excess.items():
+            boots[name].append(value)
         same += resampled_cut == cut
-    low, high = np.quantile(boots, [(1 - level) / 2, (1 + level) / 2])
-    return PhaseExcess(k, cut, maxcut(stationary_null(S), k), _stronger(stationary, grown),
-                       float(low), float(high), level, same / n_boot, contrast_rank(S, cut),
-                       float(stationary), float(grown))
+    q = [(1 - level) / 2, (1 + level) / 2]
+    ladder = {name: NullExcess(float(value), *map(float, np.quantile(boots[name], q)))
+              for name, value in estimate.items()}
+    judged = ladder[JUDGED_NULL]
+    return PhaseExcess(k, cut, maxcut(stationary_null(S), k), judged.excess, judged.low,
+                       judged.high, level, same / n_boot, contrast_rank(S, cut), ladder,
+                       _fit_rmse(S))
+
+
+def matrix_excess(S: np.ndarray, k: int) -> PhaseExcess:
+    """The ladder of :func:`phase_excess` for a matrix published without per-image matrices
+    (DINOv2-B's, :func:`raptor.paper.dinov2b_block_similarity`): its max-cut's excess over the
+    stationary and warped-decay nulls of ``S`` itself — not cross-fitted, no interval (NaN), no
+    random walk (it needs trajectories)."""
+    S = np.asarray(S, dtype=float)
+    cut = maxcut(S, k)
+    ladder = {name: NullExcess(contrast(S - null, cut))
+              for name, null in _nulls(S, None).items()}
+    return PhaseExcess(k, cut, maxcut(stationary_null(S), k), ladder[JUDGED_NULL].excess,
+                       math.nan, math.nan, math.nan, math.nan, contrast_rank(S, cut), ladder,
+                       _fit_rmse(S))
 
 
 def boundaries(partition: Partition) -> tuple[int, ...]:

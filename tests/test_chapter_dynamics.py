@@ -43,6 +43,24 @@ def test_c16_s_shape_saturation_and_order() -> None:
     assert verdict(short) == UNTESTABLE
 
 
+def test_c16_fit_at_its_bound_and_intervals_over_layers() -> None:
+    # A saturating exponential is one arm of an S: the logistic's midpoint sits at its bound
+    # (−L), not estimated, so the S-shape is open; near 1 holds.
+    arm = ch.c16_directions_converge({"cls": 1 - 0.9 * np.exp(-DEPTH / 2)})
+    assert verdict(arm) == INCONCLUSIVE and "midpoint -8.0 (at the fit's bound)" in arm.ours
+    assert arm.detail.endswith("; inconclusive: cls S-shape")
+    # Two groups reaching 0.9 within a fraction of a layer, give or take the layers' scatter.
+    rng = np.random.default_rng(5)
+    tie = {g: np.r_[logistic(mid)[:-1] + rng.normal(0, 0.03, L), 1.0]
+           for g, mid in (("registers", 4.0), ("patches", 4.1))}
+    tied = ch.c16_directions_converge(tie)
+    assert verdict(tied) == INCONCLUSIVE
+    assert tied.detail.endswith("; inconclusive: registers before patches")
+    # Far from 1 at layer L−1, on the whole interval.
+    far = ch.c16_directions_converge({"cls": np.r_[0.5 * logistic(3.5)[:-1], 1.0]})
+    assert verdict(far) == FAILS and "does not hold: cls near 1" in far.detail
+
+
 def test_crossing_interpolates() -> None:
     assert ch.crossing(np.array([0.0, 0.5, 1.0]), 0.75) == pytest.approx(1.5)
     assert ch.crossing(np.array([0.95, 1.0]), 0.9) == 0.0
@@ -159,10 +177,17 @@ def test_c22_stable_and_effective_rank_fall() -> None:
     assert verdict(ch.c22_update_rank_falls(rising, effective, [2, 5], width=64)) == FAILS
     assert verdict(ch.c22_update_rank_falls(stable, {**effective, "cls": 5 + np.arange(L)},
                                             [2, 5], width=64)) == FAILS
+    assert "ρ stable -1.00 [-1.00, -1.00] / effective" in c.ours
     # Falling, but not significantly (ρ = −0.31 over 8 layers).
     wobbly = {**stable, "cls": np.array([5.0, 7, 4, 6, 3, 8, 2, 4])}
     assert verdict(ch.c22_update_rank_falls(wobbly, effective, [2, 5], width=64)
                    ) == INCONCLUSIVE
+    # Rising weakly (ρ = 0.26 [−0.55, 0.82]): no evidence against a fall either.
+    weak = ch.c22_update_rank_falls({**stable, "cls": np.array([4.0, 7, 5, 3, 6, 8, 2, 9])},
+                                    effective, [2, 5], width=64)
+    assert verdict(weak) == INCONCLUSIVE and "ρ stable 0.26 [-0.55, 0.82]" in weak.ours
+    few = {g: v[:4] for g, v in stable.items()}
+    assert verdict(ch.c22_update_rank_falls(few, few, [1, 2], width=64)) == UNTESTABLE
     # At D = 768, "≈ 6" is tested on the last phase (layers 6–8): 5–7 holds, 15–17 does not.
     near_six = {g: np.r_[30, 25, 20, 15, 10, 7, 6, 5.0] for g in ("cls", "patches")}
     held = ch.c22_update_rank_falls(near_six, near_six, [2, 5], width=768)
@@ -179,7 +204,7 @@ def kappa_images(mean: np.ndarray, sd: float, n: int = 200) -> np.ndarray:
 def test_c23_sharp_late_rise() -> None:
     jump = np.array([0.3, 0.31, 0.32, 0.33, 0.34, 0.35, 0.8, 0.82])  # +0.45 of 0.52 at layer 7
     c = ch.c23_coherence_rises(kappa_images(jump, 0.02), [2, 5])
-    assert verdict(c) == HOLDS and "at layer l+1 = 7 (last phase)" in c.ours
+    assert verdict(c) == HOLDS and "at layer l+1 = 7 [7, 7] (last phase)" in c.ours
     steady = np.linspace(0.2, 0.9, L)  # each layer carries 1/7 of the rise
     assert verdict(ch.c23_coherence_rises(kappa_images(steady, 0.02), [2, 5])) == FAILS
     early = jump[[0, 6, 7, 7, 7, 7, 7, 7]] + np.linspace(0, 0.01, L)  # sharp, but at layer 2
@@ -188,6 +213,11 @@ def test_c23_sharp_late_rise() -> None:
     # Half the rise in one layer, give or take the images' spread.
     half = np.array([0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.8, 0.8])
     assert verdict(ch.c23_coherence_rises(kappa_images(half, 0.3), [2, 5])) == INCONCLUSIVE
+    # Two like jumps, at layer 2 and at layer 6: where the largest lands is open.
+    two = np.array([0.3, 0.3, 0.55, 0.56, 0.57, 0.58, 0.83, 0.84])
+    c = ch.c23_coherence_rises(kappa_images(two, 0.3), [2, 5])
+    assert verdict(c) == INCONCLUSIVE and "at layer l+1 = 7 [3, 7]" in c.ours
+    assert c.detail.endswith("; inconclusive: sharp, late")
 
 
 def test_c24_radius_up_to_round_off_and_cls_closest() -> None:
@@ -197,6 +227,7 @@ def test_c24_radius_up_to_round_off_and_cls_closest() -> None:
     c = ch.c24_dmd_near_one(lam, inside, rank=10)
     assert verdict(c) == HOLDS and "exact DMD of rank 2 on group-averaged directions (the " \
         "paper's r = 10 needs ≥ 10 layer transitions; this teacher has 2)" in c.detail
+    assert c.tests == 4  # |λ| ≤ 1 for each of the three groups, cls closest to +1
     out = {**lam, "cls": np.array([1.006])}
     above = {**inside, "cls": 1.006 + np.linspace(-0.002, 0.002, 200)}
     failed = ch.c24_dmd_near_one(out, above, rank=10)
@@ -242,6 +273,7 @@ def test_smoke_result(smoke_result) -> None:
     claims = chapter.claims(result)
     assert [c.id for c in claims] == [f"C{i}" for i in range(16, 25)]
     assert claims[0].verdict == UNTESTABLE  # γ over L + 1 = 5 layers: too few for the fit
+    assert all(c.tests >= 1 for c in claims) and claims[1].tests == len(groups)  # C17 per group
 
 
 @pytest.mark.slow
@@ -254,6 +286,21 @@ def test_claims_combine_the_seeds(smoke_result) -> None:
     single, both = chapter.claims(result), chapter.claims(twice)
     assert [c.verdict for c in both] == [c.verdict for c in single]
     assert all("per seed: 0 " in c.ours and "seed 1: " in c.detail for c in both)
+
+
+@pytest.mark.slow
+def test_figures_show_what_the_claims_measure(smoke_result) -> None:
+    """The DMD panel names the rank used; C19's panel plots the norm-rescaled deviation."""
+    result = smoke_result(chapter.NAME)
+    (run,) = result.runs
+    used = max(len(s.real) for s in run.dmd.values())
+    assert used < result.spec.dmd_rank  # the smoke teacher has fewer transitions than r
+    title = chapter.low_rank_dmd_figure(result).axes[2].get_title()
+    assert title == f"(C) DMD, rank {used}\n(paper: r = {result.spec.dmd_rank})"
+    ax = chapter.perturbation_figure(result).axes[2]
+    assert ax.get_ylabel() == f"angle × ‖x_l‖ / ‖x_{run.perturb_layer}‖"
+    cls = run.relative_deviation["cls"]
+    np.testing.assert_allclose(ax.lines[0].get_ydata(), cls[1::2].mean(axis=0))
 
 
 def test_image_deviation_is_per_image_and_in_injection_norm_units(tiny_teacher) -> None:

@@ -4,29 +4,66 @@ import numpy as np
 import pytest
 
 from raptor.book.chapters import finding_phases as chapter
-from raptor.book.claims import FAILS, HOLDS
+from raptor.book.claims import EXCESS_MIN, FAILS, HOLDS, INCONCLUSIVE
+from raptor.structure import PhaseExcess, phase_excess
 
 
 # --- claims and statistics on synthetic inputs ----------------------------------------------
 
-def test_c2_holds_with_stable_boundaries() -> None:
-    held = chapter.c2_boundaries_stable({2: 0, 3: 1}, {2: 1.0, 3: 0.9}, images=500,
-                                        teacher_seeds=(0, 1), n_resamples=10,
-                                        as_null={2: False, 3: False})
-    assert held.verdict == HOLDS
-    assert held.ours == ("largest boundary shift across seeds 1 layer(s); cut at 500 images "
-                         "reproduced in k=2: 100%, k=3: 90%; the stationary null's cut is the "
-                         "same for no k")
+def _excess(block_weight: float, seed: int = 0) -> PhaseExcess:
+    """C1's excess at k = 3 of noisy images of 12 layers: a depth decay with equal true phases
+    1–4 | 5–8 | 9–12 of weight ``block_weight`` (0: no phases)."""
+    idx = np.arange(12)
+    S = (1 - block_weight) * np.exp(-np.abs(idx[:, None] - idx[None, :]) / 4) \
+        + block_weight * (idx[:, None] // 4 == idx[None, :] // 4)
+    x = S + np.random.default_rng(seed).normal(0, 0.3, (400, 12, 12))
+    return phase_excess((x + x.transpose(0, 2, 1)) / 2, 3, n_boot=50)
 
 
-@pytest.mark.parametrize("shift, reproduced, as_null", [
-    ({2: 2, 3: 0}, {2: 1.0, 3: 1.0}, {2: False, 3: False}),
-    ({2: 0, 3: 0}, {2: 1.0, 3: 0.8}, {2: False, 3: False}),
-    ({2: 0, 3: 0}, {2: 1.0, 3: 1.0}, {2: False, 3: True})])
-def test_c2_fails_when_boundaries_move_subsets_disagree_or_the_null_agrees(
-        shift, reproduced, as_null) -> None:
-    assert chapter.c2_boundaries_stable(shift, reproduced, images=64, teacher_seeds=(0,),
-                                        n_resamples=3, as_null=as_null).verdict == FAILS
+def test_c2_holds_for_stable_equal_phases_whose_cut_is_the_nulls() -> None:
+    equal = _excess(0.05)
+    assert equal.cut == equal.null_cut == ((0, 4), (4, 8), (8, 12))
+    assert equal.low > EXCESS_MIN.value
+    held = chapter.c2_boundaries_stable({3: 1}, {3: 1.0}, {"p=0, k=3": equal}, images=500,
+                                        teacher_seeds=(0, 1), n_resamples=50)
+    assert held.verdict == HOLDS and held.tests == 3
+    assert held.ours.startswith("boundary shift across seeds k=3: 1 layer(s); cut at 500 images "
+                                "reproduced in k=3: 100% [93%, 100%]; block excess above 0.01 "
+                                "for 1 of 1 cuts, below for 0")
+
+
+def test_c2_does_not_hold_without_excess() -> None:
+    none = _excess(0.0)
+    assert none.high <= EXCESS_MIN.value
+    c = chapter.c2_boundaries_stable({3: 0}, {3: 1.0}, {"a": _excess(0.05), "b": none},
+                                     images=500, teacher_seeds=(0,), n_resamples=50)
+    assert c.verdict == FAILS and c.tests == 4
+
+
+@pytest.mark.parametrize("profile", ["cpu", "paper"])
+def test_c2_can_hold_at_the_profiles_resamples(profile: str) -> None:
+    """Power: at the profile's subsets, every subset reproducing the cut shows a share above
+    STABLE_SHARE (Wilson), so C2 can hold on an ideal input; 10 subsets could not."""
+    n = chapter.Spec().n_resamples if profile == "cpu" else chapter.PAPER.n_resamples
+    ideal = chapter.c2_boundaries_stable({3: 0}, {3: 1.0}, {"k=3": _excess(0.1)}, images=500,
+                                         teacher_seeds=(0, 1), n_resamples=n)
+    assert ideal.verdict == HOLDS
+    assert chapter.c2_boundaries_stable({3: 0}, {3: 1.0}, {"k=3": _excess(0.1)}, images=500,
+                                        teacher_seeds=(0, 1), n_resamples=10
+                                        ).verdict == INCONCLUSIVE
+
+
+@pytest.mark.parametrize("shift, reproduced, verdict", [
+    ({2: 2, 3: 0}, {2: 1.0, 3: 1.0}, FAILS),  # a boundary moves two layers across seeds
+    ({2: 0, 3: 0}, {2: 1.0, 3: 0.3}, FAILS),  # 3 of 10 subsets: Wilson interval below 90%
+    ({2: 0, 3: 0}, {2: 1.0, 3: 0.8}, INCONCLUSIVE),  # 8 of 10: the interval spans 90%
+    ({2: 0, 3: 0}, {2: 1.0, 3: 1.0}, INCONCLUSIVE)])  # 10 of 10 cannot show > 90%
+def test_c2_on_unstable_boundaries(shift: dict[int, int], reproduced: dict[int, float],
+                                   verdict: str) -> None:
+    excess = {f"k={k}": _excess(0.1) for k in shift}
+    c = chapter.c2_boundaries_stable(shift, reproduced, excess, images=64, teacher_seeds=(0, 1),
+                                     n_resamples=10)
+    assert c.verdict == verdict and c.tests == 6
 
 
 def test_images_needed_is_the_first_count_stable_from_then_on() -> None:
@@ -71,3 +108,6 @@ def test_smoke_result(smoke_result) -> None:
     assert len(result.comparison) == len(result.teachers) * len(spec.eps_values)
     assert list(result.seed_shift) == list(spec.k_values)
     assert {k: list(row) for k, row in result.stability.items()} == {2: [16, 32], 3: [16, 32]}
+    (c2,) = chapter.claims(result)
+    assert c2.id == "C2" and c2.tests == 2 * len(spec.k_values) + 3 * len(spec.k_values)
+    assert c2.rests_on.startswith("C1: ")

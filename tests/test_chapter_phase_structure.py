@@ -1,14 +1,15 @@
-"""Chapter *Emergent phase structure*: C1 judged on block excess over the stronger of two nulls."""
+"""Chapter *Emergent phase structure*: C1 judged on block excess over the warped-decay null."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from raptor import controls
 from raptor.book.chapters import phase_structure as chapter
 from raptor.book.claims import FAILS, HOLDS, INCONCLUSIVE
 from raptor.book.experiment import walk
 from raptor.book.profiles import PHASE_TEACHER
-from raptor.structure import PhaseExcess, Rank, phase_excess
+from raptor.structure import NULLS, PhaseExcess, Rank, phase_excess
 
 CUT = ((0, 3), (3, 6), (6, 8))
 
@@ -53,24 +54,27 @@ def test_smoke_result_has_every_model_and_a_c1(smoke_result) -> None:
     assert c1.id == "C1" and c1.verdict in (HOLDS, FAILS, INCONCLUSIVE)
 
 
-def test_c1_is_inconclusive_when_the_untrained_control_passes_too() -> None:
-    t = chapter.EXCESS_MIN.value
-    trained = {"a": excess(t + 0.02)}
-    c = chapter.c1_block_excess(trained, k=3, control={"untrained": excess(t + 0.02)})
-    assert c.verdict == INCONCLUSIVE and c.detail.endswith("untrained control: holds")
-    c = chapter.c1_block_excess(trained, k=3, control={"untrained": excess(0.0)})
-    assert c.verdict == HOLDS and c.detail.endswith("untrained control: does not hold")
-    assert chapter.c1_block_excess({"a": excess(0.0)}, k=3, control={"u": excess(t + 0.02)}
-                                   ).verdict == FAILS
+def test_c1_judges_the_trained_models_alone(smoke_result) -> None:
+    """The untrained networks, the controls and the paper's matrix are shown, not judged."""
+    r = smoke_result("phase-structure")
+    (c1,) = chapter.claims(r)
+    assert c1 == chapter.c1_block_excess(r.trained(), k=r.spec.k)
+    assert set(r.controls) == set(controls.CONTROLS) and sorted(r.paper_dinov2b) == [2, 3, 4]
+    table = chapter.excess_table(r)
+    assert len(table) == len(r.excess) + len(controls.CONTROLS) + 1
+    assert list(table.columns[2:5]) == [f"over {null}" for null in NULLS]
 
 
-def test_c1_fails_on_untrained_teachers(fresh_cache) -> None:
-    """The book's untrained control on real images (Fashion-MNIST): over the stationary null alone
-    a 12-block untrained ViT's late layers look like a block, but its stream follows the norm-growth
-    null, so C1 fails on it."""
+def test_untrained_teachers_have_no_excess_over_a_random_walk(fresh_cache) -> None:
+    """The book's untrained networks on real images (Fashion-MNIST), measured: over the
+    stationary null alone their late layers look like a block (+0.012 … +0.017), but their
+    updates are uncorrelated with the stream, so neither the random walk (−0.010 … −0.003) nor
+    the warped decay (−0.002 … +0.002) leaves them excess. Not required by C1 (the paper finds
+    untrained ViTs easier to reconstruct, C9): a property of the nulls on real streams."""
     images = PHASE_TEACHER.eval_images(300)
     excess = {f"seed {seed}": walk(PHASE_TEACHER.get_teacher(seed=seed, trained=False), images,
                                    excess=(3,), n_boot=50, device="cpu").excess[3]
               for seed in range(3)}
-    assert any(e.stationary > chapter.EXCESS_MIN.value for e in excess.values())
-    assert chapter.c1_block_excess(excess, k=3).verdict == FAILS
+    t = chapter.EXCESS_MIN.value
+    assert any(e.ladder["stationary"].low > t for e in excess.values())
+    assert all(e.ladder["random walk"].high < t and e.high < t for e in excess.values())

@@ -39,7 +39,7 @@ def test_c15_needs_every_seed_and_reports_the_lowest() -> None:
     good, bad = Interval(0.95, 0.94, 0.96, 0.95), Interval(0.85, 0.84, 0.86, 0.95)
     assert chapter.c15_cosine_high({2: [good, good, good]}).verdict == HOLDS
     one_seed_fails = chapter.c15_cosine_high({2: [good, bad, good]})
-    assert one_seed_fails.verdict == FAILS
+    assert one_seed_fails.verdict == FAILS and one_seed_fails.tests == 3  # one interval a seed
     assert one_seed_fails.ours == "k=2: min cosine 0.850 [0.840, 0.860] (the lowest of 3 seeds)"
     assert one_seed_fails.detail.endswith("per seed: k=2 0.950, 0.850, 0.950")
 

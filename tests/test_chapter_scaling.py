@@ -16,6 +16,7 @@ from raptor import paper
 from raptor.book.chapters import scaling as chapter
 from raptor.book.claims import FAILS, HOLDS, INCONCLUSIVE, UNTESTABLE, Claim
 from raptor.book.result import load, save
+from raptor.stats import difference
 
 # The paper's Table 2 (the ladder), as fractions.
 PAPER_RUNGS = [v / 100 for v in paper.TABLE2.values()]
@@ -68,30 +69,68 @@ def test_c12_on_dinov2_pipeline_results_both_ways() -> None:
                                         dinov2=edge).verdict == INCONCLUSIVE
 
 
-def test_c13_judged_against_intervals() -> None:
-    # On 20,000 images the intervals are ±0.6 points: a 3-point rise and a 0.2-point change hold.
-    assert chapter.c13_saturates_at_k4({2: 0.80, 3: 0.83, 4: 0.832}, 20_000).verdict == HOLDS
-    assert chapter.c13_saturates_at_k4({2: 0.70, 3: 0.80, 4: 0.85}, 20_000).verdict == FAILS
-    assert chapter.c13_saturates_at_k4({2: 0.80, 3: 0.70, 4: 0.70}, 20_000).verdict == FAILS
-    # The committed cpu numbers on 1,000 images: gaps of < 1 point within ±3.6 points of noise.
-    c = chapter.c13_saturates_at_k4({2: 0.781, 3: 0.788, 4: 0.795}, 1000)
-    assert c.verdict == INCONCLUSIVE
-    assert c.ours.startswith("k=2: 78.1, k=3: 78.8, k=4: 79.5; k=2→3 +0.7 [-2.9, +4.3]")
-    assert chapter.c13_saturates_at_k4({2: 0.7, 3: 0.8}, 1000).verdict == UNTESTABLE
+def nested(n: int, *accs: float) -> list[np.ndarray]:
+    """Per-image correctness on ``n`` images of models right on nested sets of images (a model
+    is right wherever a less accurate one is): the strongest pairing."""
+    return [np.arange(n) < round(a * n) for a in accs]
 
 
-def test_c14_ladder_judged_against_intervals() -> None:
-    c = chapter.c14_ladder(PAPER_RUNGS, k=3, n=50_000)  # the paper's own ladder holds
+def independent(correct: np.ndarray, seed: int = 0) -> np.ndarray:
+    """The same accuracy, its errors on images drawn independently of any other model's."""
+    return np.random.default_rng(seed).permutation(correct)
+
+
+def by_k(*correct: np.ndarray) -> dict[int, np.ndarray]:
+    return dict(zip((2, 3, 4), correct))
+
+
+def test_c13_judged_against_paired_intervals() -> None:
+    # Power at the book's n = 1,000: a 5-point rise and a flat k=3 → 4, the k=3 and k=4 probes
+    # disagreeing on 4 images (2 each way), hold ...
+    k2, k3 = nested(1000, 0.75, 0.80)
+    k4 = k3.copy()
+    k4[[0, 1]], k4[[900, 901]] = False, True
+    c = chapter.c13_saturates_at_k4(by_k(k2, k3, k4))
+    assert c.verdict == HOLDS
+    assert c.ours == ("k=2: 75.0, k=3: 80.0, k=4: 80.0; k=2→3 +5.0 [+3.6, +6.4], "
+                      "k=3→4 +0.0 [-0.5, +0.5] points")
+    assert "1000 images" in c.detail and "paired" in c.detail
+    # ... which the unpaired interval cannot show: its ±3.5 points span the ±1-point band.
+    assert difference(0.80, 0.80, 1000, 1000).high > chapter.SATURATION.value
+    # The same accuracies with k=4's errors independent of k=3's: inconclusive.
+    assert chapter.c13_saturates_at_k4(by_k(k2, k3, independent(k3))).verdict == INCONCLUSIVE
+    # A 5-point fall from k=2 to 3 does not hold (the rise's interval lies below 0), nor does a
+    # 5-point gain from k=3 to 4 (no saturation).
+    fall = chapter.c13_saturates_at_k4(by_k(*nested(1000, 0.80, 0.75, 0.75)))
+    assert fall.verdict == FAILS and "k=2→3 -5.0 [-6.4, -3.6]" in fall.ours
+    assert chapter.c13_saturates_at_k4(by_k(*nested(1000, 0.75, 0.80, 0.85))).verdict == FAILS
+    # Gaps of < 1 point (the committed cpu run's accuracies, nested): the 0.7-point k=3 → 4
+    # gain's interval reaches past 1 point.
+    small = chapter.c13_saturates_at_k4(by_k(*nested(1000, 0.777, 0.787, 0.794)))
+    assert small.verdict == INCONCLUSIVE and "k=3→4 +0.7 [+0.1, +1.3]" in small.ours
+    assert chapter.c13_saturates_at_k4(by_k(*nested(1000, 0.7, 0.8))).verdict == UNTESTABLE
+    with pytest.raises(ValueError, match="equal length"):
+        chapter.c13_saturates_at_k4(by_k(*nested(1000, 0.75, 0.80), *nested(999, 0.8)))
+
+
+def test_c14_ladder_judged_against_paired_intervals() -> None:
+    # The paper's own ladder on 1,000 images, each rung right wherever the one before is, holds
+    # (unpaired, its 75.2 → 76.7 step was within noise of the 1-point tolerance) ...
+    rungs = nested(1000, *PAPER_RUNGS)
+    c = chapter.c14_ladder(rungs, k=3)
     assert c.verdict == HOLDS
     assert c.ours.startswith("3.9 → 72.7 → 75.2 → 76.7 → 82.4 → 83.0")
     assert c.paper == ("TF alone collapses (3.9); AR with annealed TF recovers (72.7); each "
                        "later step adds (Table 2)")
-    no_collapse = [0.664, 0.704, 0.709, 0.710, 0.771, 0.787]  # the committed cpu run
-    assert chapter.c14_ladder(no_collapse, k=3, n=1000).verdict == FAILS
-    a_rung_loses = PAPER_RUNGS[:3] + [0.70] + PAPER_RUNGS[4:]
-    assert chapter.c14_ladder(a_rung_loses, k=3, n=50_000).verdict == FAILS
-    # The paper's ladder on 1,000 images: 75.2 → 76.7 is within noise of the 1-point tolerance.
-    assert chapter.c14_ladder(PAPER_RUNGS, k=3, n=1000).verdict == INCONCLUSIVE
+    assert "1000 images" in c.detail and "paired" in c.detail
+    # ... and with one rung's errors independent of its neighbours' it is inconclusive.
+    loose = rungs[:3] + [independent(rungs[3])] + rungs[4:]
+    assert chapter.c14_ladder(loose, k=3).verdict == INCONCLUSIVE
+    # A rung that loses 5 points does not hold, nor does a TF-only rung that does not collapse.
+    a_rung_loses = nested(1000, *PAPER_RUNGS[:3], 0.70, *PAPER_RUNGS[4:])
+    assert chapter.c14_ladder(a_rung_loses, k=3).verdict == FAILS
+    no_collapse = nested(1000, 0.664, 0.704, 0.709, 0.710, 0.771, 0.787)  # the committed cpu run
+    assert chapter.c14_ladder(no_collapse, k=3).verdict == FAILS
 
 
 def test_table1_is_the_paper_table() -> None:
@@ -104,31 +143,35 @@ def test_table1_is_the_paper_table() -> None:
     assert t.loc["Raptor k=4", "IN-1k top-1"] == "83.2 ± 0.1"
 
 
-def test_claims_of_the_committed_cpu_run() -> None:
-    """The committed book's accuracies (n/1000 on 1,000 images, so exact) give its claims."""
-    ladder = dict(zip([*chapter.LADDER, chapter.PROBE_RUNG],
-                      [0.664, 0.704, 0.709, 0.710, 0.771, 0.787]))
+def test_claims_of_a_run_like_the_committed_cpu_run() -> None:
+    """The committed book's accuracies (n/1000 on 1,000 images), nested per image, give its
+    claims."""
+    rungs = [*chapter.LADDER, chapter.PROBE_RUNG]
+    ladder = dict(zip(rungs, nested(1000, 0.664, 0.704, 0.709, 0.710, 0.771, 0.787)))
     run = chapter.SeedRun(0, {}, 0.806, 0.794, {2: 0.769, 3: 0.771, 4: 0.788},
-                          {2: 0.777, 3: 0.787, 4: 0.794}, {}, ladder)
+                          by_k(*nested(1000, 0.777, 0.787, 0.794)), {}, ladder)
+    assert run.probe_acc == {2: 0.777, 3: 0.787, 4: 0.794}
+    assert run.ladder[chapter.PROBE_RUNG] == 0.787
     result = chapter.Result(dataclasses.replace(chapter.Spec(), seeds=(0,)), [run], [])
     c12, c13, c14 = chapter.claims(result)
     assert c12.verdict == UNTESTABLE and "head k=2 95.4%, k=3 95.7%, k=4 97.8%" in c12.ours
     assert (c13.verdict, c14.verdict) == (INCONCLUSIVE, FAILS)
-    # C13 on three seeds: a seed where k=4 falls clearly below k=3 makes it fail
-    fall = dataclasses.replace(run, seed=2, probe_acc={2: 0.70, 3: 0.80, 4: 0.70})
-    three = chapter.Result(chapter.Spec(), [run, dataclasses.replace(run, seed=1), fall], [])
+    # sub-tests: C13 the rise and saturation's two sides; C14 collapse, recovery, 4 later steps
+    assert (c13.tests, c14.tests) == (3, 6)
+    # On three seeds (each seed's verdict shown; the same verdict on every seed is kept)
+    fall = by_k(*nested(1000, 0.70, 0.80, 0.70))
+    three = chapter.Result(chapter.Spec(), [dataclasses.replace(run, seed=s, probe_correct=fall)
+                                            for s in (0, 1, 2)], [])
     c13 = chapter.claims(three)[1]
-    assert c13.verdict == FAILS and "per seed: 0 inconclusive, 1 inconclusive, 2 does not hold" \
-        in c13.ours
-    # C14 on three seeds: the paper's own ladder on 50,000 images holds on every seed; one seed
-    # whose TF-only rung does not collapse makes it fail
-    big = dataclasses.replace(chapter.Spec(), n_images=50_000)
-    paper_ladder = dict(zip(ladder, PAPER_RUNGS))
-    runs = [dataclasses.replace(run, seed=s, ladder=paper_ladder) for s in (0, 1, 2)]
-    assert chapter.claims(chapter.Result(big, runs, []))[2].verdict == HOLDS
-    runs[1] = dataclasses.replace(runs[1], ladder={**paper_ladder, "TF only": 0.80})
-    c14 = chapter.claims(chapter.Result(big, runs, []))[2]
-    assert c14.verdict == FAILS and "1 does not hold" in c14.ours
+    assert c13.verdict == FAILS and "per seed: 0 does not hold, 1 does not hold, 2 does not " \
+        "hold" in c13.ours
+    assert c13.tests == 3 * 3  # summed over the seeds
+    paper_ladder = dict(zip(rungs, nested(1000, *PAPER_RUNGS)))
+    runs = [dataclasses.replace(run, seed=s, ladder_correct=paper_ladder) for s in (0, 1, 2)]
+    assert chapter.claims(chapter.Result(chapter.Spec(), runs, []))[2].verdict == HOLDS
+    runs = [dataclasses.replace(r, ladder_correct={**paper_ladder, "TF only": ladder["TF only"]})
+            for r in runs]
+    assert chapter.claims(chapter.Result(chapter.Spec(), runs, []))[2].verdict == FAILS
 
 
 # --- pipeline results -----------------------------------------------------------------------
@@ -167,6 +210,10 @@ def test_smoke_compute_round_trips(smoke_cache: Path, tmp_path: Path) -> None:
     again = load(chapter.Result, save(result, tmp_path / "result"))
     assert again.spec == spec and again.pipeline == result.pipeline
     assert again.runs[0].partitions == run.partitions and again.runs[0].ladder == run.ladder
+    assert all(np.array_equal(again.runs[0].ladder_correct[r], c) and c.dtype == bool
+               and len(c) == spec.n_images for r, c in run.ladder_correct.items())
+    assert all(np.array_equal(again.runs[0].probe_correct[k], run.probe_correct[k])
+               for k in spec.k_values)
     assert all(np.array_equal(again.runs[0].cosine[k][g], run.cosine[k][g])
                for k in spec.k_values for g in run.cosine[k])
     assert chapter.run_table(again).equals(table)

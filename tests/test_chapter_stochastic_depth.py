@@ -10,52 +10,73 @@ import numpy as np
 import pytest
 
 from raptor.book.chapters import stochastic_depth as chapter
-from raptor.book.claims import FAILS, HOLDS
+from raptor.book.claims import FAILS, HOLDS, INCONCLUSIVE, UNTESTABLE
 
 P = [0.0, 0.0, 0.2, 0.2, 0.4, 0.4, 0.6, 0.6, 0.8, 0.8]
 RISING = [0.70, 0.71, 0.74, 0.75, 0.78, 0.79, 0.82, 0.83, 0.86, 0.87]
+P12 = [0.0] * 3 + [0.15] * 3 + [0.3] * 3 + [0.45] * 3
+RISING_12 = [0.70, 0.71, 0.72, 0.75, 0.76, 0.77, 0.80, 0.81, 0.82, 0.85, 0.86, 0.87]
+WEAK = [0.74, 0.80, 0.72, 0.79, 0.73, 0.76, 0.81, 0.75, 0.78, 0.82, 0.77, 0.74]  # ρ = 0.34
 
 
 # --- claims on synthetic inputs --------------------------------------------------------------
 
 def test_c5_similarity_rises_both_ways() -> None:
     c = chapter.c5_similarity_rises(P, RISING)
-    assert c.verdict == HOLDS and c.ours == "ρ=0.98 (p=0.000, n=10)"  # ties in p: ρ < 1
+    assert c.verdict == HOLDS and c.ours == "ρ=0.98, 95% CI [0.91, 1.00] (n=10)"  # ties: ρ < 1
     assert chapter.c5_similarity_rises(P, RISING[::-1]).verdict == FAILS
-    flat = chapter.c5_similarity_rises(P, [0.8, 0.7] * 5)  # no trend: ρ > 0 is not enough
-    assert flat.verdict == FAILS
+    # A weak positive trend (ρ = 0.34, n = 12) is no evidence either way; nor is none at all.
+    weak = chapter.c5_similarity_rises(P12, WEAK)
+    assert weak.verdict == INCONCLUSIVE and weak.ours == "ρ=0.34, 95% CI [-0.31, 0.77] (n=12)"
+    assert chapter.c5_similarity_rises(P, [0.8, 0.7] * 5).verdict == INCONCLUSIVE
+    assert chapter.c5_similarity_rises(P[:4], RISING[:4]).verdict == UNTESTABLE
 
 
 def test_c6_r2_rises_both_ways() -> None:
     assert chapter.c6_r2_rises(P, RISING).verdict == HOLDS
     assert chapter.c6_r2_rises(P, RISING[::-1]).verdict == FAILS
+    assert chapter.c6_r2_rises(P12, WEAK).verdict == INCONCLUSIVE
 
 
 def test_c7_accuracy_rises_only_up_to_0_6() -> None:
     # Accuracy rises up to p = 0.6 and collapses at 0.8: the collapse is outside the claim.
     acc = RISING[:8] + [0.1, 0.1]
     c = chapter.c7_accuracy_rises(P, acc, acc)
-    assert c.verdict == HOLDS and c.ours.endswith("n=8)")
-    assert c.detail == "Spearman ρ of accuracy with p over p ≤ 0.6"
-    # Both must rise: a falling student accuracy fails the claim.
+    assert c.verdict == HOLDS and c.ours.endswith("(n=8)")
+    assert c.detail == ("Spearman ρ of accuracy with p over p ≤ 0.6, Fisher-z interval; holds "
+                        "only if both rise")
+    # Both must rise: a falling student accuracy fails the claim, a weak rise leaves it open.
     assert chapter.c7_accuracy_rises(P, acc, acc[:8][::-1] + [0.1, 0.1]).verdict == FAILS
+    assert chapter.c7_accuracy_rises(P12, RISING_12, WEAK).verdict == INCONCLUSIVE
+    assert chapter.c7_accuracy_rises(P12, WEAK, RISING_12[::-1]).verdict == FAILS
 
 
-def test_c8_association_both_ways() -> None:
+# Four rates × three seeds: similarity and R² share the rate's effect (BASE) and differ by
+# the teacher's deviation from its rate's mean (DEV).
+BASE, DEV = np.repeat([0.75, 0.8, 0.85, 0.9], 3), np.array([-0.01, 0.0, 0.01] * 4)
+
+
+def test_c8_association_beyond_the_rate_both_ways() -> None:
+    c = chapter.c8_similarity_predicts_r2(P12, BASE + DEV, 0.5 * BASE + 0.5 * DEV
+                                          + np.array([0, 0.001, -0.001] * 4))
+    assert c.verdict == HOLDS and c.ours.startswith("within p: r=0.98, 95% CI")
+    assert "pooled r=1.00" in c.ours and "partial correlation given p" in c.detail
+    against = chapter.c8_similarity_predicts_r2(P12, BASE + DEV, 0.5 * BASE - 0.5 * DEV)
+    assert against.verdict == FAILS
+    # Both driven by p alone: pooled r = 0.98, within rates nothing either way.
     rng = np.random.default_rng(0)
-    sim = rng.uniform(0.7, 0.9, 10)
-    c = chapter.c8_similarity_predicts_r2(sim, 0.5 * sim + rng.normal(0, 0.005, 10))
-    assert c.verdict == HOLDS and "95% CI" in c.ours
-    assert chapter.c8_similarity_predicts_r2(sim, rng.uniform(0.9, 1.0, 10)).verdict == FAILS
+    driven = chapter.c8_similarity_predicts_r2(P12, BASE + 0.01 * rng.normal(size=12),
+                                               0.5 * BASE + 0.01 * rng.normal(size=12))
+    assert driven.verdict == INCONCLUSIVE and "pooled r=0.98 [0.92, 0.99]" in driven.ours
+    # One teacher per rate: no variation within rates to measure.
+    assert chapter.c8_similarity_predicts_r2(P12[::3], BASE[::3], BASE[::3]).verdict == \
+        UNTESTABLE
 
 
 def test_committed_claims_text() -> None:
     """The claims' fixed texts as the committed book prints them."""
     c = chapter.c7_accuracy_rises(P, RISING, RISING)
     assert c.paper == "teacher and student accuracy rise with p up to ~0.6 (Fig. 4C)"
-    c = chapter.c8_similarity_predicts_r2(RISING, RISING)
-    assert c.detail == "Pearson r over (teacher, student) pairs, Fisher-z interval"
-    assert c.ours == "r=1.00, 95% CI [1.00, 1.00] (n=10)"
 
 
 def test_claims_of_the_committed_cpu_run() -> None:
@@ -73,9 +94,13 @@ def test_claims_of_the_committed_cpu_run() -> None:
             for i, (p, s, ta, sa, rc, rp) in enumerate(rows)]
     claims = chapter.claims(chapter.Result(chapter.Spec(), runs))
     assert [(c.ours, c.verdict) for c in claims] == [
-        ("ρ=0.98 (p=0.000, n=8)", HOLDS), ("ρ=0.68 (p=0.062, n=8)", FAILS),
-        ("teacher ρ=-0.88 (p=0.004, n=8); student ρ=-0.78 (p=0.022, n=8)", FAILS),
-        ("r=0.80, 95% CI [0.22, 0.96] (n=8)", HOLDS)]
+        ("ρ=0.98, 95% CI [0.81, 1.00] (n=8)", HOLDS),
+        ("ρ=0.68, 95% CI [-0.14, 0.95] (n=8)", INCONCLUSIVE),  # was "does not hold" at p=0.062
+        (("teacher ρ=-0.88, 95% CI [-0.98, -0.32] (n=8); student ρ=-0.78, 95% CI "
+          "[-0.97, -0.05] (n=8)"), FAILS),
+        (("within p: r=0.69, 95% CI [-0.50, 0.98] (n=8, 4 rates); pooled r=0.80 [0.22, 0.96] "
+          "(for reference, confounded by p)"), INCONCLUSIVE)]
+    assert [c.tests for c in claims] == [1, 1, 2, 1]  # C7: teacher and student
 
 
 # --- the chapter at smoke --------------------------------------------------------------------

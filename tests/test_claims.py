@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import types
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -11,8 +13,8 @@ import pytest
 
 from raptor.book.chapters import MODULES, chapter
 from raptor.book.claims import (BY_CONSTRUCTION, CLAIMS, EXCESS_MIN, FAILS, HOLDS, INCONCLUSIVE,
-                                UNTESTABLE, VERDICTS, Claim, Threshold, across_seeds, all_of, claim,
-                                gather, on_phases, report, table, versus)
+                                SEEDS_ALPHA, UNTESTABLE, VERDICTS, Claim, Threshold, across_seeds,
+                                all_of, claim, gather, report, resting_on_phases, table, versus)
 from raptor.structure import PhaseExcess, Rank
 
 
@@ -65,6 +67,9 @@ def test_table_columns() -> None:
     assert list(t.index) == ["C1", "C2"]
     assert list(t.columns) == ["claim", "paper", "ours", "verdict", "detail"]
     assert t.loc["C2", "verdict"] == UNTESTABLE
+    resting = table([resting_on_phases(claim("C3", paper="a", ours="b", holds=True),
+                                       {"k=3": excess(0.0)})])
+    assert list(resting.columns) == ["claim", "paper", "ours", "verdict", "rests on", "detail"]
 
 
 def test_report_writes_json_and_gather_lists_every_claim(tmp_path: Path) -> None:
@@ -77,8 +82,8 @@ def test_report_writes_json_and_gather_lists_every_claim(tmp_path: Path) -> None
     written = json.loads((claims_dir / "phase-structure.json").read_text())
     assert [c["id"] for c in written] == ["C1", "C5"]
     assert written[1] == {"id": "C5", "claim": CLAIMS["C5"], "paper": "up", "ours": "down",
-                          "verdict": FAILS, "detail": "", "chapter": "phase-structure",
-                          "profile": "smoke"}
+                          "verdict": FAILS, "detail": "", "rests_on": "", "tests": 1,
+                          "chapter": "phase-structure", "profile": "smoke"}
 
     g = gather(claims_dir)
     assert list(dict.fromkeys(g.index)) == list(CLAIMS)
@@ -133,17 +138,52 @@ def _c17(verdict: str, ours: str = "rho") -> Claim:
 
 
 @pytest.mark.parametrize("verdicts, verdict", [
-    ([HOLDS, HOLDS, HOLDS], HOLDS), ([HOLDS, FAILS, HOLDS], FAILS),
-    ([HOLDS, INCONCLUSIVE, HOLDS], INCONCLUSIVE), ([FAILS, FAILS, FAILS], FAILS),
-    ([UNTESTABLE, UNTESTABLE, UNTESTABLE], UNTESTABLE), ([UNTESTABLE, HOLDS, HOLDS], INCONCLUSIVE)])
-def test_across_seeds_holds_only_if_every_seed_holds(verdicts: list[str], verdict: str) -> None:
+    ([HOLDS, HOLDS, HOLDS], HOLDS),
+    ([HOLDS, HOLDS, INCONCLUSIVE], HOLDS),  # P(Bin(3, 2.5%) ≥ 2) = 0.0018
+    ([HOLDS, INCONCLUSIVE, INCONCLUSIVE], INCONCLUSIVE),  # P(Bin(3, 2.5%) ≥ 1) = 0.073
+    ([FAILS, FAILS, HOLDS], FAILS),  # two failures are significant, one success is not
+    ([HOLDS, FAILS, HOLDS], HOLDS),  # one stray failure no longer sinks the claim
+    ([HOLDS, FAILS], INCONCLUSIVE),  # P(Bin(2, 2.5%) ≥ 1) = 0.049: both ways significant
+    ([FAILS, FAILS, FAILS], FAILS),
+    ([INCONCLUSIVE, INCONCLUSIVE, INCONCLUSIVE], INCONCLUSIVE),
+    ([UNTESTABLE, UNTESTABLE, UNTESTABLE], UNTESTABLE), ([UNTESTABLE, HOLDS, HOLDS], INCONCLUSIVE),
+    ([BY_CONSTRUCTION, BY_CONSTRUCTION], BY_CONSTRUCTION)])
+def test_across_seeds_is_a_binomial_test_of_the_seeds_verdicts(verdicts: list[str],
+                                                               verdict: str) -> None:
     c = across_seeds({s: _c17(v, f"rho{s}") for s, v in enumerate(verdicts)})
-    assert c.verdict == verdict and c.id == "C17"
-    assert c.ours.startswith("seed 0: rho0 (per seed: 0 ") and "seed 2: rho2" in c.detail
+    assert c.verdict == verdict and c.id == "C17" and c.tests == len(verdicts)
+    assert c.ours.startswith("seed 0: rho0 (per seed: 0 ") and f"seed {len(verdicts) - 1}: rho" \
+        in c.detail
+    assert f"combined over {len(verdicts)} seeds by a binomial test of the seeds' verdicts" \
+        in c.detail
 
 
-def test_across_seeds_of_one_seed_is_that_claim_and_ids_must_agree() -> None:
-    assert across_seeds({3: _c17(FAILS)}) == _c17(FAILS)
+def test_more_seeds_sharpen_the_combined_test() -> None:
+    def combined(verdicts: list[str]) -> str:
+        return across_seeds({s: _c17(v) for s, v in enumerate(verdicts)}).verdict
+
+    # one seed of three holding is not enough, two of five are; 2 of 2 and 3 of 5 hold even
+    # beside a failing seed, which under "every seed must hold" would have failed the claim
+    assert combined([HOLDS, INCONCLUSIVE, INCONCLUSIVE]) == INCONCLUSIVE
+    assert combined([HOLDS, HOLDS, INCONCLUSIVE, INCONCLUSIVE, INCONCLUSIVE]) == HOLDS
+    assert combined([HOLDS, HOLDS]) == HOLDS
+    assert combined([HOLDS, HOLDS, HOLDS, FAILS, INCONCLUSIVE]) == HOLDS
+    assert combined([FAILS, INCONCLUSIVE, INCONCLUSIVE, INCONCLUSIVE, INCONCLUSIVE]) \
+        == INCONCLUSIVE
+
+
+@pytest.mark.parametrize("verdict", VERDICTS)
+def test_across_seeds_of_one_seed_is_that_claim(verdict: str) -> None:
+    # the binomial rule itself: P(Bin(1, 2.5%) ≥ 1) = 0.025 < α, P(... ≥ 0) = 1
+    assert SEEDS_ALPHA.value > 0.025 and SEEDS_ALPHA.source.startswith("[ours] ")
+    assert across_seeds({3: _c17(verdict)}) == _c17(verdict)
+
+
+def test_across_seeds_sums_the_sub_tests_and_ids_must_agree() -> None:
+    c = {s: claim("C17", paper="p", ours="o", holds=HOLDS, tests=t) for s, t in ((0, 2), (1, 3))}
+    assert across_seeds(c).tests == 5
+    with pytest.raises(ValueError, match="tests >= 1"):
+        claim("C17", paper="p", ours="o", holds=HOLDS, tests=0)
     with pytest.raises(ValueError, match="one claim ID"):
         across_seeds({0: _c17(HOLDS), 1: claim("C18", paper="p", ours="o", holds=True)})
     with pytest.raises(ValueError, match="one claim ID"):
@@ -173,9 +213,10 @@ def test_claims_page_counts_links_and_folds(tmp_path: Path) -> None:
     from raptor.book.chapters import claims_page as page
     d = tmp_path / "claims"
     report([claim("C1", paper="blocks", ours="3 blocks", holds=True, detail="z=2"),
-            claim("C5", paper="up", ours="down", holds=False)],
+            claim("C5", paper="up", ours="down", holds=False, tests=4)],
            chapter="phase-structure", profile="cpu", claims_dir=d)
-    report([claim("C1", paper="blocks", ours="2 blocks", holds=INCONCLUSIVE),
+    report([resting_on_phases(claim("C1", paper="blocks", ours="2 blocks", holds=INCONCLUSIVE),
+                              {"k=3": excess(0.0)}),
             claim("C12", paper="96%", ours="—", holds=None),
             claim("C25", paper="shorter", ours="tied", holds=BY_CONSTRUCTION)],
            chapter="scaling", profile="cpu", claims_dir=d)
@@ -184,7 +225,15 @@ def test_claims_page_counts_links_and_folds(tmp_path: Path) -> None:
     assert (s["n_checks"], s["n_tested"], s["n_claims"], s["n_chapters"]) == (5, 4, 25, 2)
     assert (s["n_holds"], s["n_fails"], s["n_inconclusive"], s["n_untestable"],
             s["n_by_construction"], s["n_untested"]) == (1, 1, 1, 1, 1, 21)
-    assert s["alpha"] == "0.05" and s["n_chance"] == round(5 * 0.05, 1)
+    assert s["alpha"] == "0.05" and (s["level"], s["side_error"]) == ("95%", "2.5%")
+    # sub-tests of the measured verdicts only: 1 + 4 + 1; the largest conjunction has 4 parts
+    assert (s["n_subtests"], s["max_tests"], s["max_fails_error"]) == (6, 4, "10.0%")
+    assert s["seeds_alpha"] == "0.05" and "n_chance" not in s
+    for said in ("The 5 verdicts rest on 6 sub-tests, each a 95% two-sided interval",
+                 "intersection–union test", "Berger 1982", "not corrected for m",
+                 "up to m × 2.5%", "m ≤ 4, up to 10.0%", "binomial test at α = 0.05",
+                 "share the evaluation images"):
+        assert said in s["error_rates"], said
 
     html = page.page(result, book=tmp_path).data
     for v in VERDICTS:
@@ -197,6 +246,7 @@ def test_claims_page_counts_links_and_folds(tmp_path: Path) -> None:
     assert html.count("<details>") == 5 and "Not yet tested by any chapter" in html
     assert html.index("Not yet tested") > html.index("chapters/scaling.html")  # book order
     assert "<b>paper</b> 96%" in html and "<b>ours</b> —" in html
+    assert html.count("<b>rests on</b> C1: no phases") == 1  # beside the verdict, not for it
 
 
 def test_claims_page_names_chapters_by_their_titles(tmp_path: Path) -> None:
@@ -222,14 +272,38 @@ def excess(value: float, half_width: float = 0.002) -> PhaseExcess:
                        Rank(1, 21))
 
 
-def test_on_phases_keeps_a_verdict_only_where_phases_exist() -> None:
-    measured = claim("C3", paper="p", ours="o", holds=True, detail="d")
-    strong = {"k=3": excess(EXCESS_MIN.value + 0.02)}
-    assert on_phases(measured, strong) == measured
-    for weak in ({"k=3": excess(0.0)}, {"k=3": excess(EXCESS_MIN.value, 0.01)}):
-        gated = on_phases(measured, weak)
-        assert gated.verdict == INCONCLUSIVE and "measured 'holds', set aside" in gated.detail
-    failed = claim("C4", paper="p", ours="o", holds=False)
-    assert on_phases(failed, {"k=3": excess(0.0)}).verdict == INCONCLUSIVE
-    untestable = claim("C4", paper="p", ours="o", holds=None)
-    assert on_phases(untestable, {"k=3": excess(0.0)}).verdict == UNTESTABLE
+def test_resting_on_phases_keeps_the_measured_verdict_and_states_the_evidence() -> None:
+    for holds in (True, False, None):
+        measured = claim("C3", paper="p", ours="o", holds=holds, detail="d")
+        for value, half, strength in ((EXCESS_MIN.value + 0.02, 0.002, "phases shown"),
+                                      (0.0, 0.002, "no phases"),
+                                      (EXCESS_MIN.value, 0.01, "weak phases")):
+            c = resting_on_phases(measured, {"k=3": excess(value, half)})
+            assert replace(c, rests_on="") == measured
+            assert c.rests_on.startswith(f"C1: {strength}")
+
+
+def test_across_seeds_keeps_every_seeds_evidence_for_phases() -> None:
+    c = {s: resting_on_phases(claim("C21", paper="p", ours="o", holds=True),
+                              {"k=3": excess(v)}) for s, v in ((0, 0.0), (1, 0.05))}
+    rests = across_seeds(c).rests_on
+    assert rests.startswith("seed 0: C1: no phases") and "seed 1: C1: phases shown" in rests
+
+
+def test_no_verdict_is_replaced_after_its_test() -> None:
+    """A verdict is what its own test measured: in the package only ``across_seeds`` writes a
+    verdict over claims (combining the seeds' own verdicts), and no stored claim was set aside."""
+    package = Path(__file__).resolve().parents[1] / "raptor"
+    writers = set()
+    for path in package.rglob("*.py"):
+        for fn in ast.walk(ast.parse(path.read_text())):
+            if isinstance(fn, ast.FunctionDef) and any(
+                    isinstance(call, ast.Call) and getattr(call.func, "id", "") == "replace"
+                    and any(kw.arg == "verdict" for kw in call.keywords)
+                    for call in ast.walk(fn)):
+                writers.add(f"{path.name}:{fn.name}")
+    assert writers == {"claims.py:across_seeds"}
+    stored = Path(__file__).resolve().parents[1] / "book" / "claims"
+    for path in stored.glob("*.json"):
+        for c in json.loads(path.read_text()):
+            assert c["verdict"] in VERDICTS and "set aside" not in c["detail"], (path.name, c["id"])

@@ -18,7 +18,7 @@ import torch
 from raptor.book.chapters import phase_structure
 from raptor.book.result import load, save
 from raptor.book.spec import DistillSpec
-from raptor.structure import PhaseExcess, Rank
+from raptor.structure import NullExcess, PhaseExcess, Rank, matrix_excess
 
 
 @dataclass(frozen=True)
@@ -118,12 +118,15 @@ def test_round_trip_of_a_chapter_result(tmp_path: Path) -> None:
         trajectory_shape={"untrained": [64, 5, 19, 32]}, similarity=mats,
         cuts={"untrained": ((0, 2), (2, 5))},
         excess={"untrained": PhaseExcess(2, ((0, 2), (2, 5)), ((0, 3), (3, 5)), 0.02, 0.01, 0.03,
-                                         0.95, 0.9, Rank(2, 4))})
+                                         0.95, 0.9, Rank(2, 4),
+                                         {"stationary": NullExcess(0.05, 0.04, 0.06)}, 0.1)},
+        controls={}, paper_dinov2b={2: matrix_excess(np.eye(5), 2)})
     save(result, tmp_path / "phase-structure")
     loaded = load(phase_structure.Result, tmp_path / "phase-structure")
     assert_same(result, loaded)
     assert loaded.excess["untrained"].rank == Rank(2, 4)
     assert loaded.excess["untrained"].null_cut == ((0, 3), (3, 5))
+    assert loaded.excess["untrained"].ladder["stationary"] == NullExcess(0.05, 0.04, 0.06)
 
 
 def test_wrong_type_or_format_is_a_clear_error(tmp_path: Path) -> None:

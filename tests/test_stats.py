@@ -4,7 +4,8 @@ from hypothesis import given, settings, strategies as hs
 from scipy import stats as st
 
 from raptor.stats import (aligned, bootstrap, bootstrap_mean, change_points, correlation,
-                          difference, log_slope, sigmoid_vs_linear, trend, wilson)
+                          difference, log_slope, paired_difference, partial_correlation,
+                          rank_correlation, sigmoid_vs_linear, trend, wilson)
 
 
 def test_trend_monotone_and_matches_scipy():
@@ -28,6 +29,66 @@ def test_correlation_interval_is_fisher_z_and_detects_association():
     assert c.low > 0.8
     null = correlation(x, rng.normal(size=200))
     assert null.low < 0 < null.high
+
+
+def test_rank_correlation_is_bonett_wright_fisher_z() -> None:
+    y = [1, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 12]
+    c = rank_correlation(y)
+    rho = st.spearmanr(np.arange(12), y).statistic
+    half = st.norm.ppf(0.975) * np.sqrt((1 + rho**2 / 2) / 9)
+    assert c.r == pytest.approx(rho) and c.n == 12 and c.level == 0.95
+    assert (c.low, c.high) == pytest.approx((np.tanh(np.arctanh(rho) - half),
+                                             np.tanh(np.arctanh(rho) + half)))
+    # The issue's example: ρ = 0.35 at n = 12 spans 0 (by hand: [−0.298, 0.777]).
+    x = np.random.default_rng(4).permutation(12)
+    weak = next(y for y in (np.random.default_rng(s).permutation(12) for s in range(500))
+                if round(st.spearmanr(x, y).statistic, 2) == 0.35)
+    w = rank_correlation(weak, x)
+    assert (w.low, w.high) == pytest.approx((-0.298, 0.777), abs=2e-3)
+    perfect = rank_correlation([5, 4, 3, 2, 1])
+    assert perfect.r == pytest.approx(-1) and perfect.high == pytest.approx(-1)
+    with pytest.raises(ValueError, match=">= 5"):
+        rank_correlation([1, 2, 3, 4])
+
+
+def test_rank_correlation_covers_the_population_rho() -> None:
+    # Bivariate normal, Pearson 0.5: Spearman's population ρ is (6/π) arcsin(0.5/2).
+    rng, rho = np.random.default_rng(0), 0.5
+    target = 6 / np.pi * np.arcsin(rho / 2)
+    hits = []
+    for _ in range(1000):
+        x = rng.normal(size=12)
+        c = rank_correlation(rho * x + np.sqrt(1 - rho**2) * rng.normal(size=12), x)
+        hits.append(c.low <= target <= c.high)
+    assert 0.93 < np.mean(hits) < 0.98
+
+
+def test_partial_correlation_removes_a_shared_driver() -> None:
+    rng, rho = np.random.default_rng(1), 0.5
+    levels = np.repeat([0.0, 0.15, 0.3, 0.45], 3)
+    chol = np.linalg.cholesky([[1, rho], [rho, 1]])
+    hits, pooled = [], []
+    for _ in range(1000):
+        e = rng.normal(size=(12, 2)) @ chol.T
+        x, y = 20 * levels + e[:, 0], 30 * levels + e[:, 1]
+        c = partial_correlation(x, y, levels)
+        hits.append(c.low <= rho <= c.high)
+        pooled.append(correlation(x, y).low)
+    assert 0.93 < np.mean(hits) < 0.97
+    assert np.mean(pooled) > 0.8  # the pooled r mostly measures the driver
+    # The oracle: the correlation of the residuals of least squares on the levels' dummies.
+    x, y = 20 * levels + rng.normal(size=12), 30 * levels + rng.normal(size=12)
+    dummies = (levels[:, None] == np.unique(levels)).astype(float)
+    res = [v - dummies @ np.linalg.lstsq(dummies, v, rcond=None)[0] for v in (x, y)]
+    c = partial_correlation(x, y, levels)
+    assert c.r == pytest.approx(np.corrcoef(*res)[0, 1])
+    half = st.norm.ppf(0.975) / np.sqrt(12 - 4 - 2)
+    assert c.high == pytest.approx(np.tanh(np.arctanh(c.r) + half))
+    driven = partial_correlation(levels + 1e-3 * rng.normal(size=12),
+                                 levels + 1e-3 * rng.normal(size=12), levels)
+    assert driven.low < 0 < driven.high  # r ≈ 1 pooled, nothing within levels
+    with pytest.raises(ValueError, match="groups \\+ 3"):
+        partial_correlation(x[:4], y[:4], levels[:4])  # 2 levels need n >= 5
 
 
 @settings(max_examples=30, deadline=None)
@@ -96,6 +157,10 @@ def test_sigmoid_beats_a_line_only_on_an_s_curve():
     assert fit.delta_aicc > 10 and fit.mid == pytest.approx(4.5, abs=0.2)
     line = 0.2 + 0.1 * x + np.random.default_rng(0).normal(0, 0.01, 9)
     assert sigmoid_vs_linear(line).delta_aicc < 2
+    assert not fit.mid_at_bound and fit(x) == pytest.approx(s, abs=0.02)
+    # A saturating exponential is one arm of an S: its midpoint sits at the bound (−span).
+    arm = sigmoid_vs_linear(1 - 0.9 * np.exp(-x / 2))
+    assert arm.mid_at_bound and arm.mid == pytest.approx(-8.0)
 
 
 @pytest.mark.parametrize("call, match", [
@@ -117,3 +182,64 @@ def test_bootstrap_of_any_statistic_agrees_with_the_mean_one():
     assert (general.low, general.high) == pytest.approx((mean.low, mean.high), abs=0.02)
     with pytest.raises(ValueError, match="n >= 2"):
         bootstrap(lambda idx: 0.0, 1)
+
+
+def paired_vectors(both: int, only_a: int, only_b: int, neither: int
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """Correctness of models a and b on images: right on both, only a, only b, neither."""
+    a = np.repeat([1, 1, 0, 0], [both, only_a, only_b, neither])
+    b = np.repeat([1, 0, 1, 0], [both, only_a, only_b, neither])
+    return a, b
+
+
+def test_paired_difference_covers_at_its_level_by_simulation():
+    # The oracle: 2,000 draws of 500 images from a known joint law of two models' correctness
+    # (P right on both .78, only a .02, only b .05, neither .15: b − a = +0.03).
+    rng, n, truth = np.random.default_rng(0), 500, 0.03
+    law = [0.78, 0.02, 0.05, 0.15]
+    paired, unpaired = [], []
+    for counts in rng.multinomial(n, law, size=2000):
+        a, b = paired_vectors(*counts)
+        paired.append(paired_difference(a, b))
+        unpaired.append(difference(a.mean(), b.mean(), n, n))
+    cover = np.mean([iv.low <= truth <= iv.high for iv in paired])
+    assert 0.93 <= cover <= 0.97
+    # The unpaired interval over-covers on such positively correlated data, at twice the width.
+    assert np.mean([iv.low <= truth <= iv.high for iv in unpaired]) > 0.995
+    width = [np.mean([iv.high - iv.low for iv in ivs]) for ivs in (paired, unpaired)]
+    assert width[0] < 0.6 * width[1]
+
+
+def test_paired_difference_invariants():
+    a, b = paired_vectors(700, 20, 70, 210)
+    iv = paired_difference(a, b)
+    assert iv.estimate == pytest.approx(0.05) and iv.low < 0.05 < iv.high and iv.level == 0.95
+    swapped = paired_difference(b, a)
+    assert (swapped.estimate, swapped.low, swapped.high) == pytest.approx(
+        (-iv.estimate, -iv.high, -iv.low))
+    # Positively correlated: narrower than the unpaired Newcombe interval around the same estimate.
+    unpaired = difference(a.mean(), b.mean(), len(a), len(b))
+    assert unpaired.low < iv.low and iv.high < unpaired.high
+    assert paired_difference(a, b, level=0.99).low < iv.low
+    with pytest.raises(ValueError, match="level"):
+        paired_difference(a, b, level=1)
+    # Uncorrelated (ad = bc, so phi = 0): exactly the unpaired interval; anticorrelated: wider.
+    a0, b0 = paired_vectors(300, 200, 300, 200)
+    assert paired_difference(a0, b0) == difference(a0.mean(), b0.mean(), 1000, 1000)
+    a_, b_ = paired_vectors(100, 400, 500, 0)
+    wide, apart = paired_difference(a_, b_), difference(a_.mean(), b_.mean(), 1000, 1000)
+    assert wide.low < apart.low and apart.high < wide.high
+    # Two models right on the same images: a small interval around 0; bools are accepted.
+    same = np.arange(1000) < 800
+    tie = paired_difference(same, same.copy())
+    assert tie.estimate == 0 and -0.005 < tie.low < 0 < tie.high < 0.005
+    right = paired_difference(np.ones(1000), np.ones(1000))
+    assert right.estimate == 0 and -0.005 < right.low < 0 < right.high < 0.005
+
+
+@pytest.mark.parametrize("a, b, match", [
+    ([1, 0, 1], [1, 0], "equal length"), ([], [], "non-empty"),
+    ([[1, 0]], [[1, 0]], "1-D"), ([1, 0, 2], [1, 0, 1], "0/1"), ([1, 0.5], [1, 0], "0/1")])
+def test_paired_difference_errors(a, b, match):
+    with pytest.raises(ValueError, match=match):
+        paired_difference(a, b)

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import pandas as pd
+from scipy import stats as st
 
 from raptor.structure import PhaseExcess
 
@@ -79,23 +80,28 @@ class Claim:
     ours: str
     verdict: str
     detail: str = ""
+    rests_on: str = ""
+    tests: int = 1  # the sub-tests its verdict combines (a conjunction's parts, seeds' sums)
     chapter: str = ""
     profile: str = ""
 
 
 def claim(claim_id: str, *, paper: str, ours: str, holds: bool | str | None,
-          detail: str = "") -> Claim:
+          detail: str = "", tests: int = 1) -> Claim:
     """A claim ``claim_id`` tested: ``holds`` is a bool, one of :data:`VERDICTS` (e.g. from
-    :func:`versus`), or ``None`` for not testable at this profile."""
+    :func:`versus`), or ``None`` for not testable at this profile; ``tests`` counts the sub-tests
+    it combines (``len(parts)`` for ``all_of(parts)``)."""
     if claim_id not in CLAIMS:
         raise ValueError(f"unknown claim id {claim_id!r}; valid: C1..C{len(CLAIMS)}")
+    if tests < 1:
+        raise ValueError(f"need tests >= 1, got {tests}")
     if isinstance(holds, str):
         if holds not in VERDICTS:
             raise ValueError(f"unknown verdict {holds!r}; valid: {', '.join(VERDICTS)}")
         verdict = holds
     else:
         verdict = UNTESTABLE if holds is None else HOLDS if bool(holds) else FAILS
-    return Claim(claim_id, CLAIMS[claim_id], paper, ours, verdict, detail)
+    return Claim(claim_id, CLAIMS[claim_id], paper, ours, verdict, detail, tests=tests)
 
 
 def versus(low: float, high: float, threshold: float, *, above: bool = True) -> str:
@@ -118,27 +124,57 @@ def all_of(verdicts: Iterable[str]) -> str:
     return FAILS if FAILS in vs else INCONCLUSIVE if INCONCLUSIVE in vs else HOLDS
 
 
+SIDE_ERROR = 0.025  # a 95% two-sided interval's chance of lying wholly on one wrong side
+SEEDS_ALPHA = Threshold(0.05, "[ours] the conventional 5% level for the combined test over seeds; "
+                              "as 0.025 < 0.05, one seed keeps its own verdict")
+
+
 def across_seeds(per_seed: Mapping[int, Claim]) -> Claim:
-    """One claim tested on the models of several seeds (``{seed: claim}``): as :func:`all_of`,
-    it holds only if it holds for every seed and does not hold if it fails for any. The first
-    seed's numbers are shown, every seed's verdict beside them and the others' numbers in the
-    detail. A claim not testable (or true by construction) for every seed stays so."""
+    """One claim tested on the models of several seeds (``{seed: claim}``), combined by a
+    binomial test of the seeds' verdicts.
+
+    Each seed's verdict from a 95% two-sided interval (:func:`versus`) is a one-sided test at
+    ``SIDE_ERROR`` = 2.5% in each direction. Were the claim false, the number of seeds saying
+    ``holds`` would be at most Binomial(s, 2.5%); were it true, so would the number saying ``does
+    not hold``. It holds if P(Binomial(s, 2.5%) ≥ #holds) < ``SEEDS_ALPHA`` and the same is not
+    significant for #does-not-hold; does not hold symmetrically; else (both or neither) it is
+    inconclusive. One seed keeps its verdict (P = 2.5% < 5%); more seeds let a stray seed's
+    verdict be outvoted instead of only adding ways to fail.
+
+    The binomial assumes the seeds independent: each seed trains its own models, but the seeds
+    share the evaluation images, so evaluation noise is shared and the test is approximate. A
+    seed's ``does not hold`` from a conjunction of m parts errs up to m × 2.5%, more than the
+    2.5% assumed (:func:`all_of` does not correct it).
+
+    The first seed's numbers are shown, every seed's verdict beside them, the others' numbers in
+    the detail; ``rests_on`` is kept per seed and ``tests`` summed. A claim not testable (or true
+    by construction) for every seed stays so; mixed with measured verdicts it is inconclusive.
+    """
     if not per_seed or len({c.id for c in per_seed.values()}) != 1:
         raise ValueError(f"need one claim ID over ≥ 1 seed, got "
                          f"{sorted({c.id for c in per_seed.values()})}")
     (s0, first), *rest = per_seed.items()
-    if not rest:
-        return first
     verdicts = [c.verdict for c in per_seed.values()]
-    empirical = (HOLDS, FAILS, INCONCLUSIVE)
-    verdict = all_of(verdicts) if all(v in empirical for v in verdicts) else \
-        verdicts[0] if len(set(verdicts)) == 1 else INCONCLUSIVE
+    n = len(verdicts)
+    p_holds, p_fails = (float(st.binom.sf(verdicts.count(v) - 1, n, SIDE_ERROR))
+                        for v in (HOLDS, FAILS))
+    holds, fails = p_holds < SEEDS_ALPHA.value, p_fails < SEEDS_ALPHA.value
+    if all(v in (HOLDS, FAILS, INCONCLUSIVE) for v in verdicts):
+        verdict = HOLDS if holds and not fails else FAILS if fails and not holds else INCONCLUSIVE
+    else:
+        verdict = verdicts[0] if len(set(verdicts)) == 1 else INCONCLUSIVE
+    if not rest:
+        return replace(first, verdict=verdict)
+    rests_on = "; ".join(f"seed {s}: {c.rests_on}" for s, c in per_seed.items() if c.rests_on)
     return replace(
-        first, verdict=verdict,
+        first, verdict=verdict, rests_on=rests_on, tests=sum(c.tests for c in per_seed.values()),
         ours=f"seed {s0}: {first.ours} (per seed: "
              + ", ".join(f"{s} {c.verdict}" for s, c in per_seed.items()) + ")",
-        detail=f"{first.detail}; {len(per_seed)} teacher seeds, each with its own models; holds "
-               f"only if it holds for every seed; "
+        detail=f"{first.detail}; combined over {n} seeds by a binomial test of the seeds' "
+               f"verdicts (each seed trains its own models; all share the evaluation images): "
+               f"{verdicts.count(HOLDS)} hold (P = {p_holds:.2g}), {verdicts.count(FAILS)} do "
+               f"not (P = {p_fails:.2g}) under Binomial({n}, {SIDE_ERROR:g}), significant at "
+               f"P < {SEEDS_ALPHA.value:g}; "
                + "; ".join(f"seed {s}: {c.ours}" for s, c in rest))
 
 
@@ -147,19 +183,18 @@ EXCESS_MIN = Threshold(0.01, "[ours] the paper shows blocks by eye (Fig. 1) with
                              "the least a block must stand out from the depth decay to be seen")
 
 
-def on_phases(c: Claim, excess: Mapping[str, PhaseExcess]) -> Claim:
-    """A claim that rests on phases (C2–C4, C21), as measured where every teacher's max-cut has
-    block excess (C1 holds for it), and *inconclusive* otherwise: its cut is then what a smooth
-    decay of similarity with depth gives, not a phase structure, and the test says nothing."""
-    if all(versus(e.low, e.high, EXCESS_MIN.value) == HOLDS for e in excess.values()) \
-            or c.verdict not in (HOLDS, FAILS):
-        return c
+def resting_on_phases(c: Claim, excess: Mapping[str, PhaseExcess]) -> Claim:
+    """A claim that rests on phases (C2–C4, C21), its verdict as measured, with the evidence for
+    the phases it uses beside it (``rests_on``): whether every cut it uses has block excess above
+    ``EXCESS_MIN`` (C1's test). Where it has not, the cut may be what a smooth decay of
+    similarity with depth gives; the reader weighs the verdict with that, the code does not."""
     shown = ", ".join(f"{name} {e.excess:+.3f} [{e.low:+.3f}, {e.high:+.3f}]"
                       for name, e in excess.items())
-    return replace(
-        c, verdict=INCONCLUSIVE,
-        detail=f"{c.detail}; measured '{c.verdict}', set aside: the cut is not a phase structure "
-               f"(block excess {shown}; C1 needs > {EXCESS_MIN.value})")
+    verdicts = [versus(e.low, e.high, EXCESS_MIN.value) for e in excess.values()]
+    strength = "phases shown" if all(v == HOLDS for v in verdicts) else \
+        "no phases" if all(v == FAILS for v in verdicts) else "weak phases"
+    return replace(c, rests_on=f"C1: {strength} (block excess {shown}; C1 needs > "
+                               f"{EXCESS_MIN.value})")
 
 
 class ClaimTable(pd.DataFrame):
@@ -178,11 +213,14 @@ class ClaimTable(pd.DataFrame):
 
 
 def table(claims: Iterable[Claim]) -> ClaimTable:
-    """The claims as a table (the last cell of a chapter)."""
+    """The claims as a table (the last cell of a chapter); a column "rests on" where a claim
+    rests on phases (:func:`resting_on_phases`)."""
     rows = [asdict(c) for c in claims]
-    cols = ["id", "claim", "paper", "ours", "verdict", "detail"]
+    cols = ["id", "claim", "paper", "ours", "verdict", "rests_on", "detail"]
     frame = pd.DataFrame(rows, columns=cols + ["chapter", "profile"])[cols].set_index("id")
-    return ClaimTable(frame)
+    if not frame["rests_on"].astype(bool).any():  # shown only where a claim rests on phases
+        frame = frame.drop(columns="rests_on")
+    return ClaimTable(frame.rename(columns={"rests_on": "rests on"}))
 
 
 def report(claims: Iterable[Claim], *, chapter: str, profile: str,
@@ -215,5 +253,7 @@ def gather(claims_dir: str | Path = "claims") -> pd.DataFrame:
                          "paper": c["paper"] if c else "",
                          "ours": c["ours"] if c else "",
                          "detail": c.get("detail", "") if c else "",
+                         "rests_on": c.get("rests_on", "") if c else "",
+                         "tests": c.get("tests", 1) if c else 0,
                          "verdict": c["verdict"] if c else UNTESTED})
     return pd.DataFrame(rows).set_index("id")

@@ -59,7 +59,7 @@ class Walk:
     ``similarity``: layer–layer similarity per token group, layers 0..L (Fig. 1); ``S``: the
     phase matrix over blocks 1..L, tokens {cls, mean patch} (App. A.1); ``cuts``: its max-cut per
     k; ``per_image``: one phase matrix per image ``(N, L, L)`` and ``excess``: the max-cut's block
-    excess over the stronger null per k (C1; both only where excess was asked for).
+    excess over the warped-decay null per k (C1; both only where excess was asked for).
     """
 
     model: torch.nn.Module
@@ -92,7 +92,7 @@ def walk(teacher: tuple[torch.nn.Module, dict[str, Any]],
     gives them) walked on ``data`` (images and labels, as
     :meth:`~raptor.book.spec.TeacherSpec.eval_images` gives them): its trajectories (in batches
     of ``batch_size`` on ``device``), similarity, phase matrix and max-cut for each k of ``cuts``
-    (App. A.1), and for each k of ``excess`` the block excess over the stronger null
+    (App. A.1), and for each k of ``excess`` the block excess over each null
     (:func:`~raptor.structure.phase_excess` with ``n_boot`` resamples seeded by ``boot_seed``;
     C1)."""
     model, record = teacher
@@ -120,13 +120,21 @@ def dinov2_walk(teacher: TeacherSpec, weights: Path, imagenet_root: str, n_image
     return walk((model, {}), data, batch_size=50, **kwargs)
 
 
+def probe_correct(model: torch.nn.Module, train: list[tuple[torch.Tensor, torch.Tensor]],
+                  val: list[tuple[torch.Tensor, torch.Tensor]], device: str = "auto"
+                  ) -> np.ndarray:
+    """Per ``val`` image, in order, whether a linear probe on ``model``'s [cls ‖ mean patches]
+    features (:func:`~raptor.probes.probe_features`) fit on the ``train`` batches predicts its
+    label (§3; the chapters' probe, not Table 1's): a bool array, for paired comparisons."""
+    return np.asarray(linear_probe(*probe_features(model, train, device=device),
+                                   *probe_features(model, val, device=device))["val_correct"],
+                      dtype=bool)
+
+
 def probe_accuracy(model: torch.nn.Module, train: list[tuple[torch.Tensor, torch.Tensor]],
                    val: list[tuple[torch.Tensor, torch.Tensor]], device: str = "auto") -> float:
-    """Validation accuracy of a linear probe on ``model``'s [cls ‖ mean patches] features
-    (:func:`~raptor.probes.probe_features`) fit on the ``train`` batches (§3; the chapters'
-    probe, not Table 1's)."""
-    return linear_probe(*probe_features(model, train, device=device),
-                        *probe_features(model, val, device=device))["val_acc"]
+    """Validation accuracy of :func:`probe_correct`'s linear probe."""
+    return float(probe_correct(model, train, val, device).mean())
 
 
 def weights_path(path: str | None) -> Path | None:

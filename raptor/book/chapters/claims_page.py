@@ -17,8 +17,8 @@ import pandas as pd
 from IPython.display import HTML
 
 from raptor.book.chapters import MODULES, chapter
-from raptor.book.claims import (BY_CONSTRUCTION, CLAIMS, FAILS, HOLDS, INCONCLUSIVE, UNTESTABLE,
-                                UNTESTED, VERDICTS, Claim, gather)
+from raptor.book.claims import (BY_CONSTRUCTION, CLAIMS, FAILS, HOLDS, INCONCLUSIVE, SEEDS_ALPHA,
+                                SIDE_ERROR, UNTESTABLE, UNTESTED, VERDICTS, Claim, gather)
 
 NAME = "claims"
 NOTEBOOK = "claims.ipynb"
@@ -92,21 +92,40 @@ def significance_levels() -> dict[str, float]:
 
 
 def summary(result: Result) -> dict[str, int | float | str]:
-    """The page's numbers, for the intro: checks run, claims tested, a count per verdict, α."""
+    """The page's numbers, for the intro: checks run, claims tested, a count per verdict, the
+    sub-tests behind the verdicts and their error rates (``error_rates``, a sentence)."""
     t = result.table
     checks = t[t["verdict"] != UNTESTED]
     counts = checks["verdict"].value_counts()
     alphas = sorted(set(significance_levels().values()))
+    measured = checks[checks["verdict"].isin([HOLDS, FAILS, INCONCLUSIVE])]["tests"]
+    parts = int(measured.max()) if len(measured) else 1
     out: dict[str, int | float | str] = {
         "n_claims": len(CLAIMS), "n_checks": len(checks),
         "n_tested": checks.index.nunique(), "n_chapters": checks["chapter"].nunique(),
         "profile": ", ".join(sorted(set(checks["profile"]))) or "—",
         "alpha": " / ".join(f"{a:g}" for a in alphas) or "—",
-        # verdicts that could flip by chance alone were every check a test at the largest α
-        "n_chance": round(len(checks) * max(alphas), 1) if alphas else "—",
+        "n_subtests": int(measured.sum()), "level": f"{1 - 2 * SIDE_ERROR:.0%}",
+        "side_error": f"{SIDE_ERROR:.1%}", "max_tests": parts,
+        "max_fails_error": f"{min(1.0, parts * SIDE_ERROR):.1%}",
+        "seeds_alpha": f"{SEEDS_ALPHA.value:g}",
     }
     for verdict, key in COUNT_KEYS.items():
         out[key] = int(counts.get(verdict, 0)) if verdict != UNTESTED else len(CLAIMS) - out["n_tested"]
+    out["error_rates"] = (
+        f"The {out['n_checks']} verdicts rest on {out['n_subtests']} sub-tests, each a "
+        f"{out['level']} two-sided interval read against its threshold (a few are significance "
+        f"tests at α = {out['alpha']}): each errs by chance with probability up to "
+        f"{out['side_error']} in each direction. A conjunction of m sub-tests holds only if "
+        "every part holds, an intersection–union test whose chance error stays at "
+        f"{out['side_error']} whatever m (Berger 1982); it does not hold if any one part fails, "
+        f"and that is not corrected for m: its chance error is up to m × {out['side_error']} "
+        f"(m counts every seed's parts; here m ≤ {out['max_tests']}, up to "
+        f"{out['max_fails_error']}). A claim tested on "
+        "several seeds combines the seeds' verdicts by a binomial test at "
+        f"α = {out['seeds_alpha']} each way, valid if the seeds are independent: each trains "
+        "its own models, but they share the evaluation images. Nothing is corrected across "
+        "claims.")
     return out
 
 
@@ -142,7 +161,9 @@ def _claim_html(cid: str, row: pd.Series, anchored: bool) -> str:
     if not tested:
         return f'<div class="rc-claim"{f" id={cid!r}" if anchored else ""}>{head}</div>'
     vals = (f'<div class="rc-vals"><span><b>paper</b> {escape(row["paper"])}</span>'
-            f'<span><b>ours</b> {escape(row["ours"])}</span></div>')
+            f'<span><b>ours</b> {escape(row["ours"])}</span>'
+            + (f'<span><b>rests on</b> {escape(row["rests_on"])}</span>' if row["rests_on"] else "")
+            + '</div>')
     more = (f'<details><summary>details</summary>{escape(row["detail"] or "—")} · profile '
             f'<code>{escape(row["profile"])}</code></details>')
     return f'<div class="rc-claim"{f" id={cid!r}" if anchored else ""}>{head}{vals}{more}</div>'

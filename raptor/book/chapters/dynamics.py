@@ -15,7 +15,7 @@ import torch
 from raptor import dynamics, low_rank, phases
 from raptor.book import plotting
 from raptor.book.chapters import dynamics_claims as judge
-from raptor.book.claims import Claim, across_seeds, on_phases
+from raptor.book.claims import Claim, across_seeds, resting_on_phases
 from raptor.book.experiment import trajectories_of, walk
 from raptor.book.profiles import PAPER_DISTILL, PAPER_TEACHER, SMOKE_DISTILL, SMOKE_TEACHER
 from raptor.book.spec import DistillSpec, TeacherSpec, nested, require, require_seeds
@@ -128,7 +128,7 @@ class SeedRun:
     dmd_radius_boot: dict[str, np.ndarray]  # (DMD_BOOT,) ρ(A) on resampled images
     basin_dirs: np.ndarray  # (N, 2, D) cls directions at layers 1 and L (C18)
     labels: np.ndarray  # (N,)
-    excess: PhaseExcess  # the max-cut's block excess over the stronger null (C1)
+    excess: PhaseExcess  # the max-cut's block excess over the warped-decay null (C1)
 
 
 @dataclass
@@ -267,18 +267,30 @@ def basins_figure(result: Result, per_class: int = 30) -> plt.Figure:
 
 def perturbation_figure(result: Result) -> plt.Figure:
     """(A) distance to the clean path after a mid-depth injection; (B) sensitivity (Fig. 10);
-    first seed."""
+    (C) the norm-rescaled deviation C19 judges, on the images it measures the change on, with
+    its peak's level (located on the other images) dotted: layer L must end below it. First
+    seed."""
     run = result.runs[0]
     depth, mid = result.spec.teacher.depth, run.perturb_layer
-    fig, axes = plotting.figure(1, 2, height=3.4)
-    ax_a, ax_b = axes[0]
+    fig, axes = plotting.figure(1, 3, height=3.4)
+    ax_a, ax_b, ax_c = axes[0]
+    after = np.arange(mid, depth + 1)
     for g, d in run.distance.items():
-        ax_a.plot(np.arange(mid, depth + 1), d, marker="o", ms=3, label=g)
+        ax_a.plot(after, d, marker="o", ms=3, label=g)
         ax_b.plot(np.arange(depth), run.sensitivity[g], marker="o", ms=3, label=g)
+        dev = run.relative_deviation[g]
+        peak, held_out = int(np.argmax(dev[::2].mean(axis=0))), dev[1::2].mean(axis=0)
+        line, = ax_c.plot(after, held_out, marker="o", ms=3, label=g)
+        ax_c.axhline(held_out[peak], color=line.get_color(), ls=":", lw=0.8)
+    ax_c.plot([], [], color="grey", ls=":", label="C19: peak, layer L to end below")
     ax_a.set(xlabel="layer", ylabel="d_cos to the clean path",
              title=f"(A) injection at layer {mid}")
     ax_b.set(xlabel="injection layer", ylabel="|ε|⁻¹ d_cos at layer L", yscale="log",
              title="(B) sensitivity")
+    ax_c.set(xlabel="layer", ylabel=f"angle × ‖x_l‖ / ‖x_{mid}‖",
+             title="(C) rescaled deviation (C19)")
+    for ax in (ax_a, ax_c):
+        ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
     plotting.legend_below(fig, axes, ncols=4)
     return fig
 
@@ -319,8 +331,9 @@ def low_rank_dmd_figure(result: Result) -> plt.Figure:
         ax_d.scatter(spectrum.real, spectrum.imag, s=14, label=f"{g}, DMD λ")
     ax_r.set(xlabel="layer", ylabel="rank of the update", title="(A) update rank")
     ax_k.set(xlabel="layer", ylabel="κ_l (patches)", title="(B) patch coherence")
+    used, asked = max(len(sp.real) for sp in run.dmd.values()), result.spec.dmd_rank
     ax_d.set(aspect="equal", xlabel="Re λ", ylabel="Im λ",
-             title=f"(C) DMD, rank {result.spec.dmd_rank}")
+             title=f"(C) DMD, rank {used}" + ("" if used == asked else f"\n(paper: r = {asked})"))
     for ax in (ax_r, ax_k):
         ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
     plotting.legend_below(fig, axes, ncols=3)
@@ -369,7 +382,8 @@ def seed_claims(run: SeedRun, spec: Spec) -> list[Claim]:
         judge.c19_self_correction(run.relative_deviation, run.eps_over_norm,
                                   layer=run.perturb_layer, distance=run.distance),
         judge.c20_sensitivity_by_depth(run.sensitivity_images),
-        on_phases(judge.c21_angular_speed(t.speed, run.bounds), {f"k={spec.k}": run.excess}),
+        resting_on_phases(judge.c21_angular_speed(t.speed, run.bounds),
+                          {f"k={spec.k}": run.excess}),
         judge.c22_update_rank_falls(run.stable_rank, run.effective_rank, run.bounds,
                                     width=spec.teacher.embed_dim),
         judge.c23_coherence_rises(run.coherence_images, run.bounds),
@@ -379,8 +393,8 @@ def seed_claims(run: SeedRun, spec: Spec) -> list[Claim]:
 
 
 def claims(result: Result) -> list[Claim]:
-    """C16–C24 judged on every seed's teacher (:func:`seed_claims`), combined by
-    :func:`~raptor.book.claims.across_seeds`: a claim holds only if it holds for every seed."""
+    """C16–C24 judged on every seed's teacher (:func:`seed_claims`), the seeds' verdicts combined
+    by :func:`~raptor.book.claims.across_seeds`' binomial test."""
     per_seed = {run.seed: seed_claims(run, result.spec) for run in result.runs}
     return [across_seeds({seed: cs[i] for seed, cs in per_seed.items()})
             for i in range(len(next(iter(per_seed.values()))))]

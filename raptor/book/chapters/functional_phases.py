@@ -19,7 +19,7 @@ from raptor import paper, phases
 from raptor.book import plotting
 from raptor.book.chapters import functional_phases_claims as judge
 from raptor.book.chapters.functional_phases_claims import GROUPS, UNIT_IMAGES
-from raptor.book.claims import Claim, across_seeds, on_phases
+from raptor.book.claims import Claim, across_seeds, resting_on_phases
 from raptor.book.experiment import Walk, walk
 from raptor.book.profiles import PAPER_DISTILL, PAPER_TEACHER, SMOKE_DISTILL, SMOKE_TEACHER
 from raptor.book.spec import DistillSpec, TeacherSpec, nested, require, require_seeds
@@ -115,7 +115,7 @@ class SeedChecks:
     controls: dict[str, dict[str, float]]  # teacher -> token group -> R²
     control_units: dict[str, dict[str, np.ndarray]]  # teacher -> token group -> R² per unit
     swap_acc: dict[str, dict[int, np.ndarray]]  # kind -> layers swapped -> accuracy per swap set
-    excess: PhaseExcess  # the max-cut at control_k vs the stronger null (C1)
+    excess: PhaseExcess  # the max-cut at control_k vs the warped-decay null (C1)
 
 
 @dataclass
@@ -128,7 +128,7 @@ class SeedVersus:
     partitions: dict[int, list[Partition]]  # per k: the max-cut, then the random others
     student_units: dict[int, np.ndarray]  # per k: accuracy per unit, (partitions, units)
     student_r2: dict[int, dict[str, np.ndarray]]  # per k and token group, per partition
-    excess: dict[int, PhaseExcess]  # per k: the teacher's max-cut vs the stronger null (C1)
+    excess: dict[int, PhaseExcess]  # per k: the teacher's max-cut vs the warped-decay null (C1)
     val_steps: np.ndarray  # the overfitting run's validation record
     val_loss: np.ndarray
     val_acc: np.ndarray
@@ -347,13 +347,13 @@ def swaps_figure(result: Result) -> plt.Figure:
 def _c4(c: SeedChecks, control_k: int) -> Claim:
     retained = {kind: [float(np.mean(a)) / c.teacher_acc for a in by_n.values()]
                 for kind, by_n in c.swap_acc.items()}
-    return on_phases(judge.c4_swaps(retained["intra"], retained["inter"]),
-                     {f"k={control_k}": c.excess})
+    return resting_on_phases(judge.c4_swaps(retained["intra"], retained["inter"]),
+                             {f"k={control_k}": c.excess})
 
 
 def _c3(run: SeedVersus, sizes: np.ndarray) -> Claim:
     units = run.student_units
-    return on_phases(judge.c3_maxcut_beats_random(
+    return resting_on_phases(judge.c3_maxcut_beats_random(
         {k: judge.margin_interval(u, sizes) for k, u in units.items()},
         counts={k: len(u) - 1 for k, u in units.items()}),
         {f"k={k}": e for k, e in run.excess.items()})
@@ -368,8 +368,8 @@ def _versus(per_seed: dict[int, Claim]) -> Claim:
 
 
 def claims(result: Result) -> list[Claim]:
-    """C3 and C11 on the first ``versus_seeds`` seeds, C4, C9 and C10 on every seed, combined
-    by :func:`~raptor.book.claims.across_seeds`; each judged by
+    """C3 and C11 on the first ``versus_seeds`` seeds, C4, C9 and C10 on every seed, the seeds'
+    verdicts combined by :func:`~raptor.book.claims.across_seeds`' binomial test; each judged by
     :mod:`~raptor.book.chapters.functional_phases_claims`."""
     s, sizes = result.spec, result.unit_sizes
     controls = {c.seed: c.control_units for c in result.seeds}

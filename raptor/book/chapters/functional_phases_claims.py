@@ -62,6 +62,7 @@ def c3_maxcut_beats_random(margins: Mapping[int, Interval], *, counts: Mapping[i
                        for k, m in margins.items()),
         holds=all_of(versus(m.low, m.high, SIGMA_MIN.value) for m in margins.values())
         if defined else None,
+        tests=len(margins) if defined else 1,
         detail="random contiguous partitions other than the max-cut, each once: "
                + ", ".join(f"k={k}: {n}" for k, n in counts.items())
                + f"; holds if every margin's interval lies above {SIGMA_MIN.value:g}σ; "
@@ -82,6 +83,7 @@ def c4_swaps(intra: Sequence[float], inter: Sequence[float]) -> Claim:
         else "no swap sets of both kinds for this partition",
         holds=(min(intra) >= INTRA_KEEP_MIN.value and max(inter) <= INTER_KEEP_MAX.value)
         if testable else None,
+        tests=len(intra) + len(inter) if testable else 1,
         detail=f"holds if every intra setting keeps ≥ {INTRA_KEEP_MIN.value:.0%} and every inter "
                f"setting ≤ {INTER_KEEP_MAX.value:.0%} [ours]")
 
@@ -112,7 +114,7 @@ def c9_untrained_easier(untrained: Mapping[str, np.ndarray], trained: Mapping[st
              f"{mean['untrained']['patches']:.3f}, trained {mean['trained']['cls']:.3f}/"
              f"{mean['trained']['patches']:.3f}; untrained − trained: "
              + ", ".join(f"{g} {_fmt(iv)}" for g, iv in diff.items()),
-        holds=all_of(versus(iv.low, iv.high, 0.0) for iv in diff.values()),
+        holds=all_of(versus(iv.low, iv.high, 0.0) for iv in diff.values()), tests=len(diff),
         detail=f"holds if the R² difference's interval lies above 0 for cls and patches; "
                f"{_noise(len(sizes))}")
 
@@ -161,6 +163,7 @@ def c11_overfitting(best: int, steps: Sequence[int], r2: Mapping[str, np.ndarray
              f"{steps[last]}: " + ", ".join(f"{k} {_fmt(iv)}" for k, iv in fall.items()),
         holds=all_of([*(versus(iv.low, iv.high, R2_HIGH.value) for iv in level.values()),
                       *(versus(iv.low, iv.high, 0.0, above=False) for iv in fall.values())]),
+        tests=len(level) + len(fall),
         detail=f"holds if cls and patch R² > {R2_HIGH.value:g} at every snapshot up to the "
                f"reference and cls R² and teacher accuracy fall from it to the last snapshot; "
                f"{_noise(len(sizes))}")

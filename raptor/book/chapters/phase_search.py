@@ -1,11 +1,11 @@
-"""Chapter *Where do phases appear?*: block excess over two nulls across small teacher families
-(§2, Fig. 1; C1).
+"""Chapter *Where do phases appear?*: block excess over a ladder of nulls across small teacher
+families (§2, Fig. 1; C1).
 
 A max-cut always returns a partition, and a similarity that only decays with depth gets even cuts
 with a positive contrast. This chapter trains each teacher family (depth ``L``, training steps)
 with each stochastic-depth rate and ≥ 3 seeds, and measures the max-cut's block excess over the
-stronger of the stationary and norm-growth nulls (:mod:`raptor.structure`) with a bootstrap
-interval over images, to find where block structure exists at a CPU budget and how depth,
+warped-decay null (:mod:`raptor.structure`; the stationary and random-walk rungs beside it) with a
+bootstrap interval over images, to find where block structure exists at a CPU budget and how depth,
 training length and ``p`` change it.
 """
 
@@ -26,7 +26,7 @@ from raptor.book.experiment import walk
 from raptor.book.profiles import PAPER_TEACHER, SMOKE_TEACHER
 from raptor.book.spec import TeacherSpec, nested, require
 from raptor.loop import resolve_device
-from raptor.structure import PhaseExcess, stationary_null
+from raptor.structure import PhaseExcess, warped_decay_null
 
 NAME = "phase-search"
 NOTEBOOK = "chapters/phase_search.ipynb"
@@ -96,7 +96,7 @@ class Run:
 class Result:
     spec: Spec
     runs: list[Run]
-    residual: dict[str, np.ndarray]  # S minus its stationary null, first seed, p = p_values[0]
+    residual: dict[str, np.ndarray]  # S minus its warped-decay null, first seed, first rate
 
 
 def compute(spec: Spec) -> Result:
@@ -115,7 +115,7 @@ def compute(spec: Spec) -> Result:
         runs.append(Run(L, steps, p, seed, w.accuracy, w.excess))
         if seed == spec.teacher_seeds[0] and p in (spec.p_values[0], None):
             S = w.per_image.mean(0)
-            residual[_label(L, steps, p)] = S - stationary_null(S)
+            residual[_label(L, steps, p)] = S - warped_decay_null(S)
     return Result(spec, runs, residual)
 
 
@@ -208,8 +208,9 @@ def excess_figure(result: Result) -> plt.Figure:
 
 
 def residual_figure(result: Result) -> plt.Figure:
-    """``S`` minus its stationary null per family (first seed, first rate): what is left once the
-    decay with depth is removed. Blocks show as red squares on the diagonal."""
+    """``S`` minus its warped-decay null per family (first seed, first rate): what is left once
+    the smooth decay with depth is removed, the residual C1 is judged on. Blocks show as red
+    squares on the diagonal."""
     mats = result.residual
     ncols = min(len(mats), 3)
     nrows = -(-len(mats) // ncols)
@@ -221,7 +222,7 @@ def residual_figure(result: Result) -> plt.Figure:
         ax.set_title(title)
     for ax in axes.flat[len(mats):]:
         ax.set_axis_off()
-    fig.colorbar(image, ax=axes, label="S − stationary null")
+    fig.colorbar(image, ax=axes, label="S − warped-decay null")
     return fig
 
 

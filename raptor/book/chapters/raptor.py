@@ -191,6 +191,7 @@ def c15_cosine_high(min_cos: dict[int, list[Interval]]) -> Claim:
         + (f" (the lowest of {seeds} seeds)" if seeds > 1 else ""),
         holds=all_of(versus(c.low, c.high, MIN_COSINE.value)
                      for ivs in min_cos.values() for c in ivs),
+        tests=sum(len(ivs) for ivs in min_cos.values()),
         detail="minimum over layers 1..L of the cls and patch cosine; threshold "
                f"{MIN_COSINE.value:g} [ours]; 95% bootstrap over units of ≤ {UNIT_IMAGES} "
                f"validation images; holds if it holds for each of {seeds} teacher seed(s), each "

@@ -17,13 +17,13 @@ import pandas as pd
 from raptor import paper, phases
 from raptor.book import plotting
 from raptor.book.claims import Claim, Threshold, across_seeds, all_of, claim, versus
-from raptor.book.experiment import batched, probe_accuracy, walk
+from raptor.book.experiment import batched, probe_accuracy, probe_correct, walk
 from raptor.book.profiles import PAPER_DISTILL, PAPER_TEACHER, SMOKE_DISTILL, SMOKE_TEACHER
 from raptor.book.spec import DistillSpec, TeacherSpec, nested, require, require_seeds
 from raptor.loop import resolve_device
 from raptor.metrics import evaluate_student
 from raptor.phases import Partition
-from raptor.stats import Interval, difference, wilson
+from raptor.stats import Interval, paired_difference, wilson
 
 NAME = "scaling"
 NOTEBOOK = "chapters/scaling.ipynb"
@@ -77,16 +77,27 @@ PROBE_RUNG = "+ fine-tuned probe"
 @dataclass
 class SeedRun:
     """One seed's teacher, its Raptor per k (max-cuts, accuracies, cosine through depth) and
-    Table 2's ladder."""
+    Table 2's ladder. Per-image correctness (bool, on the same evaluation images in the same
+    order for every model) for the models C13 and C14 compare, so they are compared paired."""
 
     seed: int
     partitions: dict[int, Partition]
     teacher_acc: float  # through its own head
     teacher_probe: float  # a fresh linear probe
     head_acc: dict[int, float]  # Raptor k through the teacher's head
-    probe_acc: dict[int, float]
+    probe_correct: dict[int, np.ndarray]  # Raptor k's own linear probe, per image
     cosine: dict[int, dict[str, np.ndarray]]  # layerwise cosine to the teacher per group
-    ladder: dict[str, float]  # Table 2's rungs, accuracy in [0, 1]
+    ladder_correct: dict[str, np.ndarray]  # Table 2's rungs, per image
+
+    @property
+    def probe_acc(self) -> dict[int, float]:
+        """Each Raptor's probe accuracy in [0, 1]."""
+        return {k: float(c.mean()) for k, c in self.probe_correct.items()}
+
+    @property
+    def ladder(self) -> dict[str, float]:
+        """Table 2's rungs, accuracy in [0, 1]."""
+        return {r: float(c.mean()) for r, c in self.ladder_correct.items()}
 
 
 @dataclass
@@ -123,13 +134,14 @@ def _seed_run(spec: Spec, seed: int, device: str) -> SeedRun:
         students[k], _ = t.get_student(spec.distill, spec.p, parts[k], seed=seed)
         evals[k] = evaluate_student(students[k], teacher, batches, device=device)
     teacher_probe = probe_accuracy(teacher, probe_train, batches, device)
-    probes = {k: probe_accuracy(students[k], probe_train, batches, device) for k in spec.k_values}
+    probes = {k: probe_correct(students[k], probe_train, batches, device) for k in spec.k_values}
     cosine = {k: {g: np.asarray(v) for g, v in e["cosine"].items()} for k, e in evals.items()}
     ladder = {}
     for name, options in LADDER.items():
         student, _ = t.get_student(spec.distill, spec.p, parts[spec.ladder_k], seed=seed,
                                    **options)
-        ladder[name] = evaluate_student(student, teacher, batches, device=device)["student_acc"]
+        ladder[name] = evaluate_student(student, teacher, batches,
+                                        device=device)["student_correct"]
     ladder[PROBE_RUNG] = probes[spec.ladder_k]
     return SeedRun(seed, parts, evals[spec.k_values[0]]["teacher_acc"], teacher_probe,
                    {k: e["student_acc"] for k, e in evals.items()}, probes, cosine, ladder)
@@ -259,6 +271,7 @@ def c12_share_of_teacher(head: Mapping[int, Sequence[float]],
             ours=", ".join(f"k={k}: {iv.estimate:.1f}% [{iv.low:.1f}, {iv.high:.1f}]"
                            for k, iv in dinov2.items()) + " of DINOv2-B (IN-1k, this run)",
             holds=all_of(versus(dinov2[k].low, dinov2[k].high, t.value) for k, t in SHARE.items()),
+            tests=len(SHARE),
             detail="holds if each interval lies above "
                    + " / ".join(f"{t.value:g}%" for t in SHARE.values())
                    + " [ours: what rounds to ~96% / ~98%]; raptor.dinov2.pipeline results; "
@@ -278,16 +291,20 @@ def c12_share_of_teacher(head: Mapping[int, Sequence[float]],
                "Raptors (their range in parentheses)")
 
 
-def c13_saturates_at_k4(acc: Mapping[int, float], n: int) -> Claim:
-    """C13: probe accuracy (``acc`` by k, on ``n`` images) rises from k=2 to 3 and saturates at 4.
+def c13_saturates_at_k4(correct: Mapping[int, np.ndarray]) -> Claim:
+    """C13: probe accuracy rises from k=2 to 3 and saturates at 4.
 
-    The rise must exceed 0 and the k=3 → 4 change lie within ±``SATURATION``, each judged on a
-    95% interval of the difference (Newcombe, from binomial evaluation noise)."""
-    if not {2, 3, 4} <= set(acc):
+    ``correct``: per k the probe's per-image correctness on the same images. The rise must
+    exceed 0 and the k=3 → 4 change lie within ±``SATURATION``, each judged on a 95% paired
+    interval of the difference (:func:`~raptor.stats.paired_difference`, from evaluation
+    noise)."""
+    acc = {k: float(np.mean(c)) for k, c in correct.items()}
+    if not {2, 3, 4} <= set(correct):
         return claim("C13", paper="accuracy rises from k=2 to k=3 and saturates at k=4 (Table 1)",
                      ours=", ".join(f"k={k}: {100 * a:.1f}" for k, a in acc.items()),
                      holds=None, detail="needs k = 2, 3 and 4")
-    rise, sat = difference(acc[2], acc[3], n, n), difference(acc[3], acc[4], n, n)
+    rise = paired_difference(correct[2], correct[3])
+    sat = paired_difference(correct[3], correct[4])
     s = SATURATION.value
     return claim(
         "C13", paper="accuracy rises from k=2 to k=3 and saturates at k=4 (Table 1)",
@@ -296,44 +313,50 @@ def c13_saturates_at_k4(acc: Mapping[int, float], n: int) -> Claim:
           f"k=3→4 {100 * sat.estimate:+.1f} [{100 * sat.low:+.1f}, {100 * sat.high:+.1f}] points",
         holds=all_of([versus(rise.low, rise.high, 0.0), versus(sat.low, sat.high, -s),
                       versus(sat.low, sat.high, s, above=False)]),
-        detail=f"probe accuracy on {n} images; rise: interval above 0; saturation: interval "
-               f"within ±{100 * s:g} point; 95% Newcombe intervals from binomial evaluation "
-               "noise (conservative: the Raptors share the test images) of one teacher seed's "
-               "Raptors")
+        tests=3,
+        detail=f"probe accuracy on {len(correct[2])} images; rise: interval above 0; "
+               f"saturation: interval within ±{100 * s:g} point; 95% paired Newcombe intervals "
+               "(the Raptors are scored on the same images) from evaluation noise of one "
+               "teacher seed's Raptors")
 
 
-def c14_ladder(rungs: Sequence[float], *, k: int, n: int) -> Claim:
+def c14_ladder(rungs: Sequence[np.ndarray], *, k: int) -> Claim:
     """C14: TF only collapses, AR recovers, no later rung loses more than ``RUNG_TOLERANCE``.
 
-    ``rungs``: Table 2's accuracies in order on ``n`` images, the last the fine-tuned probe's.
-    Collapse: TF only's Wilson interval below ``COLLAPSE`` × the full recipe; recovery and each
-    later step: 95% Newcombe intervals of the differences."""
+    ``rungs``: Table 2's per-image correctness in order, on the same images, the last the
+    fine-tuned probe's. Collapse: TF only's Wilson interval below ``COLLAPSE`` × the full
+    recipe's accuracy; recovery and each later step: 95% paired Newcombe intervals of the
+    differences (:func:`~raptor.stats.paired_difference`)."""
     tf, ar = paper.TABLE2["TF only"], paper.TABLE2["+ AR with annealed TF"]
-    tf_only = wilson(rungs[0], n)
-    steps = [difference(a, b, n, n) for a, b in zip(rungs[1:], rungs[2:])]
-    recover = difference(rungs[0], rungs[1], n, n)
+    acc, n = [float(np.mean(c)) for c in rungs], len(rungs[0])
+    tf_only = wilson(acc[0], n)
+    steps = [paired_difference(a, b) for a, b in zip(rungs[1:], rungs[2:])]
+    recover = paired_difference(rungs[0], rungs[1])
     return claim(
         "C14", paper=f"TF alone collapses ({tf}); AR with annealed TF recovers ({ar}); each "
                      f"later step adds (Table 2)",
-        ours=" → ".join(f"{100 * v:.1f}" for v in rungs)
+        ours=" → ".join(f"{100 * v:.1f}" for v in acc)
         + f"; smallest later step {100 * min(d.estimate for d in steps):+.1f} points",
-        holds=all_of([versus(tf_only.low, tf_only.high, COLLAPSE.value * rungs[-2], above=False),
+        holds=all_of([versus(tf_only.low, tf_only.high, COLLAPSE.value * acc[-2], above=False),
                       versus(recover.low, recover.high, 0.0),
                       *(versus(d.low, d.high, -RUNG_TOLERANCE.value) for d in steps)]),
+        tests=2 + len(steps),
         detail=f"k={k}; rungs 1–5 through the teacher's head, rung 6 a fresh linear probe; "
-               f"{n} images, 95% Wilson / Newcombe intervals (evaluation noise of one seed)")
+               f"{n} images, 95% Wilson / paired Newcombe intervals (every rung is scored on "
+               "the same images; evaluation noise of one seed)")
 
 
 def claims(result: Result, profile: str = "cpu") -> list[Claim]:
     """C12–C14 on this run; ``profile`` names the analogue in C12's detail. C13 and C14 are
-    judged on every seed (:func:`~raptor.book.claims.across_seeds`); C12's analogue is shown
-    over the seeds."""
+    judged on every seed, the seeds' verdicts combined by
+    :func:`~raptor.book.claims.across_seeds`' binomial test; C12's analogue is shown over the
+    seeds."""
     s, runs = result.spec, result.runs
     head = {k: [100 * run.head_acc[k] / run.teacher_acc for run in runs] for k in s.k_values}
     probe = {k: [share_of_teacher(run)[k] for run in runs] for k in s.k_values}
     return [c12_share_of_teacher(head, probe, dataset=s.teacher.dataset, profile=profile,
                                  dinov2=pipeline_shares(result.pipeline)),
-            across_seeds({run.seed: c13_saturates_at_k4(run.probe_acc, s.n_images)
+            across_seeds({run.seed: c13_saturates_at_k4(run.probe_correct)
                           for run in result.runs}),
-            across_seeds({run.seed: c14_ladder(list(run.ladder.values()), k=s.ladder_k,
-                                               n=s.n_images) for run in result.runs})]
+            across_seeds({run.seed: c14_ladder(list(run.ladder_correct.values()), k=s.ladder_k)
+                          for run in result.runs})]
