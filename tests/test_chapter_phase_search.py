@@ -65,3 +65,14 @@ def test_findings_read_the_summary() -> None:
     assert chapter.findings(r, 3) == {"holding": "2", "groups": "3", "best": "L = 12, 400 steps",
                                       "largest": f"{t + 0.03:+.3f} (L = 12, 1500 steps, p = 0.0)",
                                       "untrained": "none"}
+
+
+def test_the_figure_draws_an_estimate_outside_its_interval() -> None:
+    """A cross-fitted estimate may lie outside its bootstrap percentiles (few resamples): the
+    figure draws both as they are (matplotlib's errorbar refuses negative error lengths)."""
+    r = result({(8, 400): 0.0})
+    e = r.runs[0].excess[3]
+    r.runs[0].excess[3] = dataclasses.replace(e, low=e.excess + 0.001, high=e.excess + 0.004)
+    ax = chapter.excess_figure(r).axes[0]
+    (segments,) = [c.get_segments() for c in ax.collections][:1]
+    assert any(abs(s[0][1] - (e.excess + 0.001)) < 1e-12 for s in segments)

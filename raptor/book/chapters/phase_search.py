@@ -190,9 +190,11 @@ def excess_figure(result: Result) -> plt.Figure:
             runs = [r for r in result.runs if (r.depth, r.steps) == (L, steps)]
             for j, r in enumerate(runs):
                 e = r.excess[k]
-                ax.errorbar(x + (j - (len(runs) - 1) / 2) * 0.6 / len(runs), e.excess,
-                            yerr=[[e.excess - e.low], [e.high - e.excess]], fmt="o", ms=4,
-                            color=colours[r.p], capsize=2)
+                # the interval drawn as it is: a cross-fitted estimate may lie outside its
+                # bootstrap percentiles (few resamples at smoke), which errorbar refuses
+                at = x + (j - (len(runs) - 1) / 2) * 0.6 / len(runs)
+                ax.vlines(at, e.low, e.high, color=colours[r.p], lw=1)
+                ax.plot(at, e.excess, "o", ms=4, color=colours[r.p])
         ax.axhline(0, color="0.4", lw=0.8)
         ax.axhline(EXCESS_MIN.value, color="0.2", lw=0.8, ls="--")
         ax.set_ylabel(f"excess, k = {k}")
