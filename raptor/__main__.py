@@ -1,7 +1,9 @@
 """Command line: ``python -m raptor run [--profile P] [--chapter C ...] [-p NAME VALUE ...]``,
 ``python -m raptor sweep --chapter C --profile P --executor local|slurm [...]``
 (``python -m raptor job KIND JOBFILE``: one of its jobs, or one ``torchrun`` rank of it),
-``python -m raptor build``, ``python -m raptor compare EXPECTED ACTUAL`` and
+``python -m raptor atlas [--cell NAME ...] --executor local|slurm|debug [...]`` (the atlas's
+cells, measured and stored in ``results/atlas``), ``python -m raptor analyze --model NAME --weights FILE --images DIR|DATASET [...]`` (the
+chapter *Your own ViT* on any timm ViT), ``python -m raptor build``, ``python -m raptor compare EXPECTED ACTUAL`` and
 ``python -m raptor artifacts export|verify``."""
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ from pathlib import Path
 from raptor.book.chapters import MODULES, PROFILES
 from raptor.book.compare import REPRODUCE_ATOL, REPRODUCE_RTOL, compare
 from raptor.book.runner import RunnerError, build_book, parse_value, run
+from raptor.loop import resolve_device
 from raptor.storage.artifacts import (MANIFEST, ArtifactError, compare_retrained, export,
                                       read_manifest, verify)
-from raptor.sweep import EXECUTORS, Options, rank_job, sweep
+from raptor import atlas
+from raptor.sweep import EXECUTORS, Options, atlas_sweep, rank_job, sweep
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,22 +52,37 @@ def main(argv: list[str] | None = None) -> int:
     p_sweep.add_argument("--profile", default="cpu", help=f"one of {', '.join(PROFILES)}")
     p_sweep.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                          help="override a chapter parameter (as for run)")
-    p_sweep.add_argument("--executor", default="local", help=f"one of {', '.join(EXECUTORS)}")
-    p_sweep.add_argument("--folder", type=Path, default=Options.folder,
-                         help="submitit's folder for the jobs' pickles and logs")
-    p_sweep.add_argument("--partition", help="SLURM partition")
-    p_sweep.add_argument("--time", type=int, default=Options.time_min, help="minutes per job")
-    p_sweep.add_argument("--gpus-per-node", type=int, default=Options.gpus_per_node,
-                         help="SLURM: GPUs for each job")
-    p_sweep.add_argument("--array-parallelism", type=int, default=Options.array_parallelism,
-                         help="SLURM: jobs of one array running at once")
-    p_sweep.add_argument("--ranks", type=int, default=Options.ranks,
-                         help="processes (torchrun, DDP) per student job; default one per GPU "
-                         "(--gpus-per-node) or 1")
-    p_sweep.add_argument("--cpus-per-task", type=int, default=Options.cpus_per_task,
-                         help="SLURM: cores for each job")
+    _job_options(p_sweep)
     p_sweep.add_argument("--dry-run", action="store_true",
                          help="check parameters and inputs, list the jobs and their cost, exit")
+    p_atlas = sub.add_parser("atlas", help="measure the atlas's cells (teachers trained to their "
+                             "convergence criterion, C1's matrices) and store them in the "
+                             "repository, as jobs")
+    p_atlas.add_argument("--cell", action="append", dest="cells", metavar="NAME",
+                         help="a cell such as L12-D64-n1000-p0-P7-s0 (repeatable; default: "
+                         "stage 1's design, cheapest first)")
+    p_atlas.add_argument("--results", type=Path, default=atlas.RESULTS,
+                         help="the results folder (default: the repository's results/atlas)")
+    p_atlas.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:<index>")
+    p_atlas.add_argument("--data-root", help="where Fashion-MNIST is (default: searched)")
+    _job_options(p_atlas)
+    p_atlas.add_argument("--dry-run", action="store_true",
+                         help="list the cells not yet stored and their cost bound, exit")
+    p_an = sub.add_parser("analyze", help="the paper's phase analysis of any timm ViT: the chapter "
+                          "'Your own ViT' executed on it, with analysis.json")
+    p_an.add_argument("--model", required=True,
+                      help="a timm ViT name (e.g. vit_base_patch16_224), or 'companion': the "
+                      "book's own teacher")
+    p_an.add_argument("--weights", help="its weights: a safetensors file or a torch state dict")
+    p_an.add_argument("--images", required=True,
+                      help="a folder of image files, or fashion-mnist, cifar100, imagenet")
+    p_an.add_argument("--k", type=int, nargs="+", help="numbers of phases (default 2 3 4)")
+    for flag in ("--n-images", "--img-size", "--batch-size", "--n-boot"):
+        p_an.add_argument(flag, type=int)
+    p_an.add_argument("--device", help="auto (default), cpu, cuda or cuda:<index>")
+    p_an.add_argument("--data-root", help="where a named dataset is")
+    p_an.add_argument("--out", type=Path,
+                      help="the output folder (default runs/analyze/<model>)")
     p_job = sub.add_parser("job", help="train one cache entry from its job file (the sweep's "
                            "pickled job) as a sweep's job does; under torchrun every rank distils "
                            "the student")
@@ -91,11 +110,19 @@ def main(argv: list[str] | None = None) -> int:
             print("\n".join(problems) or f"{args.actual} matches {args.expected}")
             return 1 if problems else 0
         elif args.command == "sweep":
-            opts = Options(args.executor, args.folder, args.partition, args.time,
-                           args.gpus_per_node, args.array_parallelism, args.ranks,
-                           args.cpus_per_task)
-            sweep(args.chapter, args.profile, {n: parse_value(v) for n, v in args.p}, opts,
-                  dry_run=args.dry_run)
+            sweep(args.chapter, args.profile, {n: parse_value(v) for n, v in args.p},
+                  _options(args), dry_run=args.dry_run)
+        elif args.command == "analyze":
+            return _analyze(args)
+        elif args.command == "atlas":
+            try:
+                cells = ([atlas.Cell.from_name(n) for n in args.cells] if args.cells
+                         else atlas.stage1())
+                resolve_device(args.device)
+            except ValueError as err:
+                raise RunnerError(str(err)) from None
+            atlas_sweep(cells, _options(args), folder=args.results, data_root=args.data_root,
+                        device=args.device, dry_run=args.dry_run)
         else:
             overrides = {name: parse_value(value) for name, value in args.p}
             run(args.profile, args.chapters, overrides, build=not args.no_build,
@@ -104,6 +131,42 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     return 0
+
+
+def _analyze(args: argparse.Namespace) -> int:
+    values = {"model": args.model, "weights": args.weights, "images": args.images,
+              "k_values": args.k, "n_images": args.n_images, "input_size": args.img_size,
+              "batch": args.batch_size, "n_boot": args.n_boot, "device": args.device,
+              "data_root": args.data_root}
+    out = args.out or Path("runs") / "analyze" / args.model
+    run("cpu", ["analyze"], {k: v for k, v in values.items() if v is not None}, build=False,
+        out=out)
+    print(f"the analysis: {out / 'chapters' / 'analyze.ipynb'}, its numbers: "
+          f"{out / 'chapters' / 'analysis.json'}")
+    return 0
+
+
+def _job_options(parser: argparse.ArgumentParser) -> None:
+    """The options of a command that runs jobs (submitit)."""
+    parser.add_argument("--executor", default="local", help=f"one of {', '.join(EXECUTORS)}")
+    parser.add_argument("--folder", type=Path, default=Options.folder,
+                        help="submitit's folder for the jobs' pickles and logs")
+    parser.add_argument("--partition", help="SLURM partition")
+    parser.add_argument("--time", type=int, default=Options.time_min, help="minutes per job")
+    parser.add_argument("--gpus-per-node", type=int, default=Options.gpus_per_node,
+                        help="SLURM: GPUs for each job")
+    parser.add_argument("--array-parallelism", type=int, default=Options.array_parallelism,
+                        help="SLURM: jobs of one array running at once")
+    parser.add_argument("--ranks", type=int, default=Options.ranks,
+                        help="processes (torchrun, DDP) per student job; default one per GPU "
+                        "(--gpus-per-node) or 1")
+    parser.add_argument("--cpus-per-task", type=int, default=Options.cpus_per_task,
+                        help="SLURM: cores for each job")
+
+
+def _options(args: argparse.Namespace) -> Options:
+    return Options(args.executor, args.folder, args.partition, args.time, args.gpus_per_node,
+                   args.array_parallelism, args.ranks, args.cpus_per_task)
 
 
 def _artifacts(args: argparse.Namespace) -> int:

@@ -42,7 +42,8 @@ _CIFAR_FILES = ("train", "test", "meta")
 @dataclass(frozen=True)
 class DatasetInfo:
     """Static facts about a dataset; ``image_size`` is the default ``img_size`` (for ImageNet,
-    the 224 px crop of §5, since its images vary in size)."""
+    the 224 px crop of §5, since its images vary in size); ``train_size`` the training split's
+    images."""
 
     name: str
     num_classes: int
@@ -50,14 +51,15 @@ class DatasetInfo:
     image_size: int
     mean: tuple[float, ...]
     std: tuple[float, ...]
+    train_size: int
 
 
 _INFO = {
-    "fashion-mnist": DatasetInfo("fashion-mnist", 10, 1, 28, (0.2860,), (0.3530,)),
+    "fashion-mnist": DatasetInfo("fashion-mnist", 10, 1, 28, (0.2860,), (0.3530,), 60_000),
     "cifar100": DatasetInfo("cifar100", 100, 3, 32, (0.5071, 0.4865, 0.4409),
-                            (0.2673, 0.2564, 0.2762)),
+                            (0.2673, 0.2564, 0.2762), 50_000),
     "imagenet": DatasetInfo("imagenet", 1000, 3, IMG_SIZE, (0.485, 0.456, 0.406),
-                            (0.229, 0.224, 0.225)),
+                            (0.229, 0.224, 0.225), 1_281_167),
 }
 
 _EXPECTED = {
@@ -346,6 +348,21 @@ def get_datasets(name: str, *, root: str | os.PathLike[str] | None = None,
     train, val = (subset(ds, limit, seed, name=f"{split}_limit", targets=ds.targets)
                   for ds, limit, split in zip(splits, (train_limit, val_limit), ("train", "val")))
     return train, val
+
+
+def eval_images(name: str, n: int, *, seed: int = 0, split: str = "val",
+                root: str | os.PathLike[str] | None = None, img_size: int | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``n`` images and labels of ``split`` of ``name`` in one tensor each: a random subset
+    seeded by ``seed`` (the evaluation images of every chapter and of the atlas)."""
+    if split not in ("train", "val"):
+        raise ValueError(f"split must be 'train' or 'val', got {split!r}")
+    train, val = get_datasets(name, root=root, img_size=img_size)
+    data = val if split == "val" else train
+    if not isinstance(n, int) or not 1 <= n <= len(data):
+        raise ValueError(f"n_images must be in [1, {len(data)}], got {n!r}")
+    idx = torch.randperm(len(data), generator=torch.Generator().manual_seed(seed))[:n]
+    return next(iter(DataLoader(Subset(data, idx.tolist()), batch_size=n)))
 
 
 def get_loaders(name: str, *, batch_size: int, root: str | os.PathLike[str] | None = None,

@@ -155,14 +155,16 @@ def train(stage: str, batches: Iterable[tuple[int, Batch]],
           recipe: Optimisation, total: int, *,
           after_step: Callable[[int, torch.Tensor, float], None] | None = None,
           checkpoint: Callable[[int], None] | None = None, checkpoint_every: int = 200,
-          progress: bool = False, initial: int = 0) -> int:
+          progress: bool = False, initial: int = 0, stop: Callable[[], bool] | None = None
+          ) -> int:
     """One step per ``(step, batch)`` of ``batches`` while ``step < total``; returns the next step.
 
     A step sets the learning rate of ``step`` of ``total``, gets the loss and the detached values
     to report from ``loss(step, batch)``, back-propagates, clips each of ``clip_groups`` to
     ``recipe.grad_clip`` (unless None), steps and calls ``after_step(step, reported, lr)``; then
-    ``checkpoint(step + 1)`` every ``checkpoint_every`` steps before the last. A non-finite report
-    or gradient norm raises :class:`FloatingPointError` before the weights change.
+    ``checkpoint(step + 1)`` every ``checkpoint_every`` steps before the last; it ends early when
+    ``stop()`` says so after a step. A non-finite report or gradient norm raises
+    :class:`FloatingPointError` before the weights change.
     """
     bar = tqdm(total=total, initial=initial, desc=stage, disable=not progress)
     done = initial
@@ -188,6 +190,8 @@ def train(stage: str, batches: Iterable[tuple[int, Batch]],
         if progress:
             bar.update(1)
             bar.set_postfix(loss=f"{reported.sum().item():.4g}")
+        if stop is not None and stop():
+            break
         if checkpoint is not None and done % checkpoint_every == 0 and done < total:
             checkpoint(done)
             kept = f"the checkpoint of step {done} is kept"

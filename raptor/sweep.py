@@ -38,13 +38,15 @@ from typing import Any
 
 import torch
 
+from raptor import atlas
 from raptor.book.chapters import chapter
 from raptor.book.runner import RunnerError, resolve
 from raptor.book.spec import TeacherSpec, parameters
 from raptor.storage.cache import Tensors, entry_name, load_entry, planning
 from raptor.data import DatasetNotFoundError, _find, dataset_info
 from raptor.distributed import init_distributed
-from raptor.teachers import TeacherRequest, build_teacher, get_teacher
+from raptor.loop import resolve_device
+from raptor.teachers import TeacherRequest, build_teacher, get_teacher, teacher_key
 from raptor.train import StudentRequest, build_student, get_student
 
 EXECUTORS = ("local", "slurm", "debug")
@@ -415,3 +417,45 @@ def sweep(name: str, profile: str, overrides: Mapping[str, Any] | None = None,
     out(f"chapter {name} at profile {profile}: every training is cached ({submitted} jobs "
         f"submitted). Execute it: python -m raptor run --chapter {name} --profile {profile}{flags}")
     return submitted
+
+
+# --- the atlas ------------------------------------------------------------------------------------
+
+def atlas_job(cell: atlas.Cell, folder: Path, data_root: str | None, device: str) -> str:
+    """One atlas job: train ``cell``'s teacher into the shared cache (or load it), measure it and
+    store its result in ``folder``."""
+    return str(atlas.save(atlas.measure(cell, data_root=data_root, device=device), folder))
+
+
+def atlas_sweep(cells: Sequence[atlas.Cell], opts: Options = Options(), *,
+                folder: Path = atlas.RESULTS, data_root: str | None = None,
+                device: str = "auto", dry_run: bool = False, out: Any = print) -> int:
+    """Measure every cell of ``cells`` without a stored result, one job each (one process, at most
+    one GPU); ``dry_run`` lists them with their cost bound (the whole budget; the criterion
+    usually stops sooner). Returns the number of jobs submitted."""
+    try:
+        _find(atlas.DATASET, data_root, download=False)
+    except DatasetNotFoundError as err:
+        raise RunnerError(str(err)) from None
+    todo = atlas.missing(cells, folder)
+    on = resolve_device(device)
+    jobs = [Job(request, teacher_key(request.cfg, request.train, request.seed, on), cell.name,
+                _flops(request), True)
+            for cell in todo
+            for request in [TeacherRequest(cell.teacher(), cell.training(), cell.seed, on)]]
+    out(f"atlas: {len(cells) - len(todo)} of {len(cells)} cells stored in {folder}")
+    if not jobs:
+        return 0
+    out(describe(jobs, gpu_throughput()) + "\n  (FLOPs: each cell's whole budget)")
+    if dry_run:
+        return 0
+    executor = _executor(opts, min(opts.gpus_per_node, 1))
+    handles = executor.map_array(atlas_job, todo, [folder] * len(todo), [data_root] * len(todo),
+                                 [device] * len(todo))
+    for cell, handle in zip(todo, handles):
+        try:
+            out(f"stored {handle.result()}")
+        except Exception as err:
+            raise RunnerError(f"job {handle.job_id} (atlas cell {cell.name}) failed; its log: "
+                              f"{handle.paths.stderr}\n{err}") from err
+    return len(handles)

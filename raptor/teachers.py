@@ -11,8 +11,10 @@ no-skip control of §2 (blocks without their skip connections).
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -31,6 +33,7 @@ from raptor.storage.checkpoint import (load_state_checked, load_tensors, read_st
 from raptor.loop import adamw, batches_from, check_recipe, resolve_device, resume, train
 
 DINOV2_B = "vit_base_patch14_reg4_dinov2.lvd142m"
+CONVERGENCE_TOL = 1e-3  # the relative fall of the validation loss that counts (see patience)
 
 
 class TeacherBlock(Block):
@@ -100,7 +103,13 @@ class TeacherConfig:
 @dataclass(frozen=True)
 class TrainConfig:
     """Classifier training: AdamW + warmup/cosine on a named dataset (see :mod:`raptor.data`);
-    ``grad_clip=None`` trains without clipping."""
+    ``grad_clip=None`` trains without clipping.
+
+    ``patience`` set: training stops once the validation loss (every ``eval_every`` steps) has
+    not fallen by a relative :data:`CONVERGENCE_TOL` for ``patience`` evaluations in a row, and
+    the weights of its lowest are kept — the convergence criterion; ``steps`` is then the
+    budget (and the cosine's length). ``None``: all ``steps``, the last weights.
+    """
 
     dataset: str = "fashion-mnist"
     steps: int = 600
@@ -115,13 +124,15 @@ class TrainConfig:
     eval_every: int = 200
     val_limit: int | None = 2000
     snapshot_steps: tuple[int, ...] = field(default_factory=tuple)
+    patience: int | None = None
 
     def __post_init__(self) -> None:
         if self.dataset not in data.DATASETS:
             raise ValueError(f"dataset must be one of {data.DATASETS}, got {self.dataset!r}")
         for name, low, none in (("steps", 1, False), ("batch_size", 1, False),
                                 ("eval_every", 1, False), ("seed", 0, False),
-                                ("train_limit", 1, True), ("val_limit", 1, True)):
+                                ("train_limit", 1, True), ("val_limit", 1, True),
+                                ("patience", 1, True)):
             value = getattr(self, name)
             if not (none and value is None) and (
                     not isinstance(value, int) or isinstance(value, bool) or value < low):
@@ -131,6 +142,8 @@ class TrainConfig:
         if any(not 0 < s <= self.steps for s in self.snapshot_steps):
             raise ValueError(f"snapshot_steps must lie in [1, steps={self.steps}], "
                              f"got {self.snapshot_steps}")
+        if self.patience is not None and self.snapshot_steps:
+            raise ValueError("snapshot_steps need a fixed length: set patience=None")
 
 
 def build_teacher(cfg: TeacherConfig, seed: int = 0) -> VisionTransformer:
@@ -144,6 +157,19 @@ def build_teacher(cfg: TeacherConfig, seed: int = 0) -> VisionTransformer:
         init_values=cfg.layerscale, qkv_bias=True, block_fn=block_fn)
 
 
+def check_timm_name(name: str) -> None:
+    """Raise :class:`ValueError` with similar names unless ``name`` is a timm model."""
+    if not timm.is_model(name.split(".")[0]):
+        close = timm.list_models(f"{name.split('_')[0]}_*")[:8]
+        raise ValueError(f"unknown timm model {name!r}; similar names: {close}")
+
+
+def head_classes(state: Mapping[str, torch.Tensor]) -> int:
+    """The classes of a ViT state dict's head; 0 for a file without one (DINOv2's, a feature
+    extractor's)."""
+    return state["head.weight"].shape[0] if "head.weight" in state else 0
+
+
 def load_pretrained(name: str, weights: str | Path | None = None, *, allow_download: bool = False,
                     **kwargs: Any) -> VisionTransformer:
     """A pretrained timm ViT, e.g. ``vit_base_patch14_reg4_dinov2.lvd142m``.
@@ -151,18 +177,19 @@ def load_pretrained(name: str, weights: str | Path | None = None, *, allow_downl
     Weights come from a local ``weights`` file (safetensors, or a ``weights_only`` torch file;
     position embeddings are resampled to ``img_size`` by timm's checkpoint filter), or from the
     hub when ``allow_download`` is set and a network exists. ``kwargs`` go to
-    ``timm.create_model`` (e.g. ``img_size=224``, ``num_classes=0``).
+    ``timm.create_model`` (e.g. ``img_size=224``); ``num_classes`` defaults to the file's head
+    (0 without one).
     """
-    if not timm.is_model(name.split(".")[0]):
-        close = timm.list_models(f"{name.split('_')[0]}_*")[:8]
-        raise ValueError(f"unknown timm model {name!r}; similar names: {close}")
+    check_timm_name(name)
     if weights is None and not allow_download:
         raise ValueError(f"no weights given for {name!r}: pass weights=<local file> or "
                          f"allow_download=True where a network exists")
-    model = timm.create_model(name, pretrained=weights is None, **kwargs)
-    if weights is not None:
-        state = checkpoint_filter_fn(read_state_dict(weights), model)
-        load_state_checked(model, state, source=str(weights))
+    if weights is None:
+        return timm.create_model(name, pretrained=True, **kwargs).eval()
+    state = read_state_dict(weights)
+    kwargs.setdefault("num_classes", head_classes(state))
+    model = timm.create_model(name, pretrained=False, **kwargs)
+    load_state_checked(model, checkpoint_filter_fn(state, model), source=str(weights))
     return model.eval()
 
 
@@ -176,18 +203,25 @@ def train_classifier(model: nn.Module, train_set: torch.utils.data.Dataset,
     Resumable from ``work_path``; deterministic on CPU: the batch order depends on ``(seed, epoch)``
     and the dropout / layer-drop noise of step ``s`` on ``(seed, s)``. The model is moved to
     ``device`` (see :func:`~raptor.loop.resolve_device`) and left there. Returns a record (loss
-    curve, validation accuracy along training, wall time) and the weights at ``cfg.snapshot_steps``.
+    curve, validation accuracy along training, wall time; with ``cfg.patience``, ``best``: the
+    step and loss of the weights kept, ``stopped``: the last step trained, ``converged``: whether
+    the criterion stopped it before ``cfg.steps``) and the weights at ``cfg.snapshot_steps``.
     """
     on = torch.device(resolve_device(device))
     model.to(on)
     optimizer = adamw(model.parameters(), cfg)
     record: dict[str, Any] = {"loss": [], "val": [], "seconds": 0.0}
+    if cfg.patience is not None:
+        record["best"] = {"step": 0, "loss": math.inf}
     snapshots: dict[int, dict[str, torch.Tensor]] = {}
+    best: dict[str, torch.Tensor] = {}
     start = 0
 
     def snapshots_of(saved: dict[str, Any]) -> None:  # verified before the weights are restored
         snapshots.update({s: load_tensors(_snapshot_path(work_path, s), config)[0]
                           for s in saved["snapshots"]})
+        if saved.get("best", {}).get("step"):
+            best.update(load_tensors(_best_path(work_path), config)[0])
 
     saved = resume(work_path, model=model, optimizer=optimizer, config=config, check=snapshots_of)
     if saved is not None:
@@ -210,18 +244,31 @@ def train_classifier(model: nn.Module, train_set: torch.utils.data.Dataset,
             snapshots[done] = {k: v.clone() for k, v in model.state_dict().items()}
         if done % cfg.eval_every == 0 or done == cfg.steps:
             record["val"].append({"step": done, **evaluate(model, val_set)})
+            if cfg.patience is not None and \
+                    record["val"][-1]["loss"] < record["best"]["loss"] * (1 - CONVERGENCE_TOL):
+                record["best"] = {"step": done, "loss": record["val"][-1]["loss"]}
+                best.update({k: v.clone() for k, v in model.state_dict().items()})
+
+    def stale() -> bool:
+        return cfg.patience is not None and sum(
+            v["step"] > record["best"]["step"] for v in record["val"]) >= cfg.patience
 
     def checkpoint(done: int) -> None:
         record["seconds"] = time.perf_counter() - t0
         for s, state in snapshots.items():
             save_tensors(_snapshot_path(work_path, s), state, config)
+        if best:
+            save_tensors(_best_path(work_path), best, config)
         save_training_state(work_path, model=model, optimizer=optimizer, config=config,
                             record={**record, "step": done, "snapshots": sorted(snapshots)})
 
     batches = batches_from(train_set, batch_size=cfg.batch_size, seed=cfg.seed, start_step=start)
     train("teacher", batches, loss, optimizer, [list(model.parameters())], cfg, cfg.steps,
           after_step=after_step, checkpoint=checkpoint if work_path is not None else None,
-          checkpoint_every=checkpoint_every, progress=progress, initial=start)
+          checkpoint_every=checkpoint_every, progress=progress, initial=start, stop=stale)
+    if cfg.patience is not None:
+        record.update(stopped=len(record["loss"]), converged=stale())
+        model.load_state_dict(best)
     record["seconds"] = round(time.perf_counter() - t0, 2)
     return record, snapshots
 
@@ -253,8 +300,10 @@ def teacher_key(cfg: TeacherConfig, train: TrainConfig | None, seed: int, device
                 ) -> dict[str, Any]:
     """The cache key of a teacher: its architecture, training recipe and seed, and the kind of
     device it trains on unless the CPU (CUDA's arithmetic gives other weights)."""
-    key = {"arch": dataclasses.asdict(cfg),
-           "train": dataclasses.asdict(train) if train is not None else None,
+    recipe = dataclasses.asdict(train) if train is not None else None
+    if recipe is not None and recipe["patience"] is None:
+        del recipe["patience"]  # a field added later: without it, every stored key holds
+    key = {"arch": dataclasses.asdict(cfg), "train": recipe,
            "seed": seed, "format": 1}
     kind = resolve_device(device).split(":")[0]
     return key if kind == "cpu" or train is None else {**key, "device": kind}
@@ -323,3 +372,7 @@ def teacher_snapshot(cfg: TeacherConfig, train: TrainConfig, step: int, *, seed:
 
 def _snapshot_path(work_path: Path, step: int) -> Path:
     return work_path.with_suffix(f".snap{step}.safetensors")
+
+
+def _best_path(work_path: Path) -> Path:
+    return work_path.with_suffix(".best.safetensors")

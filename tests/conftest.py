@@ -45,6 +45,19 @@ def fresh_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     return root
 
 
+@pytest.fixture
+def short_atlas(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """The atlas (:mod:`raptor.atlas`) at a two-step budget, 40 evaluation images in 10 groups,
+    with a fresh cache; returns a results folder."""
+    from raptor import atlas
+
+    monkeypatch.setattr(atlas, "budget_epochs", lambda n: 1)
+    monkeypatch.setattr(atlas, "N_IMAGES", 40)
+    monkeypatch.setattr(atlas, "N_GROUPS", 10)
+    monkeypatch.setenv("RAPTOR_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "results"
+
+
 # --- tiny models ----------------------------------------------------------------------------
 
 @pytest.fixture(scope="session")

@@ -24,11 +24,8 @@ def named(name: str, *cases: tuple[str, object]) -> list[Any]:
 
 
 BAD = [
-    *named("phase-search", ("families", [[2, 400], [8, 400]]), ("k_values", [8]),
-           ("n_boot", 2)),
-    pytest.param("phase-search", {"families": [[12, 400]]},
-                 r"parameter 'L' must be with steps one of families \[\[12, 400\]\]",
-                 id="phase-search:families=[[12, 400]]"),
+    *named("atlas", ("k_values", [8]), ("k_values", []), ("k", 5), ("n_boot", 2),
+           ("results", "no/such/folder")),
     *named("finding-phases", ("p_values", [1.0]), ("p_values", []), ("teacher_seeds", []),
            ("teacher_seeds", [-1]), ("n_images", 0), ("k_values", [13]), ("k_values", [0]),
            ("k_values", []), ("eps_values", [0.0]), ("eps_values", []),

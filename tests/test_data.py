@@ -79,7 +79,7 @@ def denormalise(x: torch.Tensor, name: str) -> torch.Tensor:
 def test_dataset_info() -> None:
     assert data.DATASETS == ("fashion-mnist", "cifar100", "imagenet")
     assert dataset_info("fashion-mnist") == data.DatasetInfo("fashion-mnist", 10, 1, 28,
-                                                             (0.2860,), (0.3530,))
+                                                             (0.2860,), (0.3530,), 60_000)
     assert dataset_info("cifar100").num_classes == 100
     info = dataset_info("imagenet")
     assert (info.num_classes, info.in_chans, info.image_size) == (1000, 3, 224)

@@ -17,7 +17,9 @@ from raptor.__main__ import main
 from raptor.book.chapters import chapter
 from raptor.book.runner import RunnerError
 from raptor.storage.cache import entry_name, entry_path, planning
-from raptor.sweep import Job, Options, describe, gpu_throughput, plan, sweep, train_job
+from raptor import atlas
+from raptor.sweep import (Job, Options, atlas_sweep, describe, gpu_throughput, plan, sweep,
+                          train_job)
 from raptor.teachers import (TeacherConfig, TeacherRequest, TrainConfig, get_teacher, teacher_key,
                              teacher_snapshot)
 from raptor.train import DistillConfig, StudentRequest, get_student, student_key
@@ -320,3 +322,43 @@ def test_the_slurm_script_asks_for_what_the_options_say(tmp_path: Path,
     for line in ("--partition=gpu", "--time=90", "--gpus-per-node=4", "--cpus-per-task=12",
                  "--nodes=1", "--ntasks-per-node=1"):
         assert f"#SBATCH {line}\n" in script
+
+
+# --- the atlas ------------------------------------------------------------------------------------
+
+ATLAS_CELL = atlas.Cell(3, 16, 256)
+
+
+def test_an_atlas_sweep_stores_each_cell_once(short_atlas: Path, tmp_path: Path) -> None:
+    lines: list[str] = []
+    opts = Options(executor="debug", folder=tmp_path / "jobs")
+    assert atlas_sweep([ATLAS_CELL], opts, folder=short_atlas, device="cpu",
+                       dry_run=True, out=lines.append) == 0
+    assert "0 of 1 cells stored" in lines[0] and ATLAS_CELL.name in lines[1]
+    assert not short_atlas.exists()
+    assert atlas_sweep([ATLAS_CELL], opts, folder=short_atlas, device="cpu",
+                       out=lines.append) == 1
+    assert [r.cell for r in atlas.load(short_atlas)] == [ATLAS_CELL]
+    assert atlas_sweep([ATLAS_CELL], opts, folder=short_atlas, out=lines.append) == 0
+    assert "1 of 1 cells stored" in lines[-1]
+
+
+def test_an_atlas_sweep_lacking_its_data_submits_nothing(isolated_data: None,
+                                                         tmp_path: Path) -> None:
+    with pytest.raises(RunnerError, match="fashion-mnist"):
+        atlas_sweep([ATLAS_CELL], Options(folder=tmp_path / "jobs"), folder=tmp_path / "r")
+    assert not (tmp_path / "jobs").exists() and not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--cell", "L8-D64"], "is not of the form L12-D64-n1000-p0-P7-s0"),
+    (["--cell", "L8-D72-n1000-p0-P7-s0"], "width must be a multiple of 16"),
+    (["--device", "gpu"], "device must be"),
+    (["--executor", "pbs"], "--executor must be"),
+])
+def test_bad_atlas_arguments_are_clear_errors(argv: list[str], message: str, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["atlas", *argv, "--dry-run", "--folder", str(tmp_path / "jobs"),
+                 "--results", str(tmp_path / "r")]) == 2
+    assert message in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())

@@ -178,18 +178,21 @@ def test_snapshots_hold_the_weights_at_their_step(uninterrupted) -> None:
     assert not all(torch.equal(snaps[5][k], v) for k, v in one.state_dict().items())
 
 
-def run_killed_then_resumed(tmp_path: Path, kill_after: Callable[..., Dataset]
+def run_killed_then_resumed(tmp_path: Path, kill_after: Callable[..., Dataset],
+                            cfg: TeacherConfig = P_CFG, train: TrainConfig = TRAIN,
+                            config: dict | None = None
                             ) -> tuple[torch.nn.Module, dict, dict, list[str]]:
     work = tmp_path / "run.work.safetensors"
+    config = config or {"run": 1}
     # 3 steps of 16 images per epoch; dies while fetching step 5
     with pytest.raises(kill_after.Killed):
-        train_classifier(build_teacher(P_CFG), kill_after(toy_data(), 16 * 5), toy_data(24, 1),
-                         TRAIN, config={"run": 1}, work_path=work, checkpoint_every=2,
+        train_classifier(build_teacher(cfg), kill_after(toy_data(), 16 * 5), toy_data(24, 1),
+                         train, config=config, work_path=work, checkpoint_every=2,
                          progress=False)
     assert work.exists()
     left = sorted(p.name for p in tmp_path.iterdir())
-    model = build_teacher(P_CFG)
-    record, snaps = train_classifier(model, toy_data(), toy_data(24, 1), TRAIN, config={"run": 1},
+    model = build_teacher(cfg)
+    record, snaps = train_classifier(model, toy_data(), toy_data(24, 1), train, config=config,
                                      work_path=work, checkpoint_every=2, progress=False)
     return model, record, snaps, left
 
@@ -462,3 +465,59 @@ def test_damaged_resume_restarts_from_zero_bit_identical(uninterrupted, tmp_path
     assert record["val"] == record_a["val"]
     assert sorted(snaps) == [1, 5]
     assert all(torch.equal(snaps_a[s][k], snaps[s][k]) for s in snaps_a for k in snaps_a[s])
+
+
+# --- the convergence criterion (TrainConfig.patience) ---------------------------------------------
+
+PATIENT = TrainConfig(steps=40, batch_size=16, lr=3e-3, warmup_steps=2, eval_every=1, patience=3)
+
+
+@pytest.fixture(scope="module")
+def converged() -> tuple[torch.nn.Module, dict]:
+    model = build_teacher(CFG)  # random labels: the validation loss soon rises
+    record, _ = train_classifier(model, toy_data(), toy_data(24, 1), PATIENT, config={"run": 3},
+                                 progress=False)
+    return model, record
+
+
+def test_patience_stops_at_the_criterion_and_keeps_the_lowest_validation_loss(converged) -> None:
+    model, record = converged
+    losses = [v["loss"] for v in record["val"]]
+    best, low = 0, float("inf")  # the criterion, recomputed from the record
+    for step, loss in enumerate(losses, 1):
+        if loss < low * (1 - teachers.CONVERGENCE_TOL):
+            best, low = step, loss
+    assert record["converged"] and record["stopped"] == best + PATIENT.patience < PATIENT.steps
+    assert record["best"] == {"step": best, "loss": low}
+    assert len(record["loss"]) == record["stopped"]
+    assert evaluate(model, toy_data(24, 1))["loss"] == pytest.approx(low, abs=1e-5)
+
+
+def test_patience_keeps_the_weights_a_fixed_run_has_at_that_step(converged) -> None:
+    """Same budget, same cosine: the fixed-length run's snapshot at the best step is the kept
+    model, bit for bit."""
+    model, record = converged
+    fixed = dataclasses.replace(PATIENT, patience=None, snapshot_steps=(record["best"]["step"],))
+    _, snaps = train_classifier(build_teacher(CFG), toy_data(), toy_data(24, 1), fixed,
+                                config={}, progress=False)
+    assert all(torch.equal(snaps[record["best"]["step"]][k], v)
+               for k, v in model.state_dict().items())
+
+
+def test_patience_resumes_to_the_same_weights(converged, tmp_path: Path,
+                                              kill_after: Callable[..., Dataset]) -> None:
+    model_a, record_a = converged
+    model_b, record_b, _, _ = run_killed_then_resumed(tmp_path, kill_after, CFG, PATIENT,
+                                                      {"run": 3})
+    assert same_weights(model_a, model_b)
+    assert {k: v for k, v in record_b.items() if k != "seconds"} == \
+        {k: v for k, v in record_a.items() if k != "seconds"}
+
+
+def test_patience_is_in_a_key_only_when_set() -> None:
+    assert "patience" not in teacher_key(CFG, TRAIN, 0)["train"]
+    assert teacher_key(CFG, PATIENT, 0)["train"]["patience"] == 3
+    with pytest.raises(ValueError, match="patience"):
+        TrainConfig(patience=0)
+    with pytest.raises(ValueError, match="patience=None"):
+        TrainConfig(patience=2, snapshot_steps=(3,))

@@ -18,9 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch.utils.data import DataLoader, Subset
 
-from raptor.data import DATASETS, dataset_info, get_datasets
+from raptor.data import DATASETS, dataset_info, eval_images
 from raptor.loop import resolve_device
 from raptor.phases import Partition, partition_to_repeats
 from raptor.storage.cache import planned_images
@@ -299,12 +298,13 @@ class TeacherSpec:
         if planned is not None:  # a dry run's plan (raptor.sweep): no data is read
             return planned
         require(split in ("train", "val"), "split", "'train' or 'val'", split)
-        train, val = get_datasets(self.dataset, root=self.data_root, img_size=self.img_size)
-        data = val if split == "val" else train
-        require(1 <= n <= len(data), "n_images", f"in [1, {len(data)}]", n)
-        idx = torch.randperm(len(data), generator=torch.Generator().manual_seed(seed))[:n]
-        images, labels = next(iter(DataLoader(Subset(data, idx.tolist()), batch_size=n)))
-        return images, labels
+        try:
+            return eval_images(self.dataset, n, seed=seed, split=split, root=self.data_root,
+                               img_size=self.img_size)
+        except ValueError as err:
+            if str(err).startswith("n_images"):  # the data module names the parameter
+                raise SpecError(f"parameter {err}") from None
+            raise
 
 
 @dataclass(frozen=True)

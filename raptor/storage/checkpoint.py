@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load, load_file, save_file
 from torch import nn
 
@@ -152,8 +152,11 @@ def load_training_state(path: str | os.PathLike, *, model: nn.Module,
     return record
 
 
-def read_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
-    """Tensors of a weights file: safetensors, or a torch file read with ``weights_only=True``."""
+def read_state_dict(path: str | os.PathLike, *, shapes_only: bool = False
+                    ) -> dict[str, torch.Tensor]:
+    """Tensors of a weights file: safetensors, or a torch file read with ``weights_only=True``;
+    ``shapes_only``: as tensors on the meta device (their names and shapes, no data read), to
+    check a file against a model before any work."""
     path = Path(path)
     allowed = ("allowed: a safetensors file, or a torch file (torch.save) of a state dict, "
                "possibly under 'model' or 'state_dict'")
@@ -162,9 +165,14 @@ def read_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
     if path.stat().st_size == 0:
         raise CheckpointError(f"weights file {path} is empty; {allowed}")
     try:
+        if path.suffix == ".safetensors" and shapes_only:
+            with safe_open(path, "pt") as f:
+                return {k: torch.empty(f.get_slice(k).get_shape(), device="meta")
+                        for k in f.keys()}
         if path.suffix == ".safetensors":
             return load_file(path)
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        state = torch.load(path, map_location="meta" if shapes_only else "cpu",
+                           weights_only=True)
     # bytes that are no torch archive fail anywhere in the unpickler (KeyError, EOFError,
     # IndexError, ...): any failure to read the file is the user's file, not a bug here
     except Exception as err:
@@ -183,6 +191,14 @@ def read_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
 def load_state_checked(model: nn.Module, state: Mapping[str, torch.Tensor], *,
                        source: str = "state dict") -> None:
     """``model.load_state_dict(state)``, with one clear error naming every key that does not fit."""
+    mismatch(model, state, source=source)
+    model.load_state_dict(state)
+
+
+def mismatch(model: nn.Module, state: Mapping[str, torch.Tensor], *,
+             source: str = "state dict") -> None:
+    """Raise :class:`CheckpointError` naming every key of ``state`` that does not fit ``model``
+    (missing, unexpected, of another shape)."""
     own = model.state_dict()
     shape_bad = [f"{k}: file {tuple(v.shape)} vs model {tuple(own[k].shape)}"
                  for k, v in state.items() if k in own and own[k].shape != v.shape]
@@ -193,4 +209,3 @@ def load_state_checked(model: nn.Module, state: Mapping[str, torch.Tensor], *,
             f"{source} does not match the architecture: {len(missing)} missing keys "
             f"{missing[:4]}, {len(unexpected)} unexpected keys {unexpected[:4]}, "
             f"{len(shape_bad)} shape mismatches {shape_bad[:4]}")
-    model.load_state_dict(state)

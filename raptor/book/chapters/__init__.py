@@ -22,13 +22,14 @@ from raptor.book.spec import SpecError, from_parameters, notebook_values
 # Book order.
 MODULES: dict[str, str] = {
     "phase-structure": "phase_structure",
-    "phase-search": "phase_search",
+    "atlas": "atlas",
     "finding-phases": "finding_phases",
     "raptor": "raptor",
     "stochastic-depth": "stochastic_depth",
     "functional-phases": "functional_phases",
     "dynamics": "dynamics",
     "scaling": "scaling",
+    "analyze": "analyze",
     "claims": "claims_page",
 }
 PROFILES = ("smoke", "cpu", "paper")

@@ -1,0 +1,171 @@
+"""The paper's analysis of any timm ViT: its layers' similarity, phases and C1's statistics from
+one streaming pass over images (§2, App. A.1).
+
+:func:`load_vit` builds a timm ViT by name with local weights; :func:`image_data` gives its
+images — one of the datasets :mod:`raptor.data` knows, or any folder of image files (class folders
+or not), preprocessed as timm's ``resolve_data_config`` says for the model; :func:`analyse` runs
+the trajectory pass in batches and keeps only what the statistics need (the similarity sums, the
+per-image phase matrices and their random-walk nulls, the token norms), so memory does not grow
+with the trajectories of N images.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import timm
+import torch
+from PIL import Image
+from timm.data import create_transform, resolve_data_config
+from timm.models.vision_transformer import VisionTransformer, checkpoint_filter_fn
+from torch.utils.data import Dataset, Subset
+
+from raptor import data
+from raptor.similarity import SimilarityAccumulator
+from raptor.storage.checkpoint import mismatch, read_state_dict
+from raptor.structure import image_growth_nulls, image_phase_matrices
+from raptor.teachers import check_timm_name, head_classes, load_pretrained
+from raptor.trajectories import TokenGroups, iter_trajectories
+
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp")
+
+
+def vit_shape(name: str, img_size: int | None = None) -> VisionTransformer:
+    """The timm ViT ``name`` built without weights on the meta device (no memory, no time), to
+    check a request before any work; an unknown name or a model that is no ViT is an error."""
+    check_timm_name(name)
+    with torch.device("meta"):
+        model = timm.create_model(name, pretrained=False)
+        if not isinstance(model, VisionTransformer):
+            raise ValueError(f"model {name!r} is a timm {type(model).__name__}, not a "
+                             f"VisionTransformer: the analysis reads a ViT's residual stream")
+        if img_size:
+            model = timm.create_model(name, pretrained=False, img_size=img_size)
+    return model
+
+
+def check_weights(name: str, weights: str | Path, img_size: int | None = None) -> None:
+    """Raise :class:`~raptor.storage.checkpoint.CheckpointError` naming the keys unless the file's
+    tensors fit the timm ViT ``name`` after timm's checkpoint filter (position embeddings
+    resampled); only names and shapes are read, on the meta device, in a fraction of a second."""
+    state = read_state_dict(weights, shapes_only=True)
+    with torch.device("meta"):
+        model = timm.create_model(name, pretrained=False, num_classes=head_classes(state),
+                                  **({"img_size": img_size} if img_size else {}))
+        filtered = checkpoint_filter_fn(state, model)
+    mismatch(model, filtered, source=str(weights))
+
+
+def load_vit(name: str, weights: str | Path, img_size: int | None = None) -> VisionTransformer:
+    """The timm ViT ``name`` with the weights of a local file (safetensors, or a torch file read
+    with ``weights_only=True``), in eval mode; a file that does not fit names its keys."""
+    return load_pretrained(name, weights, **({"img_size": img_size} if img_size else {}))
+
+
+class FolderImages(Dataset):
+    """Every image file under ``root`` (sorted paths), labelled by its parent folder (one class
+    for a flat folder), read as RGB through ``transform``."""
+
+    def __init__(self, root: str | Path, transform) -> None:
+        self.root = Path(root)
+        if not self.root.is_dir():
+            raise ValueError(f"images {str(root)!r} is neither a dataset "
+                             f"({', '.join(data.DATASETS)}) nor a folder")
+        self.paths = sorted(p for p in self.root.rglob("*")
+                            if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file())
+        if not self.paths:
+            raise ValueError(f"images folder {self.root} holds no image files "
+                             f"({', '.join(IMAGE_SUFFIXES)})")
+        classes = sorted({p.parent for p in self.paths})
+        self.labels = [classes.index(p.parent) for p in self.paths]
+        self.transform = transform
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        try:
+            with Image.open(self.paths[i]) as image:
+                rgb = image.convert("RGB")
+        except OSError as err:
+            raise ValueError(f"image {self.paths[i]} cannot be read: {err}") from None
+        return self.transform(rgb), self.labels[i]
+
+
+class _Channels(Dataset):
+    """``dataset``'s images with their one channel repeated to ``channels``."""
+
+    def __init__(self, dataset: Dataset, channels: int) -> None:
+        self.dataset, self.channels = dataset, channels
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        image, label = self.dataset[i]
+        return image.expand(self.channels, *image.shape[1:]), label
+
+
+def image_data(source: str, model: VisionTransformer, *, root: str | None = None) -> Dataset:
+    """The images ``source`` names, at the model's input size: the validation split of a dataset
+    of :mod:`raptor.data` (its own normalisation; one channel repeated for an RGB model), or a
+    folder of image files preprocessed by timm's evaluation transform for ``model``."""
+    size = model.patch_embed.img_size[0]
+    channels = model.patch_embed.proj.in_channels
+    if source in data.DATASETS:
+        _, val = data.get_datasets(source, root=root, img_size=size)
+        info = data.dataset_info(source)
+        return val if info.in_chans == channels else _Channels(val, channels)
+    # the model's own size: a model built at another size than its timm default keeps that default
+    # in its pretrained config
+    config = resolve_data_config({"input_size": (channels, size, size)}, model=model)
+    dataset = FolderImages(source, create_transform(**config))
+    dataset[0]  # an unreadable file is found before the pass, not in it
+    return dataset
+
+
+def sample(dataset: Dataset, n: int, seed: int = 0) -> Dataset:
+    """``n`` images of ``dataset`` drawn at random (seeded), or all of them if it has fewer."""
+    if len(dataset) <= n:
+        return dataset
+    order = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(seed))
+    return Subset(dataset, order[:n].tolist())
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """What one pass over N images keeps: the layer similarity per token group (layers 0..L,
+    Fig. 1), the per-image phase matrices and random-walk nulls ``(N, L, L)`` (C1's test), the mean
+    token norm per layer and group ``(L+1,)`` and the token groups."""
+
+    similarity: dict[str, np.ndarray]
+    per_image: np.ndarray
+    growth: np.ndarray
+    norms: dict[str, np.ndarray]
+    groups: TokenGroups
+    n_images: int
+
+
+def analyse(model: VisionTransformer, batches: Iterable, *, device: str = "auto",
+            progress: bool = True) -> Analysis:
+    """:class:`Analysis` of ``model`` over ``batches`` of ``(images, labels)``, in one streaming
+    pass on ``device`` (memory: one batch of trajectories at a time)."""
+    groups = TokenGroups.from_model(model)
+    similarity = SimilarityAccumulator(groups)
+    mats, nulls, norm_sums, n = [], [], {}, 0
+    for traj, _ in iter_trajectories(model, batches, device=device, progress=progress):
+        similarity.update(traj)
+        mats.append(image_phase_matrices(traj, groups))
+        nulls.append(image_growth_nulls(traj, groups))
+        for name, s in groups.items():
+            norm_sums[name] = norm_sums.get(name, 0) + traj[:, :, s].double().norm(
+                dim=-1).mean(-1).sum(0)
+        n += len(traj)
+    if n == 0:
+        raise ValueError("no images to analyse")
+    return Analysis(similarity.result(), np.concatenate(mats), np.concatenate(nulls),
+                    {name: (v / n).numpy() for name, v in norm_sums.items()}, groups, n)
+

@@ -1,0 +1,234 @@
+"""Chapter *Where do phases appear?*: the atlas, C1's test over small ViTs trained to convergence
+(§2, Fig. 1; a map of our own: neither the paper nor the authors' code has one).
+
+The cells (:mod:`raptor.atlas`: depth, width, training-set size, stochastic-depth rate, patch size,
+seed) are measured by ``python -m raptor atlas`` and stored in the repository; the chapter trains
+nothing. It reads every stored cell, verified against the manifest, runs C1's test on each
+(:func:`~raptor.structure.phase_excess`: the max-cut's block excess over the ladder of nulls,
+cross-fitted with a bootstrap interval) and sets it beside the paper's DINOv2-B matrix.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+import matplotlib.ticker as mticker
+import numpy as np
+import pandas as pd
+import torch
+
+from raptor import atlas, paper
+from raptor.atlas import Cell, CellResult
+from raptor.book import plotting
+from raptor.book.chapters.phase_structure import excess_row
+from raptor.book.claims import EXCESS_MIN, FAILS, HOLDS, INCONCLUSIVE, Claim, versus
+from raptor.book.spec import require
+from raptor.structure import PhaseExcess, matrix_excess, phase_excess
+from raptor.teachers import build_teacher
+
+NAME = "atlas"
+NOTEBOOK = "chapters/atlas.ipynb"
+REPOSITORY = atlas.RESULTS.parents[1]
+
+
+@dataclass(frozen=True)
+class Spec:
+    """The cells stored in ``results`` (a folder; relative paths from the repository's root),
+    C1's test on each at every k of ``k_values`` with ``n_boot`` resamples; the figures and the
+    verdicts show ``k``."""
+
+    results: str = "results/atlas"
+    k_values: tuple[int, ...] = (2, 3, 4)
+    k: int = 3
+    n_boot: int = 200
+
+    def __post_init__(self) -> None:
+        require(len(self.k_values) >= 1 and all(2 <= k < min(atlas.DEPTHS)
+                                                 for k in self.k_values), "k_values",
+                f"a non-empty list of k in [2, {min(atlas.DEPTHS) - 1}]", self.k_values)
+        require(self.k in self.k_values, "k", f"one of k_values {list(self.k_values)}", self.k)
+        require(self.n_boot >= 10, "n_boot", "≥ 10", self.n_boot)
+        require((self.folder / atlas.MANIFEST).is_file(), "results",
+                f"a folder holding the atlas's {atlas.MANIFEST} (`python -m raptor atlas` "
+                f"writes it)", self.results)
+
+    @property
+    def folder(self) -> Path:
+        return REPOSITORY / self.results  # an absolute ``results`` stays itself
+
+
+SMOKE = dataclasses.replace(Spec(), k_values=(3,), n_boot=20)
+PAPER = Spec()
+
+
+@dataclass
+class Result:
+    spec: Spec
+    cells: list[CellResult]
+    excess: dict[str, dict[int, PhaseExcess]]  # cell name -> k -> C1's statistics
+    missing: list[Cell]  # stage 1's cells not stored yet
+    dinov2b: dict[int, PhaseExcess]  # the paper's matrix, not cross-fitted
+
+    def verdict(self, cell: Cell) -> str:
+        """C1's test on one cell at ``spec.k``: its interval against ``EXCESS_MIN``."""
+        e = self.excess[cell.name][self.spec.k]
+        return versus(e.low, e.high, EXCESS_MIN.value)
+
+
+def compute(spec: Spec) -> Result:
+    """Every stored cell's :class:`~raptor.structure.PhaseExcess` at each k (resamples seeded
+    by the cell's seed), and the paper's DINOv2-B matrix's."""
+    cells = atlas.load(spec.folder)
+    excess = {r.cell.name: {k: phase_excess(r.phase, k, growth=r.growth, n_boot=spec.n_boot,
+                                            seed=r.cell.seed) for k in spec.k_values}
+              for r in cells}
+    S = paper.dinov2b_block_similarity()
+    return Result(spec, cells, excess, atlas.missing(atlas.stage1(), spec.folder),
+                  {k: matrix_excess(S, k) for k in spec.k_values})
+
+
+def parameters_of(cell: Cell) -> int:
+    """The teacher's number of parameters."""
+    with torch.device("meta"):
+        return sum(p.numel() for p in build_teacher(cell.teacher()).parameters())
+
+
+def table(result: Result) -> pd.DataFrame:
+    """One row per cell: its factors, capacity per training image, training (criterion met,
+    epochs, accuracy, core-minutes) and C1's statistics at ``spec.k``."""
+    rows = []
+    for r in result.cells:
+        c, s = r.cell, r.summary
+        rows.append({
+            "cell": c.name, "L": c.depth, "D": c.width, "train images": c.images, "p": c.p,
+            "patch": c.patch, "seed": c.seed,
+            "params / image": round(parameters_of(c) / c.images, 1),
+            "converged": s["converged"], "best epoch": s["best_epoch"], "val acc": s["val_acc"],
+            "train core-min": round(s["train_seconds"] * s["machine"]["threads"] / 60, 1),
+            **excess_row(result.excess[c.name][result.spec.k]), "C1 at k": result.verdict(c)})
+    return pd.DataFrame(rows).set_index("cell")
+
+
+FACTORS = {"L": ("depth L", atlas.DEPTHS), "D": ("width D", atlas.WIDTHS),
+           "train images": ("training images", atlas.TRAIN_SIZES), "p": ("stochastic depth p",
+                                                                        atlas.RATES),
+           "patch": ("patch size", atlas.PATCHES)}
+
+
+def _size_colours(result: Result) -> dict[int, Any]:
+    sizes = sorted({atlas.Cell(8, 64, n).images for n in atlas.TRAIN_SIZES}
+                   | {r.cell.images for r in result.cells})
+    return dict(zip(sizes, plt.get_cmap("viridis")(np.linspace(0.1, 0.85, len(sizes)))))
+
+
+def _plain_log(ax: plt.Axes) -> None:
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(mticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_formatter(mticker.NullFormatter())
+
+
+def factor_figure(result: Result) -> plt.Figure:
+    """The excess over the warped decay (cross-fitted, 95% bootstrap interval) of every cell at
+    ``spec.k`` against each factor (the design's levels; cells of one level side by side) and
+    against parameters per training image, coloured by the training-set size; the paper's
+    DINOv2-B matrix and C1's threshold as lines."""
+    k, t = result.spec.k, table(result)
+    colours = _size_colours(result)
+    fig, axes = plotting.figure(2, 3, height=5.6, sharey=True)
+    panels = [(column, label, levels) for column, (label, levels) in FACTORS.items()]
+    for ax, (column, label, levels) in zip(axes.flat, panels):
+        if column == "train images":
+            levels = tuple(atlas.Cell(8, 64, n).images for n in levels)
+        levels = sorted(set(levels) | set(t[column]))
+        for (name, row), r in zip(t.iterrows(), result.cells):
+            same = t[t[column] == row[column]].index.tolist()
+            at = levels.index(row[column]) + (0.6 * (same.index(name) / (len(same) - 1) - 0.5)
+                                              if len(same) > 1 else 0.0)
+            _interval(ax, at, result.excess[r.cell.name][k], colours[row["train images"]])
+        ax.set_xticks(range(len(levels)), [f"{v:g}" for v in levels])
+        ax.set_xlim(-0.5, len(levels) - 0.5)
+        ax.set_xlabel(label)
+    ax = axes.flat[-1]
+    for (_, row), r in zip(t.iterrows(), result.cells):
+        _interval(ax, row["params / image"], result.excess[r.cell.name][k],
+                  colours[row["train images"]])
+    _plain_log(ax)
+    ax.set_xlabel("params per training image")
+    for ax in axes.flat:
+        ax.axhline(0, color="0.6", lw=0.8)
+        ax.axhline(EXCESS_MIN.value, color="0.2", lw=0.8, ls="--")
+        ax.axhline(result.dinov2b[k].excess, color="tab:red", lw=1, ls=":")
+    for ax in axes.flat:
+        ax.set_ylabel(f"block excess, k = {k}")
+    handles = [plt.Line2D([], [], marker="o", ls="", color=c, label=f"{n:,} images")
+               for n, c in colours.items()]
+    handles += [plt.Line2D([], [], color="0.2", ls="--", label="C1 threshold"),
+                plt.Line2D([], [], color="tab:red", ls=":", label="DINOv2-B (paper's matrix)")]
+    fig.legend(handles=handles, loc="outside lower center", ncols=3, frameon=False)
+    return fig
+
+
+def _interval(ax: plt.Axes, at: float, e: PhaseExcess, colour: Any) -> None:
+    ax.vlines(at, e.low, e.high, color=colour, lw=1)
+    ax.plot(at, e.excess, "o", ms=3.5, color=colour)
+
+
+def convergence_figure(result: Result) -> plt.Figure:
+    """Each cell's validation loss along training (epochs), its lowest marked: the weights kept
+    where the criterion stopped training."""
+    fig, axes = plotting.figure(1, 1, height=3.2)
+    ax = axes[0, 0]
+    colours = _size_colours(result)
+    for r in result.cells:
+        curve = r.summary["val_curve"]
+        epochs = [v["step"] * atlas.BATCH / r.cell.images for v in curve]
+        colour = colours[r.cell.images]
+        ax.plot(epochs, [v["loss"] for v in curve], color=colour, lw=0.8, alpha=0.8)
+        ax.plot(r.summary["best_epoch"], r.summary["val_loss"], "o", ms=3, color=colour)
+    _plain_log(ax)
+    ax.set_xlabel("epochs")
+    ax.set_ylabel("validation loss")
+    ax.legend(handles=[plt.Line2D([], [], color=c, label=f"{n:,} images")
+                       for n, c in colours.items()], frameon=False)
+    return fig
+
+
+def findings(result: Result) -> dict[str, str]:
+    """What the atlas finds at ``spec.k``, as text for the chapter's prose."""
+    k = result.spec.k
+    verdicts = [result.verdict(r.cell) for r in result.cells]
+    best = max(result.cells, key=lambda r: result.excess[r.cell.name][k].excess)
+    e = result.excess[best.cell.name][k]
+    hours = sum(r.summary["train_seconds"] * r.summary["machine"]["threads"]
+                for r in result.cells) / 3600
+    waiting = [c for c in result.missing if c.train_size is None]
+    at_k = [result.excess[r.cell.name][k] for r in result.cells]
+    every = [e.excess for by_k in result.excess.values() for e in by_k.values()]
+    passing = [r.cell.name for r, v in zip(result.cells, verdicts) if v == HOLDS]
+    return {
+        "summary": (f"C1's test passes on {len(passing)} cells ({', '.join(passing)})" if passing
+                    else "no cell measured so far has block structure beyond a smooth decay"),
+        "span": f"{min(e.excess for e in at_k):+.3f} … {max(e.excess for e in at_k):+.3f}",
+        "span-high": f"{max(e.high for e in at_k):+.3f}",
+        "span-all": f"{min(every):+.3f} … {max(every):+.3f}",
+        "stationary-max": f"{max(e.ladder['stationary'].excess for e in at_k):+.3f}",
+        "k": str(k), "cells": str(len(result.cells)),
+        "design": str(len(atlas.stage1())),
+        "converged": str(sum(r.summary["converged"] for r in result.cells)),
+        "holds": str(verdicts.count(HOLDS)), "fails": str(verdicts.count(FAILS)),
+        "inconclusive": str(verdicts.count(INCONCLUSIVE)),
+        "best": f"{best.cell.name}, {e.excess:+.3f} [{e.low:+.3f}, {e.high:+.3f}]",
+        "dinov2b": f"{result.dinov2b[k].excess:+.3f}",
+        "core-hours": f"{hours:.1f}", "missing": str(len(result.missing)),
+        "waiting": str(len(waiting)),
+    }
+
+
+def claims(result: Result) -> list[Claim]:
+    """The atlas tests no claim of its own: it maps where C1's test passes; C1 itself is judged
+    in the chapter *Emergent phase structure*."""
+    return []

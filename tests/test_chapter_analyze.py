@@ -1,0 +1,162 @@
+"""Chapter *Your own ViT* (``python -m raptor analyze``): timm ViTs of three shapes, saved as
+safetensors and analysed on a generated folder of images, give the package functions' numbers;
+every bad input is a clear error before any work."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import timm
+import torch
+from PIL import Image
+from safetensors.torch import save_file
+
+from raptor import analysis
+from raptor.book.chapters import analyze as chapter
+from raptor.book.spec import SpecError
+from raptor.similarity import layer_similarity, phase_matrix
+from raptor.structure import image_growth_nulls, image_phase_matrices, phase_excess
+from raptor.trajectories import TokenGroups, collect_trajectories
+
+# (timm name, image size): a cls token and no registers, registers and no cls token, patch 14
+SHAPES = [("vit_tiny_patch16_224", 32), ("vit_wee_patch16_reg1_gap_256", 32),
+          ("vit_small_patch14_reg4_dinov2", 28)]
+
+
+@pytest.fixture(scope="module")
+def image_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two class folders of six random RGB images each, of other sizes than the models'."""
+    root = tmp_path_factory.mktemp("images")
+    rng = np.random.default_rng(0)
+    for c in ("a", "b"):
+        (root / c).mkdir()
+        for i in range(6):
+            pixels = rng.integers(0, 256, (40 + i, 36, 3), dtype=np.uint8)
+            Image.fromarray(pixels).save(root / c / f"{i}.png")
+    return root
+
+
+@pytest.fixture(scope="module")
+def weights(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    out = {}
+    for name, size in SHAPES:
+        torch.manual_seed(0)
+        model = timm.create_model(name, pretrained=False, img_size=size, num_classes=0)
+        out[name] = tmp_path_factory.mktemp("weights") / f"{name}.safetensors"
+        save_file({k: v.contiguous() for k, v in model.state_dict().items()}, out[name])
+    return out
+
+
+def spec_for(name: str, size: int, files: dict[str, Path], folder: Path, **changes
+             ) -> chapter.Spec:
+    teacher = dataclasses.replace(chapter.Spec().teacher, device="cpu")
+    values = dict(teacher=teacher, input_size=size, model=name, weights=str(files[name]),
+                  images=str(folder), n_images=12, k_values=(2, 3), n_boot=10, batch=5)
+    return dataclasses.replace(chapter.Spec(), **{**values, **changes})
+
+
+@pytest.mark.parametrize("name, size", SHAPES)
+def test_the_command_gives_the_package_functions_numbers(name: str, size: int, weights,
+                                                         image_folder: Path) -> None:
+    result = chapter.compute(spec_for(name, size, weights, image_folder))
+    model = analysis.load_vit(name, weights[name], size)
+    images = analysis.image_data(str(image_folder), model)
+    batch = next(iter(torch.utils.data.DataLoader(images, batch_size=len(images))))
+    traj, _ = collect_trajectories(model, [batch], device="cpu", progress=False)
+    groups = TokenGroups.from_model(model)
+    assert result.n_images == 12 and result.depth == len(model.blocks)
+    np.testing.assert_allclose(result.S, phase_matrix(layer_similarity(traj, groups)), atol=1e-6)
+    per_image, growth = image_phase_matrices(traj, groups), image_growth_nulls(traj, groups)
+    for k in (2, 3):
+        want = phase_excess(per_image, k, growth=growth, n_boot=10)
+        assert result.excess[k].cut == want.cut
+        assert result.excess[k].excess == pytest.approx(want.excess, abs=1e-5)
+    json.dumps(chapter.numbers(result), allow_nan=False)  # every number, valid JSON
+
+
+def test_no_cls_token_is_read_through_the_mean_patch(weights, image_folder: Path) -> None:
+    name = "vit_wee_patch16_reg1_gap_256"
+    groups = TokenGroups.from_model(analysis.load_vit(name, weights[name], 32))
+    assert groups.cls.stop == groups.cls.start
+    assert groups.registers.stop - groups.registers.start == 1
+
+
+def test_a_flat_folder_is_one_class_and_a_named_dataset_fits_the_model(tmp_path: Path) -> None:
+    for i in range(3):
+        Image.fromarray(np.zeros((20, 20, 3), np.uint8)).save(tmp_path / f"{i}.jpg")
+    data = analysis.FolderImages(tmp_path, lambda im: torch.zeros(1))
+    assert len(data) == 3 and set(data.labels) == {0}
+    with torch.device("meta"):
+        rgb = timm.create_model("vit_tiny_patch16_224", img_size=28, patch_size=7)
+    image, _ = analysis.image_data("fashion-mnist", rgb)[0]
+    assert image.shape == (3, 28, 28)
+
+
+def bad(changes: dict, weights, folder: Path) -> str:
+    t0 = time.perf_counter()
+    with pytest.raises(SpecError) as err:
+        spec_for("vit_tiny_patch16_224", 32, weights, folder, **changes)
+    assert time.perf_counter() - t0 < 1.0, "the check must come before any work"
+    return str(err.value)
+
+
+def test_bad_inputs_are_clear_errors_in_under_a_second(weights, image_folder: Path,
+                                                      tmp_path: Path) -> None:
+    assert "unknown timm model 'vit_nope'" in bad({"model": "vit_nope"}, weights, image_folder)
+    assert "not a VisionTransformer" in bad({"model": "resnet18"}, weights, image_folder)
+    assert "weights file not found" in bad({"weights": str(tmp_path / "no.safetensors")},
+                                           weights, image_folder)
+    other = str(weights["vit_small_patch14_reg4_dinov2"])
+    assert "does not match the architecture" in bad({"weights": other}, weights, image_folder)
+    assert "parameter 'images'" in bad({"images": str(tmp_path / "none")}, weights,
+                                       image_folder)
+    assert "k in [2, L − 1 = 11]" in bad({"k_values": (12,)}, weights, image_folder)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    spec = spec_for("vit_tiny_patch16_224", 32, weights, empty)
+    with pytest.raises(ValueError, match="holds no image files"):
+        chapter.compute(spec)
+
+
+def test_smoke_result(smoke_result) -> None:
+    r = smoke_result("analyze")
+    assert r.depth == r.spec.teacher.depth and set(r.excess) == set(r.spec.k_values) == set(r.cuts)
+    for fig in (chapter.similarity_figure(r), chapter.norms_figure(r)):
+        assert fig.axes
+    assert set(chapter.findings(r)) >= {"cuts", "excess", "dinov2b"}
+
+
+@pytest.mark.slow
+def test_the_command_writes_the_executed_chapter_and_every_number(weights, image_folder: Path,
+                                                                  tmp_path: Path) -> None:
+    from raptor.__main__ import main
+
+    name = "vit_tiny_patch16_224"
+    assert main(["analyze", "--model", name, "--weights", str(weights[name]), "--images",
+                 str(image_folder), "--img-size", "32", "--k", "2", "3", "--n-images", "12",
+                 "--n-boot", "10", "--batch-size", "5", "--device", "cpu",
+                 "--out", str(tmp_path)]) == 0
+    numbers = json.loads((tmp_path / "chapters" / "analysis.json").read_text())
+    direct = chapter.compute(spec_for(name, 32, weights, image_folder))
+    assert numbers["excess"]["3"]["excess"] == pytest.approx(direct.excess[3].excess, abs=1e-9)
+    assert numbers["c1"].keys() == {"2", "3"}
+    assert (tmp_path / "chapters" / "analyze.ipynb").is_file()
+    assert (tmp_path / "chapters" / "figures" / "analyze_similarity.svg").is_file()
+
+
+def test_a_torch_state_dict_is_checked_by_its_shapes_alone(weights, image_folder: Path,
+                                                           tmp_path: Path) -> None:
+    name = "vit_tiny_patch16_224"
+    state = timm.create_model(name, pretrained=False, img_size=32, num_classes=5).state_dict()
+    torch.save({"model": state}, tmp_path / "good.pth")
+    spec = spec_for(name, 32, {name: tmp_path / "good.pth"}, image_folder)
+    assert chapter.model_of(spec).num_classes == 5  # the head the file holds
+    del state["blocks.3.mlp.fc1.weight"]
+    torch.save(state, tmp_path / "bad.pth")
+    with pytest.raises(SpecError, match=r"1 missing keys \['blocks.3.mlp.fc1.weight'\]"):
+        spec_for(name, 32, {name: tmp_path / "bad.pth"}, image_folder)

@@ -1,0 +1,80 @@
+"""Chapter *Where do phases appear?* (the atlas): stored cells read back, C1's test on each,
+checked on the synthetic controls stored as cells; the table, figures and findings."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from raptor import atlas, controls
+from raptor.atlas import Cell
+from raptor.book.chapters import atlas as chapter
+from raptor.book.claims import FAILS, HOLDS
+from raptor.book.spec import SpecError
+
+
+def summary(cell: Cell) -> dict:
+    curve = [{"step": 50, "loss": 0.9, "acc": 0.7}, {"step": 100, "loss": 0.8, "acc": 0.75}]
+    return {"converged": True, "best_step": 100, "best_epoch": 100 * atlas.BATCH / cell.images,
+            "val_loss": 0.8, "val_acc": 0.75, "val_curve": curve, "train_seconds": 60.0,
+            "machine": {"threads": 1}}
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[Cell, bool]]:
+    """Every synthetic control of :mod:`raptor.controls` stored as a 12-block cell (200 images
+    in 100 groups): does the chapter, through storage, judge each as its built-in answer?"""
+    folder = tmp_path_factory.mktemp("atlas")
+    answers = {}
+    for seed, (name, (phased, case)) in enumerate(controls.CONTROLS.items()):
+        cell = Cell(12, 64, 1000, seed=seed)
+        per_image, growth = case(200, seed)
+        growth = per_image if growth is None else growth  # a matrix control has no stream
+        atlas.save(atlas.CellResult(cell, atlas.group_means(per_image, 100),
+                                    atlas.group_means(growth, 100), summary(cell)), folder)
+        answers[cell] = phased
+    return folder, answers
+
+
+@pytest.fixture(scope="module")
+def result(stored) -> chapter.Result:
+    return chapter.compute(dataclasses.replace(chapter.Spec(), results=str(stored[0]),
+                                               k_values=(3,), n_boot=100))
+
+
+def test_the_controls_stored_as_cells_get_their_built_in_verdicts(stored, result) -> None:
+    _, answers = stored
+    assert {c: result.verdict(c) for c in answers} == \
+        {c: HOLDS if phased else FAILS for c, phased in answers.items()}
+
+
+def test_table_figures_and_findings(stored, result) -> None:
+    t = chapter.table(result)
+    assert len(t) == len(controls.CONTROLS) and set(t["C1 at k"]) == {HOLDS, FAILS}
+    assert (t["params / image"] > 0).all() and (t["train core-min"] == 1.0).all()
+    for fig in (chapter.factor_figure(result), chapter.convergence_figure(result)):
+        assert fig.axes
+    f = chapter.findings(result)
+    positive = sum(phased for phased, _ in controls.CONTROLS.values())
+    assert (f["holds"], f["fails"], f["cells"]) == (str(positive),
+                                                      str(len(controls.CONTROLS) - positive),
+                                                      str(len(controls.CONTROLS)))
+    design = set(atlas.stage1())
+    assert f["missing"] == str(len(design - set(stored[1]))) and chapter.claims(result) == []
+    assert np.isfinite(result.dinov2b[3].excess)
+
+
+def test_a_folder_without_results_is_refused_by_name(tmp_path: Path) -> None:
+    with pytest.raises(SpecError, match="parameter 'results' must be a folder holding"):
+        dataclasses.replace(chapter.Spec(), results=str(tmp_path))
+    with pytest.raises(SpecError, match="parameter 'k' must be one of k_values"):
+        dataclasses.replace(chapter.Spec(), k_values=(2,))
+
+
+def test_smoke_result(smoke_result) -> None:
+    r = smoke_result("atlas")
+    assert r.cells and len(r.excess) == len(r.cells)
+    assert len(chapter.table(r)) == len(r.cells)
