@@ -2,9 +2,10 @@
 ``python -m raptor sweep --chapter C --profile P --executor local|slurm [...]``
 (``python -m raptor job KIND JOBFILE``: one of its jobs, or one ``torchrun`` rank of it),
 ``python -m raptor atlas [--cell NAME ...] --executor local|slurm|debug [...]`` (the atlas's
-cells, measured and stored in ``results/atlas``), ``python -m raptor analyze --model NAME --weights FILE --images DIR|DATASET [...]`` (the
-chapter *Your own ViT* on any timm ViT), ``python -m raptor build``, ``python -m raptor compare EXPECTED ACTUAL`` and
-``python -m raptor artifacts export|verify``."""
+cells, measured and stored in ``results/atlas``),
+``python -m raptor analyze --model NAME --weights FILE --images DIR|DATASET [...]`` (the chapter
+*Your own ViT* on any timm ViT), ``python -m raptor build``,
+``python -m raptor compare EXPECTED ACTUAL`` and ``python -m raptor artifacts export|verify``."""
 
 from __future__ import annotations
 
@@ -12,13 +13,13 @@ import argparse
 import sys
 from pathlib import Path
 
+from raptor import atlas
 from raptor.book.chapters import MODULES, PROFILES
 from raptor.book.compare import REPRODUCE_ATOL, REPRODUCE_RTOL, compare
 from raptor.book.runner import RunnerError, build_book, parse_value, run
 from raptor.loop import resolve_device
 from raptor.storage.artifacts import (MANIFEST, ArtifactError, compare_retrained, export,
                                       read_manifest, verify)
-from raptor import atlas
 from raptor.sweep import EXECUTORS, Options, atlas_sweep, rank_job, sweep
 
 

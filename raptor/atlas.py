@@ -266,9 +266,3 @@ def missing(cells: Iterable[Cell], folder: Path = RESULTS) -> list[Cell]:
     sums = _manifest(folder)
     return [c for c in cells if _path(c, folder).name not in sums]
 
-
-def run(cells: Iterable[Cell], folder: Path = RESULTS, **kwargs: Any) -> list[Path]:
-    """Measure and save every cell of ``cells`` not yet stored, in order (resumable: a killed
-    run resumes its teacher from the cache's checkpoint); ``kwargs`` go to :func:`measure`."""
-    return [save(measure(cell, **kwargs), folder) for cell in missing(cells, folder)]
-

@@ -110,8 +110,8 @@ def test_a_measured_cell_holds_what_c1_reads(short_atlas: Path) -> None:
     """Real Fashion-MNIST: the stored group means are those of the teacher's own per-image
     matrices, recomputed here from the cached teacher; the summary tells the criterion's state."""
     cell = Cell(3, 16, 256, patch=7)
-    paths = atlas.run([cell], short_atlas, device="cpu")
-    assert atlas.run([cell], short_atlas, device="cpu") == []  # stored: not measured again
+    paths = [atlas.save(atlas.measure(cell, device="cpu"), short_atlas)]
+    assert atlas.missing([cell], short_atlas) == []  # stored: not measured again
     (got,) = atlas.load(short_atlas)
     assert got.cell == cell and paths == [short_atlas / f"{cell.name}.npz"]
     model, record = get_teacher(cell.teacher(), cell.training(), seed=0, progress=False,

@@ -105,6 +105,11 @@ class Result:
     norms: dict[str, np.ndarray]
     n_images: int
 
+    def verdict(self, k: int) -> str:
+        """C1's test at ``k``: the interval over the warped decay against ``EXCESS_MIN``."""
+        e = self.excess[k]
+        return versus(e.low, e.high, EXCESS_MIN.value)
+
 
 def model_of(spec: Spec):
     """The model ``spec`` names, in eval mode on the CPU."""
@@ -133,8 +138,7 @@ def table(result: Result) -> pd.DataFrame:
     """C1's statistics at each k beside the paper's DINOv2-B matrix's, and the verdict."""
     rows = []
     for k, e in result.excess.items():
-        rows.append({"k": k, "model": "yours", **excess_row(e),
-                     "C1": versus(e.low, e.high, EXCESS_MIN.value)})
+        rows.append({"k": k, "model": "yours", **excess_row(e), "C1": result.verdict(k)})
         rows.append({"k": k, "model": "DINOv2-B (the paper's matrix)",
                      **excess_row(result.dinov2b[k]), "C1": "—"})
     return pd.DataFrame(rows).set_index(["k", "model"])
@@ -163,34 +167,25 @@ def norms_figure(result: Result) -> plt.Figure:
 
 def findings(result: Result) -> dict[str, str]:
     """What the analysis finds, as text for the chapter's prose."""
-    def verdict(k: int) -> str:
-        e = result.excess[k]
-        return versus(e.low, e.high, EXCESS_MIN.value)
-
     return {
         "model": result.spec.model, "images": f"{result.n_images} images of {result.spec.images}",
         "depth": str(result.depth),
         "cuts": "; ".join(f"k = {k}: {phases.format_partition(c)}" for k, c in result.cuts.items()),
         "excess": "; ".join(f"k = {k}: {e.excess:+.3f} [{e.low:+.3f}, {e.high:+.3f}] "
-                            f"({verdict(k)})" for k, e in result.excess.items()),
+                            f"({result.verdict(k)})" for k, e in result.excess.items()),
         "dinov2b": "; ".join(f"k = {k}: {e.excess:+.3f}" for k, e in result.dinov2b.items()),
     }
 
 
 def numbers(result: Result) -> dict[str, Any]:
-    """Every number of the analysis, for ``analysis.json``."""
-    def excess(e: PhaseExcess) -> dict[str, Any]:
-        return {"cut": [list(b) for b in e.cut], "excess": e.excess, "low": e.low,
-                "high": e.high, "level": e.level, "agreement": e.agreement,
-                "rank": [e.rank.rank, e.rank.total], "fit_rmse": e.fit_rmse,
-                "ladder": {n: dataclasses.asdict(v) for n, v in e.ladder.items()}}
-
+    """Every number of the analysis, for ``analysis.json`` (NaN, where there is no interval, as
+    null)."""
     def clean(value: Any) -> Any:  # JSON has no NaN
         if isinstance(value, float) and math.isnan(value):
             return None
         if isinstance(value, dict):
             return {k: clean(v) for k, v in value.items()}
-        if isinstance(value, list):
+        if isinstance(value, (list, tuple)):
             return [clean(v) for v in value]
         return value
 
@@ -199,10 +194,10 @@ def numbers(result: Result) -> dict[str, Any]:
         "n_images": result.n_images, "phase_matrix": result.S.tolist(),
         "similarity": {g: m.tolist() for g, m in result.similarity.items()},
         "norms": {g: v.tolist() for g, v in result.norms.items()},
-        "cuts": {str(k): [list(b) for b in c] for k, c in result.cuts.items()},
-        "excess": {str(k): excess(e) for k, e in result.excess.items()},
-        "dinov2b": {str(k): excess(e) for k, e in result.dinov2b.items()},
-        "c1": {str(k): versus(e.low, e.high, EXCESS_MIN.value) for k, e in result.excess.items()},
+        "cuts": {str(k): c for k, c in result.cuts.items()},
+        "excess": {str(k): dataclasses.asdict(e) for k, e in result.excess.items()},
+        "dinov2b": {str(k): dataclasses.asdict(e) for k, e in result.dinov2b.items()},
+        "c1": {str(k): result.verdict(k) for k in result.excess},
     })
 
 
