@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     p_art.add_argument("--root", type=Path, default=Path("artifacts"))
     p_art.add_argument("--cache", type=Path,
                        help="compare: a cache retrained from scratch (make reproduce)")
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_shield_negative_values(sys.argv[1:] if argv is None else argv))
     try:
         if args.command == "build":
             build_book()
@@ -111,8 +111,8 @@ def main(argv: list[str] | None = None) -> int:
             print("\n".join(problems) or f"{args.actual} matches {args.expected}")
             return 1 if problems else 0
         elif args.command == "sweep":
-            sweep(args.chapter, args.profile, {n: parse_value(v) for n, v in args.p},
-                  _options(args), dry_run=args.dry_run)
+            sweep(args.chapter, args.profile, _overrides(args.p), _options(args),
+                  dry_run=args.dry_run)
         elif args.command == "analyze":
             return _analyze(args)
         elif args.command == "atlas":
@@ -125,13 +125,28 @@ def main(argv: list[str] | None = None) -> int:
             atlas_sweep(cells, _options(args), folder=args.results, data_root=args.data_root,
                         device=args.device, dry_run=args.dry_run)
         else:
-            overrides = {name: parse_value(value) for name, value in args.p}
-            run(args.profile, args.chapters, overrides, build=not args.no_build,
+            run(args.profile, args.chapters, _overrides(args.p), build=not args.no_build,
                 update_book=args.update_book, out=args.out)
     except (RunnerError, ArtifactError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     return 0
+
+
+def _shield_negative_values(argv: list[str]) -> list[str]:
+    """``argv`` with each ``-p NAME VALUE`` whose VALUE starts with '-' (``-1e-3``, which argparse
+    would read as an option) shielded by a leading space (:func:`_overrides` removes it)."""
+    out = list(argv)
+    for i in range(len(out) - 2):
+        if out[i] == "-p" and out[i + 2].startswith("-"):
+            out[i + 2] = " " + out[i + 2]
+    return out
+
+
+def _overrides(pairs: list[list[str]]) -> dict[str, object]:
+    """``-p NAME VALUE`` pairs as parameter values."""
+    return {name: parse_value(value[1:] if value.startswith(" -") else value)
+            for name, value in pairs}
 
 
 def _analyze(args: argparse.Namespace) -> int:

@@ -42,8 +42,8 @@ _CIFAR_FILES = ("train", "test", "meta")
 @dataclass(frozen=True)
 class DatasetInfo:
     """Static facts about a dataset; ``image_size`` is the default ``img_size`` (for ImageNet,
-    the 224 px crop of §5, since its images vary in size); ``train_size`` the training split's
-    images."""
+    the 224 px crop of §5, since its images vary in size); ``train_size`` and ``val_size`` the
+    images of the training and validation splits."""
 
     name: str
     num_classes: int
@@ -52,14 +52,16 @@ class DatasetInfo:
     mean: tuple[float, ...]
     std: tuple[float, ...]
     train_size: int
+    val_size: int
 
 
 _INFO = {
-    "fashion-mnist": DatasetInfo("fashion-mnist", 10, 1, 28, (0.2860,), (0.3530,), 60_000),
+    "fashion-mnist": DatasetInfo("fashion-mnist", 10, 1, 28, (0.2860,), (0.3530,), 60_000,
+                                 10_000),
     "cifar100": DatasetInfo("cifar100", 100, 3, 32, (0.5071, 0.4865, 0.4409),
-                            (0.2673, 0.2564, 0.2762), 50_000),
+                            (0.2673, 0.2564, 0.2762), 50_000, 10_000),
     "imagenet": DatasetInfo("imagenet", 1000, 3, IMG_SIZE, (0.485, 0.456, 0.406),
-                            (0.229, 0.224, 0.225), 1_281_167),
+                            (0.229, 0.224, 0.225), 1_281_167, 50_000),
 }
 
 _EXPECTED = {

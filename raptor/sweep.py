@@ -40,8 +40,9 @@ import torch
 
 from raptor import atlas
 from raptor.book.chapters import chapter
+from raptor.book.inputs import missing_inputs
 from raptor.book.runner import RunnerError, resolve
-from raptor.book.spec import TeacherSpec, parameters
+from raptor.book.spec import Machine
 from raptor.storage.cache import Tensors, entry_name, load_entry, planning
 from raptor.data import DatasetNotFoundError, _find, dataset_info
 from raptor.distributed import init_distributed
@@ -270,28 +271,6 @@ def plan(name: str, profile: str, overrides: Mapping[str, Any] | None = None, *,
 
 # --- checks and costs --------------------------------------------------------------------------
 
-def missing_inputs(spec: Any) -> list[str]:
-    """Every data set, weights file and results file the spec names that is not there."""
-    problems = []
-    values = parameters(spec)
-    wanted = []
-    if isinstance(getattr(spec, "teacher", None), TeacherSpec):
-        wanted.append((spec.teacher.dataset, spec.teacher.data_root, "dataset / data_root"))
-    if values.get("imagenet_root") is not None:
-        wanted.append(("imagenet", values["imagenet_root"], "imagenet_root"))
-    for dataset, root, param in wanted:
-        try:
-            _find(dataset, root, download=False)
-        except DatasetNotFoundError as err:
-            problems.append(f"parameter {param}: {err}")
-    for param, value in values.items():
-        if param.endswith(("_weights", "_results")) and value:
-            for path in (value,) if isinstance(value, str) else value:
-                if not Path(path).expanduser().is_file():
-                    problems.append(f"parameter {param}: file {path} does not exist")
-    return problems
-
-
 def gpu_throughput(record: Path = GPU_RECORD) -> tuple[str, float] | None:
     """``(device, training TFLOP/s)`` measured by ``bench/gpu_check.py``, if it left a record."""
     if not record.is_file():
@@ -359,8 +338,8 @@ def sweep(name: str, profile: str, overrides: Mapping[str, Any] | None = None,
     """Train every teacher and student the chapter needs, as jobs, round by round; ``dry_run``
     lists the jobs with their cost and trains nothing. Returns the number of jobs submitted."""
     spec = resolve(name, profile, overrides)
-    teacher = getattr(spec, "teacher", None)
-    data_root = teacher.data_root if isinstance(teacher, TeacherSpec) else None
+    machine = getattr(spec, "machine", None)
+    data_root = machine.data_root if isinstance(machine, Machine) else None
     problems = missing_inputs(spec)
     if dry_run:
         jobs, stopped = plan(name, profile, overrides, dry=True)

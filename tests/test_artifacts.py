@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from raptor.storage import artifacts
 from raptor.storage.artifacts import ArtifactError, export, tier_entry, verify
-from raptor.storage.cache import entry_name, get_or_build
+from raptor.storage.cache import entry_name, entry_path, get_or_build
 
 
 def _build(value: float):
@@ -94,6 +94,42 @@ def test_a_flipped_byte_is_an_error_naming_the_file(tier):
         tier_entry(entry_name("student", {"a": 2}), {"a": 2})
     with pytest.raises(ArtifactError, match="sha256"):
         verify(root)
+
+
+def test_a_tier_file_its_manifest_lists_but_the_disk_lacks_is_an_error(tier):
+    """Never a silent retrain: the chapter stops, naming the file and how to restore it."""
+    root, _ = tier
+    path = root / (entry_name("teacher", {"a": 1}) + ".xz")
+    path.unlink()
+
+    def fail(_work):
+        raise AssertionError("must not retrain a tier entry")
+    with pytest.raises(ArtifactError, match=f"{path} is listed in .* but missing: restore it"):
+        get_or_build("teacher", {"a": 1}, fail)
+
+
+def test_a_damaged_cache_copy_falls_back_to_the_verified_tier_copy(tier):
+    root, _ = tier
+    get_or_build("teacher", {"a": 1}, _build(1.0))  # the tier's entry, now also in the cache
+    path = entry_path("teacher", {"a": 1})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"not a safetensors file")
+
+    def fail(_work):
+        raise AssertionError("must not build: the tier has it")
+    with pytest.warns(UserWarning, match=f"cache entry {path} is damaged .* using the artifact "
+                                         "tier's verified copy"):
+        tensors, _ = get_or_build("teacher", {"a": 1}, fail)
+    assert torch.equal(tensors["w"], torch.full((3, 2), 1.0))
+
+
+def test_a_malformed_manifest_is_an_error_naming_it(tier):
+    root, _ = tier
+    (root / "manifest.json").write_text("{not json")
+    for call in (lambda: verify(root), lambda: tier_entry(entry_name("teacher", {"a": 1}), {})):
+        with pytest.raises(ArtifactError, match=f"{root / 'manifest.json'} is not a valid "
+                                                "manifest"):
+            call()
 
 
 @given(st.binary(max_size=64))

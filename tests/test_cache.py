@@ -80,8 +80,10 @@ def test_corrupt_entry_is_rebuilt(damage: str) -> None:
     else:
         blob[:8] = bytes(8)
     path.write_bytes(bytes(blob))
-    assert load_entry("toy", CONFIG) is None
-    rebuilt, _ = get_or_build("toy", CONFIG, build)
+    with pytest.warns(UserWarning, match=f"cache entry {path} is damaged .*; it will be rebuilt"):
+        assert load_entry("toy", CONFIG) is None
+    with pytest.warns(UserWarning, match="it will be rebuilt"):
+        rebuilt, _ = get_or_build("toy", CONFIG, build)
     assert build.calls == 2
     assert all(torch.equal(rebuilt[k], tensors[k]) for k in tensors)
     assert load_entry("toy", CONFIG) is not None
@@ -92,9 +94,11 @@ def test_entry_of_another_config_is_not_loaded() -> None:
     other = {**CONFIG, "seed": 1}
     # a foreign entry placed where `other` would be stored (a stale or mis-copied file)
     entry_path("toy", other).write_bytes(entry_path("toy", CONFIG).read_bytes())
-    assert load_entry("toy", other) is None
+    with pytest.warns(UserWarning, match="is damaged"):
+        assert load_entry("toy", other) is None
     build = Builder(2.0)
-    tensors, _ = get_or_build("toy", other, build)
+    with pytest.warns(UserWarning, match="it will be rebuilt"):
+        tensors, _ = get_or_build("toy", other, build)
     assert build.calls == 1 and torch.all(tensors["w"] == 2.0)
 
 
@@ -106,7 +110,8 @@ def test_entry_whose_digest_lies_is_rebuilt() -> None:
     tensors, record = load_tensors(path, CONFIG)
     tensors["w"] = tensors["w"] + 1  # a well-formed file whose tensors no longer match the record
     save_tensors(path, tensors, CONFIG, record)
-    assert load_entry("toy", CONFIG) is None
+    with pytest.warns(UserWarning, match="its tensors do not match their digest"):
+        assert load_entry("toy", CONFIG) is None
 
 
 @pytest.mark.parametrize("kind", ["", "a/b", "two words", "../up", "9lives"])

@@ -18,7 +18,7 @@ from safetensors.torch import save_file
 
 from raptor import analysis
 from raptor.book.chapters import analyze as chapter
-from raptor.book.spec import SpecError
+from raptor.book.spec import Machine, SpecError
 from raptor.similarity import layer_similarity, phase_matrix
 from raptor.structure import image_growth_nulls, image_phase_matrices, phase_excess
 from raptor.trajectories import TokenGroups, collect_trajectories
@@ -54,9 +54,9 @@ def weights(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 def spec_for(name: str, size: int, files: dict[str, Path], folder: Path, **changes
              ) -> chapter.Spec:
-    teacher = dataclasses.replace(chapter.Spec().teacher, device="cpu")
-    values = dict(teacher=teacher, input_size=size, model=name, weights=str(files[name]),
-                  images=str(folder), n_images=12, k_values=(2, 3), n_boot=10, batch=5)
+    values = dict(machine=Machine(device="cpu"), input_size=size, model=name,
+                  weights=str(files[name]), images=str(folder), n_images=12, k_values=(2, 3),
+                  n_boot=10, batch=5)
     return dataclasses.replace(chapter.Spec(), **{**values, **changes})
 
 

@@ -7,8 +7,7 @@ import numpy as np
 from raptor import controls
 from raptor.book.chapters import phase_structure as chapter
 from raptor.book.claims import FAILS, HOLDS, INCONCLUSIVE
-from raptor.book.experiment import walk
-from raptor.book.profiles import PHASE_TEACHER
+from raptor.book.experiment import images_of, teacher_of, walk
 from raptor.structure import NULLS, PhaseExcess, Rank, phase_excess
 
 CUT = ((0, 3), (3, 6), (6, 8))
@@ -71,8 +70,9 @@ def test_untrained_teachers_have_no_excess_over_a_random_walk(fresh_cache) -> No
     updates are uncorrelated with the stream, so neither the random walk (−0.010 … −0.003) nor
     the warped decay (−0.002 … +0.002) leaves them excess. Not required by C1 (the paper finds
     untrained ViTs easier to reconstruct, C9): a property of the nulls on real streams."""
-    images = PHASE_TEACHER.eval_images(300)
-    excess = {f"seed {seed}": walk(PHASE_TEACHER.get_teacher(seed=seed, trained=False), images,
+    spec = chapter.Spec()
+    images = images_of(spec, 300)
+    excess = {f"seed {seed}": walk(teacher_of(spec, seed=seed, trained=False), images,
                                    excess=(3,), n_boot=50, device="cpu").excess[3]
               for seed in range(3)}
     t = chapter.EXCESS_MIN.value

@@ -79,7 +79,8 @@ def denormalise(x: torch.Tensor, name: str) -> torch.Tensor:
 def test_dataset_info() -> None:
     assert data.DATASETS == ("fashion-mnist", "cifar100", "imagenet")
     assert dataset_info("fashion-mnist") == data.DatasetInfo("fashion-mnist", 10, 1, 28,
-                                                             (0.2860,), (0.3530,), 60_000)
+                                                             (0.2860,), (0.3530,), 60_000,
+                                                             10_000)
     assert dataset_info("cifar100").num_classes == 100
     info = dataset_info("imagenet")
     assert (info.num_classes, info.in_chans, info.image_size) == (1000, 3, 224)
@@ -428,7 +429,8 @@ def test_imagenet_empty_class_and_mismatched_classes(tmp_path: Path,
                     reason="Debian package dataset-fashion-mnist not installed")
 def test_real_debian_fashion_mnist() -> None:
     train, val = get_datasets("fashion-mnist", root="/usr/share/datasets/fashion-mnist")
-    assert (len(train), len(val)) == (60000, 10000)
+    info = dataset_info("fashion-mnist")
+    assert (len(train), len(val)) == (info.train_size, info.val_size) == (60000, 10000)
     assert torch.equal(torch.bincount(train.targets), torch.full((10,), 6000))
     raw = train.images.float() / 255
     assert abs(raw.mean().item() - 0.2860) < 5e-4 and abs(raw.std().item() - 0.3530) < 5e-4

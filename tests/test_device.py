@@ -19,6 +19,7 @@ import torch
 from raptor import metrics, probes
 from raptor.book.chapters import MODULES, chapter
 from raptor.book.experiment import batched, trajectories_of
+from raptor.book.spec import Machine
 from raptor.loop import resolve_device
 
 pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
@@ -41,8 +42,7 @@ def test_chapter_runs_on_the_spec_device(name: str, smoke_result: Callable[[str]
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     mod = chapter(name)
     reference = smoke_result(name)  # "auto" on this machine: the CPU, models in the smoke cache
-    spec = dataclasses.replace(mod.SMOKE,
-                               teacher=dataclasses.replace(mod.SMOKE.teacher, device="cpu"))
+    spec = dataclasses.replace(mod.SMOKE, machine=Machine(device="cpu"))
     monkeypatch.setenv("RAPTOR_CACHE", str(smoke_cache))
     fake_cuda(monkeypatch)
     assert mod.claims(mod.compute(spec)) == mod.claims(reference)

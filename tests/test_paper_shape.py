@@ -5,8 +5,9 @@ Every chapter's ``paper`` teacher and students take two optimiser steps of each 
 :func:`raptor.teachers.train_classifier`, :func:`raptor.train.distill`, :mod:`raptor.loop`),
 with only the step counts (and the warm-ups, which must fit in them), the batch size and the
 teacher's evaluation size overridden, on a fixture CIFAR-100 in torchvision's layout; the DINOv2
-run (:mod:`raptor.dinov2.pipeline`, §5) likewise on an ImageFolder tree with DINOv2-B-shaped random weights. A configuration error of
-the profile surfaces here, not on a cluster. ``make test-paper-shape`` runs this file alone.
+run (:mod:`raptor.dinov2.pipeline`, §5) likewise on an ImageFolder tree with DINOv2-B-shaped
+random weights. A configuration error of the profile surfaces here, not on a cluster.
+``make test-paper-shape`` runs this file alone.
 """
 
 from __future__ import annotations
@@ -24,11 +25,13 @@ from safetensors.torch import save_file
 
 from raptor import paper
 from raptor.book.chapters import MODULES, chapter
-from raptor.book.spec import DistillSpec, TeacherSpec
+from raptor.book.experiment import student_of, teacher_of
+from raptor.book.spec import Machine
 from raptor.dinov2.pipeline import PipelineConfig, paper_distill, run_pipeline
 from raptor.model import partition_from_repeats
-from raptor.teachers import DINOV2_B
-from raptor.train import build_student
+from raptor.phases import partition_to_repeats
+from raptor.teachers import DINOV2_B, TrainConfig
+from raptor.train import DistillConfig, build_student
 
 pytestmark = pytest.mark.slow
 
@@ -39,30 +42,31 @@ BATCH = 2
 def paper_specs() -> dict[str, Any]:
     """Each chapter's ``PAPER`` spec that trains a teacher."""
     return {name: chapter(name).PAPER for name in MODULES
-            if isinstance(getattr(chapter(name).PAPER, "teacher", None), TeacherSpec)}
+            if isinstance(getattr(chapter(name).PAPER, "train", None), TrainConfig)}
 
 
-def shrunk(t: TeacherSpec, root: Path) -> TeacherSpec:
-    return dataclasses.replace(t, data_root=str(root), steps=STEPS, batch_size=BATCH,
-                               device="cpu")
+def shrunk(spec: Any, root: Path) -> Any:
+    """``spec`` at two steps of each stage, batch 2, on the fixture's data, on the CPU; the
+    warm-ups fit in the 2 steps, the evaluation sees the fixture's few test images."""
+    changes: dict[str, Any] = dict(
+        machine=Machine(data_root=str(root), device="cpu"),
+        train=dataclasses.replace(spec.train, steps=STEPS, batch_size=BATCH, warmup_steps=1,
+                                  eval_every=1, val_limit=BATCH))
+    if hasattr(spec, "distill"):
+        changes["distill"] = dataclasses.replace(spec.distill, stage1_steps=STEPS,
+                                                 stage2_steps=STEPS, warmup_steps=1,
+                                                 batch_size=BATCH)
+    return dataclasses.replace(spec, **changes)
 
 
-# The warm-up must fit in the 2 steps; the evaluation sees the fixture's few test images.
-TEACHER_CHANGES = {"warmup_steps": 1, "val_limit": BATCH}
-
-
-def shrunk_distill(d: DistillSpec) -> DistillSpec:
-    return dataclasses.replace(d, stage1_steps=STEPS, stage2_steps=STEPS, warmup_steps=1)
-
-
-def teacher_cases() -> list[tuple[TeacherSpec, float]]:
-    """Each chapter's teacher without stochastic depth and at the largest rate any chapter
-    trains (the two code paths of a teacher block)."""
+def teacher_cases() -> list[tuple[Any, float]]:
+    """Each chapter's distinct teacher without stochastic depth and at the largest rate any
+    chapter trains (the two code paths of a teacher block)."""
     specs = paper_specs().values()
     top = max(r for spec in specs for r in (*getattr(spec, "p_values", ()),
                                             getattr(spec, "p", 0.0)))
-    teachers = list(dict.fromkeys(spec.teacher for spec in specs))
-    return [(t, p) for t in teachers for p in dict.fromkeys((0.0, top))]
+    distinct = {(spec.teacher, spec.train): spec for spec in specs}.values()
+    return [(spec, p) for spec in distinct for p in dict.fromkeys((0.0, top))]
 
 
 def partition(k: int, depth: int) -> tuple[tuple[int, int], ...]:
@@ -72,12 +76,12 @@ def partition(k: int, depth: int) -> tuple[tuple[int, int], ...]:
     return partition_from_repeats([depth // k + (j < depth % k) for j in range(k)])
 
 
-def student_cases() -> Iterator[tuple[str, TeacherSpec, DistillSpec, int, dict[str, Any]]]:
+def student_cases() -> Iterator[tuple[str, Any, int, dict[str, Any]]]:
     """Each distinct student a chapter distils: its k values, Table 2's ladder, the untrained
     no-skip control (functional phases)."""
     seen = []
     for name, spec in paper_specs().items():
-        if not isinstance(getattr(spec, "distill", None), DistillSpec):
+        if not isinstance(getattr(spec, "distill", None), DistillConfig):
             continue
         ks = set(getattr(spec, "k_values", ())) | {getattr(spec, "ladder_k", 2)}
         options: list[tuple[int, dict[str, Any]]] = [(k, {}) for k in sorted(ks)]
@@ -85,12 +89,12 @@ def student_cases() -> Iterator[tuple[str, TeacherSpec, DistillSpec, int, dict[s
         if name == "functional-phases":
             options.append((min(ks), {"trained": False, "residual": False}))
         for k, changes in options:
-            key = (spec.teacher, spec.distill, k, sorted(changes.items()))
+            key = (spec.teacher, spec.train, spec.distill, k, sorted(changes.items()))
             if key not in seen:
                 seen.append(key)
                 label = f"{name}-k{k}-" + ("-".join(f"{a}={b}" for a, b in changes.items())
                                            or "recipe")
-                yield label, spec.teacher, spec.distill, k, changes
+                yield label, spec, k, changes
 
 
 @pytest.fixture(scope="module")
@@ -113,38 +117,35 @@ def finite_and_changed(trained: torch.nn.Module, initial: torch.nn.Module) -> No
     assert moved > 0
 
 
-@pytest.mark.parametrize("t, p", teacher_cases(),
+@pytest.mark.parametrize("spec, p", teacher_cases(),
                          ids=lambda v: f"p={v}" if isinstance(v, float) else "")
-def test_paper_teacher_takes_two_steps(cifar: Path, t: TeacherSpec, p: float) -> None:
-    t = shrunk(t, cifar)
-    model, record = t.get_teacher(p, **TEACHER_CHANGES)
+def test_paper_teacher_takes_two_steps(cifar: Path, spec: Any, p: float) -> None:
+    spec = shrunk(spec, cifar)
+    model, record = teacher_of(spec, p)
     assert (model.patch_embed.img_size, model.patch_embed.patch_size) == ((224, 224), (14, 14))
     assert len(model.blocks) == 12 and model.embed_dim == 768 and model.num_classes == 100
     assert len(record["loss"]) == STEPS and all(math.isfinite(v) for v in record["loss"])
-    finite_and_changed(model, t.get_teacher(p, trained=False)[0])
+    finite_and_changed(model, teacher_of(spec, p, trained=False)[0])
 
 
-@pytest.mark.parametrize("label, t, d, k, changes", list(student_cases()),
+@pytest.mark.parametrize("label, spec, k, changes", list(student_cases()),
                          ids=[case[0] for case in student_cases()])
-def test_paper_student_takes_two_steps_per_stage(cifar: Path, label: str, t: TeacherSpec,
-                                                 d: DistillSpec, k: int,
+def test_paper_student_takes_two_steps_per_stage(cifar: Path, label: str, spec: Any, k: int,
                                                  changes: dict[str, Any]) -> None:
-    t, d = shrunk(t, cifar), shrunk_distill(d)
+    spec = shrunk(spec, cifar)
     changes = dict(changes)
     where = {"trained": changes.pop("trained", True), "residual": changes.pop("residual", True)}
-    part = partition(k, t.depth)
-    student, record = t.get_student(d, 0.0, part, teacher_changes=TEACHER_CHANGES,
-                                    batch_size=BATCH, **where, **changes)
+    part = partition(k, spec.teacher.depth)
+    student, record = student_of(spec, 0.0, part, **where, **changes)
     assert len(student.blocks) == k and student.depth == 12
     stage2 = changes.get("stage2", True)
     assert len(record["stage1"]["loss"]) == STEPS
     assert len(record["stage2"]["loss"]) == (STEPS if stage2 else 0)
     assert all(math.isfinite(v) for s in ("stage1", "stage2") for v in record[s]["loss"])
-    teacher = t.get_teacher(0.0, trained=where["trained"], residual=where["residual"],
-                            **TEACHER_CHANGES)[0]
-    cfg = d.config(part, t.dataset, 0, batch_size=BATCH, device="cpu", **changes)
-    initial = build_student(teacher, cfg)
-    finite_and_changed(student.blocks, initial.blocks)
+    teacher = teacher_of(spec, trained=where["trained"], residual=where["residual"])[0]
+    cfg = dataclasses.replace(spec.distill, repeats=partition_to_repeats(part), device="cpu",
+                              **changes)
+    finite_and_changed(student.blocks, build_student(teacher, cfg).blocks)
 
 
 def test_dinov2_run_takes_two_steps_per_stage_on_imagefolder(

@@ -16,9 +16,10 @@ import safetensors.torch
 import torch
 
 from raptor.book.chapters import phase_structure
+from raptor.book.profiles import DISTILL
 from raptor.book.result import load, save
-from raptor.book.spec import DistillSpec
 from raptor.structure import NullExcess, PhaseExcess, Rank, matrix_excess
+from raptor.train import DistillConfig
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,7 @@ class Fit:
 
 @dataclass
 class Everything:
-    spec: DistillSpec
+    spec: DistillConfig
     mats: dict[str, dict[str, np.ndarray]]
     tensor: torch.Tensor
     scalar: np.ndarray
@@ -59,7 +60,7 @@ def everything() -> Everything:
     rng = np.random.default_rng(0)
     shared = rng.normal(size=(4, 4))
     return Everything(
-        spec=DistillSpec(stage1_steps=3, lr=2e-4, train_limit=None),
+        spec=dataclasses.replace(DISTILL, stage1_steps=3, lr=2e-4, train_limit=None),
         mats={"teacher": {"all": shared, "cls": shared[::-1, ::2], "same": shared},
               "empty": {}, "ints": {"x": np.arange(6, dtype=np.int64).reshape(2, 3).T}},
         tensor=torch.randn(2, 3, generator=torch.Generator().manual_seed(0)).half(),

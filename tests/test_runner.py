@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
 import time
 import types
@@ -240,3 +241,53 @@ def test_cli_passes_its_options_to_run(monkeypatch: pytest.MonkeyPatch) -> None:
                      "--no-build"]) == 0
     assert calls == [(("smoke", ["toy", "raptor"], {"items": [1, 2], "dataset": "cifar100"}),
                       {"build": False, "update_book": True, "out": None})]
+
+
+def test_a_negative_value_in_scientific_notation_is_a_value(monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    calls = []
+    monkeypatch.setattr(cli, "run", lambda *args, **kwargs: calls.append(args))
+    monkeypatch.setattr(cli, "sweep", lambda *args, **kwargs: calls.append(args))
+    assert cli.main(["run", "-p", "distill_lr", "-1e-3", "-p", "x", "-2", "-p", "name", "-a",
+                     "--no-build"]) == 0
+    assert cli.main(["sweep", "--chapter", "raptor", "-p", "p", "-0.5", "--dry-run"]) == 0
+    assert calls[0][2] == {"distill_lr": -1e-3, "x": -2, "name": "-a"}
+    assert calls[1][2] == {"p": -0.5}
+
+
+def test_what_a_run_would_need_is_refused_before_any_kernel_starts(
+        book: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Inputs that are not there, image counts a split cannot give and folders that cannot be
+    written are all named at once, before anything runs."""
+    monkeypatch.setattr(papermill, "execute_notebook", lambda *a, **k: pytest.fail("a kernel"))
+    with pytest.raises(RunnerError, match=r"the selected chapters \(claims\) take no parameters"):
+        run("cpu", ["claims"], {"k": 2}, build=False, book=book)
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    with pytest.raises(RunnerError, match=f"chapter 'toy': cannot write {a_file}/chapters: "
+                                          f"{a_file} is a file, not a folder"):
+        run("cpu", ["toy"], build=False, book=book, out=a_file)
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    if not os.access(locked, os.W_OK):  # root writes anywhere
+        with pytest.raises(RunnerError, match=f"{locked} is not writable"):
+            run("cpu", ["toy"], build=False, book=book, out=locked / "run")
+    with pytest.raises(RunnerError) as info:
+        run("smoke", ["raptor"], {"n_images": 10_000_000, "probe_images": 70_000,
+                                  "data_root": str(tmp_path / "nowhere")},
+            build=False, book=book, out=tmp_path / "out")
+    message = str(info.value)
+    assert message.startswith("nothing was run:\n")
+    assert "chapter 'raptor': parameter dataset / data_root: dataset 'fashion-mnist' not found" \
+        in message
+    assert "parameter n_images: fashion-mnist's val split has 10,000 images, got 10,000,000" \
+        in message
+    assert "parameter probe_images: fashion-mnist's train split has 60,000 images, got 70,000" \
+        in message
+    assert not (tmp_path / "out").exists()
+    tier = tmp_path / "tier"
+    tier.mkdir()
+    (tier / "manifest.json").write_text("{")
+    monkeypatch.setenv("RAPTOR_ARTIFACTS", str(tier))
+    with pytest.raises(RunnerError, match=f"{tier / 'manifest.json'} is not a valid manifest"):
+        run("cpu", ["toy"], build=False, book=book)

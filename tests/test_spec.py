@@ -4,35 +4,40 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import inspect
-import math
+import importlib
 import re
-import textwrap
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from raptor.book.spec import (DistillSpec, SpecError, TeacherSpec, diff, fields_of,
-                              from_parameters, nested, param, parameters, parameters_cell,
-                              require)
+from raptor.book import profiles
+from raptor.book.chapters import MODULES, chapter
+from raptor.book.profiles import DISTILL, PHASE_TEACHER, PHASE_TRAIN, TEACHER, TRAIN
+from raptor.book.spec import (Machine, SpecError, diff, fields_of, from_parameters, nested, param,
+                              parameters, parameters_cell, require, require_data)
 from raptor.data import DATASETS
 from raptor.teachers import TeacherConfig, TrainConfig
 from raptor.train import DistillConfig
 
-TEACHER = ["dataset", "data_root", "L", "D", "heads", "patch_size", "img_size", "registers",
-           "steps", "batch_size", "lr", "warmup", "weight_decay", "min_lr", "grad_clip",
-           "train_limit", "device"]
-DISTILL = ["stage1_steps", "stage2_steps", "distill_lr", "distill_warmup", "distill_limit"]
+ARCHITECTURE = ["L", "D", "heads", "patch_size", "img_size", "registers"]
+TRAINING = ["dataset", "steps", "batch_size", "lr", "warmup", "weight_decay", "min_lr",
+            "grad_clip", "train_limit", "eval_every"]
+DISTILLATION = ["stage1_steps", "stage2_steps", "distill_lr", "distill_warmup", "distill_limit"]
+OWN = ["p_values", "ks", "p", "pairs", "weights", "limit", "scale", "flag"]
+MACHINE = ["data_root", "device"]
 
 
 @dataclass(frozen=True)
 class Toy:
     """A chapter spec with every kind of field a chapter uses."""
 
-    teacher: TeacherSpec = nested(TeacherSpec)
-    distill: DistillSpec = nested(DistillSpec)
+    teacher: TeacherConfig = nested(TEACHER)
+    train: TrainConfig = nested(TRAIN)
+    distill: DistillConfig = nested(DISTILL)
     p_values: tuple[float, ...] = (0.0, 0.3)
     ks: tuple[int, ...] = (2, 3)
     rate: float = param(0.5, "p")
@@ -41,44 +46,50 @@ class Toy:
     limit: int | None = None
     scale: float | None = 1.0
     flag: bool = False
+    machine: Machine = nested(Machine)
 
     def __post_init__(self) -> None:
+        require_data(self.teacher, self.train, self.distill)
         require(0 <= self.rate < 1, "p", "in [0, 1)", self.rate)
         require(len(self.ks) > 0 and all(1 <= k <= self.teacher.depth for k in self.ks), "ks",
                 f"a non-empty list of k in [1, L = {self.teacher.depth}]", self.ks)
 
 
+ALL = ARCHITECTURE + TRAINING + DISTILLATION + OWN + MACHINE
+
+
 def test_nested_fields_flatten_to_their_parameter_names() -> None:
     fields = fields_of(Toy)
-    assert list(fields) == TEACHER + DISTILL + ["p_values", "ks", "p", "pairs", "weights",
-                                                "limit", "scale", "flag"]
-    assert fields["L"].path == ("teacher", "depth") and fields["L"].default == 8
+    assert list(fields) == ALL
+    assert fields["L"].path == ("teacher", "depth") and fields["L"].hint is int
     assert fields["distill_lr"].path == ("distill", "lr")
-    assert fields["lr"].path == ("teacher", "lr")
-    assert fields["p"].path == ("rate",) and fields["p"].hint == float
+    assert fields["lr"].path == ("train", "lr")
+    assert fields["warmup"].path == ("train", "warmup_steps")
+    assert fields["device"].path == ("machine", "device")
+    assert fields["p"].path == ("rate",) and fields["p"].hint is float
 
 
 def test_parameters_and_diff() -> None:
     spec = Toy()
     flat = parameters(spec)
     assert flat["L"] == 8 and flat["distill_limit"] == 5000 and flat["p_values"] == (0.0, 0.3)
-    assert flat["p"] == 0.5 and flat["weights"] is None
+    assert flat["p"] == 0.5 and flat["weights"] is None and flat["eval_every"] == 100
     changed = dataclasses.replace(spec, teacher=dataclasses.replace(spec.teacher, depth=4),
                                   rate=0.1)
     assert diff(changed, spec) == {"L": 4, "p": 0.1}
     assert diff(spec, spec) == {}
 
 
-def test_parameter_names_must_be_unique_also_across_nested_specs() -> None:
+def test_parameter_names_must_be_unique_also_across_nested_configs() -> None:
     @dataclass(frozen=True)
     class After:
-        teacher: TeacherSpec = nested(TeacherSpec)
+        train: TrainConfig = nested(TRAIN)
         lr: float = 1.0
 
     @dataclass(frozen=True)
     class Before:
         lr: float = 1.0
-        teacher: TeacherSpec = nested(TeacherSpec)
+        train: TrainConfig = nested(TRAIN)
 
     for cls in (After, Before):
         with pytest.raises(TypeError, match="two fields use the parameter name 'lr'"):
@@ -89,7 +100,8 @@ def test_parameter_names_must_be_unique_also_across_nested_specs() -> None:
     ("p", 0, 0.0), ("lr", 1, 1.0), ("p_values", [0, 0.5], (0.0, 0.5)), ("ks", (1,), (1,)),
     ("pairs", [[0, 4], (4, 8)], ((0, 4), (4, 8))), ("weights", "w.pth", "w.pth"),
     ("weights", None, None), ("limit", 7, 7), ("limit", None, None), ("scale", 2, 2.0),
-    ("scale", None, None), ("flag", True, True), ("data_root", "/d", "/d")])
+    ("scale", None, None), ("flag", True, True), ("data_root", "/d", "/d"),
+    ("grad_clip", None, None), ("distill_lr", 1, 1.0)])
 def test_values_are_coerced_to_the_field_type(name: str, value: object, expected: object) -> None:
     got = parameters(from_parameters(Toy, {name: value}))[name]
     assert got == expected and type(got) is type(expected)
@@ -103,7 +115,7 @@ def test_values_are_coerced_to_the_field_type(name: str, value: object, expected
     ("dataset", 3, "a str"), ("p_values", 0.3, "a list of float"),
     ("p_values", [0.1, "x"], "a number"),
     ("ks", [2.5], "an integer"), ("pairs", [[0, 1.5]], "an integer"), ("limit", 2.5, "an integer"),
-    ("weights", 3, "a str")])
+    ("weights", 3, "a str"), ("steps", 1.5, "an integer")])
 def test_wrong_type_names_the_parameter(name: str, value: object, allowed: str) -> None:
     with pytest.raises(SpecError, match=f"parameter '{name}' must be {allowed}, got "):
         from_parameters(Toy, {name: value})
@@ -113,36 +125,49 @@ def test_unknown_name_lists_the_valid_ones() -> None:
     with pytest.raises(SpecError) as info:
         from_parameters(Toy, {"zzz": 1, "depth": 4, "L": 4})
     msg = str(info.value)
-    assert msg.startswith("unknown parameter(s) 'depth', 'zzz'; valid parameters: dataset, ")
-    assert msg.endswith(", ".join(TEACHER + DISTILL + ["p_values", "ks", "p", "pairs", "weights",
-                                                       "limit", "scale", "flag"]))
+    assert msg.startswith("unknown parameter(s) 'depth', 'zzz'; valid parameters: L, D, ")
+    assert msg.endswith(", ".join(ALL))
     # a notebook's globals() hold more than its parameters; `profile` is always allowed
     namespace = {"zzz": object(), "profile": "cpu", "L": 4, "__name__": "__main__"}
     assert from_parameters(Toy, namespace, strict=False).teacher.depth == 4
     assert from_parameters(Toy, {"profile": "smoke"}) == Toy()
 
 
-@pytest.mark.parametrize("cls, name, value, allowed", [
-    (TeacherSpec, "L", 0, "≥ 1"), (TeacherSpec, "D", 0, "≥ 1"),
-    (TeacherSpec, "heads", 3, "a positive divisor of D = 64"),
-    (TeacherSpec, "patch_size", 5, "a positive divisor of the image size 28"),
-    (TeacherSpec, "registers", -1, "≥ 0"), (TeacherSpec, "steps", -1, "≥ 0"),
-    (TeacherSpec, "batch_size", 0, "≥ 1"), (TeacherSpec, "lr", 0, "a finite number > 0"),
-    (TeacherSpec, "lr", math.nan, "a finite number > 0"),
-    (TeacherSpec, "train_limit", 0, "None or ≥ 1"),
-    (TeacherSpec, "dataset", "mnist", f"one of {', '.join(DATASETS)}"),
-    (DistillSpec, "stage1_steps", -1, "≥ 0"), (DistillSpec, "stage2_steps", -2, "≥ 0"),
-    (DistillSpec, "distill_lr", -1e-3, "a finite number > 0"),
-    (DistillSpec, "distill_lr", math.inf, "a finite number > 0"),
-    (DistillSpec, "distill_warmup", -1, "≥ 0"),
-    (DistillSpec, "distill_limit", 0, "None or ≥ 1"),
-    (Toy, "p", 1.0, "in [0, 1)"), (Toy, "ks", [], "a non-empty list"),
-    (Toy, "ks", [2, 9], "a non-empty list of k in [1, L = 8]")])
-def test_validation_errors_name_the_notebook_parameter(cls: type, name: str, value: object,
-                                                       allowed: str) -> None:
-    for spec_cls in {cls, Toy}:  # alone and nested in a chapter's spec
-        with pytest.raises(SpecError, match=re.escape(f"parameter '{name}' must be {allowed}")):
-            from_parameters(spec_cls, {name: value})
+@pytest.mark.parametrize("name, value, message", [
+    ("L", 0, "parameter 'L' must be a positive integer, got 0"),
+    ("D", 0, "parameter 'D' must be a positive integer, got 0"),
+    ("heads", 3, "parameters: D=64 must be divisible by heads=3"),
+    ("patch_size", 5, "parameters: img_size=28 must be divisible by patch_size=5"),
+    ("registers", -1, "parameter 'registers' must be >= 0, got -1"),
+    ("steps", 0, "parameter 'steps' must be an integer >= 1, got 0"),
+    ("batch_size", 0, "parameter 'batch_size' must be an integer >= 1, got 0"),
+    ("lr", 0, "parameter 'lr' must be a finite number in (0, inf)"),
+    ("lr", float("nan"), "parameter 'lr' must be a finite number in (0, inf)"),
+    ("warmup", -1, "parameter 'warmup' must be an integer >= 0, got -1"),
+    ("train_limit", 0, "parameter 'train_limit' must be an integer >= 1 or None, got 0"),
+    ("eval_every", 0, "parameter 'eval_every' must be an integer >= 1, got 0"),
+    ("dataset", "mnist", f"parameter 'dataset' must be one of {', '.join(DATASETS)}"),
+    ("stage1_steps", -1, "parameter 'stage1_steps' must be an integer >= 0, got -1"),
+    ("distill_lr", -1e-3, "parameter 'distill_lr' must be a finite number in (0, inf)"),
+    ("distill_lr", float("inf"), "parameter 'distill_lr' must be a finite number in (0, inf)"),
+    ("distill_warmup", -1, "parameter 'distill_warmup' must be an integer >= 0, got -1"),
+    ("distill_limit", 0, "parameter 'distill_limit' must be an integer >= 1, got 0"),
+    ("device", "tpu", "parameter 'device': device must be 'auto', 'cpu', 'cuda'"),
+    ("p", 1.0, "parameter 'p' must be in [0, 1)"), ("ks", [], "parameter 'ks' must be a non-"),
+    ("ks", [2, 9], "parameter 'ks' must be a non-empty list of k in [1, L = 8]")])
+def test_validation_errors_name_the_notebook_parameter(name: str, value: object, message: str
+                                                       ) -> None:
+    """The science configurations check their own fields; the error names the parameter as the
+    notebook does, not the field."""
+    with pytest.raises(SpecError, match="^" + re.escape(message)):
+        from_parameters(Toy, {name: value})
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is available here")
+def test_a_device_that_is_not_here_is_refused_before_any_work() -> None:
+    assert Machine().device == "auto"
+    with pytest.raises(SpecError, match="parameter 'device': .*CUDA is not available"):
+        from_parameters(Toy, {"device": "cuda"})
 
 
 def test_validation_sees_the_other_parameters() -> None:
@@ -150,11 +175,22 @@ def test_validation_sees_the_other_parameters() -> None:
     assert from_parameters(Toy, {"D": 96, "heads": 3}).teacher.num_heads == 3
 
 
+def test_a_dataset_brings_its_channels_classes_and_size() -> None:
+    spec = from_parameters(Toy, {"dataset": "cifar100", "patch_size": 4})
+    assert (spec.teacher.in_chans, spec.teacher.num_classes, spec.teacher.img_size) == (3, 100, 32)
+    assert spec.distill.dataset == "cifar100"
+    sized = from_parameters(Toy, {"dataset": "cifar100", "img_size": 224, "patch_size": 14})
+    assert sized.teacher.img_size == 224
+    with pytest.raises(SpecError, match="parameter 'dataset' is 'cifar100' .* the teacher has 1 "
+                                        "channels"):
+        Toy(train=dataclasses.replace(TRAIN, dataset="cifar100"))
+
+
 def test_base_is_kept_where_not_overridden() -> None:
-    base = dataclasses.replace(Toy(), rate=0.2,
-                               teacher=dataclasses.replace(TeacherSpec(), depth=4, steps=30))
+    base = dataclasses.replace(Toy(), rate=0.2, teacher=dataclasses.replace(TEACHER, depth=4),
+                               train=dataclasses.replace(TRAIN, steps=30))
     spec = from_parameters(Toy, {"steps": 5}, base=base)
-    assert (spec.rate, spec.teacher.depth, spec.teacher.steps) == (0.2, 4, 5)
+    assert (spec.rate, spec.teacher.depth, spec.train.steps) == (0.2, 4, 5)
     assert diff(spec, base) == {"steps": 5}
 
 
@@ -178,22 +214,23 @@ def toy_values(draw: st.DrawFn) -> dict[str, object]:
     rates = st.floats(0, 0.99) | st.just(0)
     pairs = st.lists(st.tuples(st.integers(0, 9), st.integers(0, 9)).map(list), max_size=3)
     return {
+        "L": depth, "D": heads * draw(st.integers(1, 16)), "heads": heads, "patch_size": 4,
+        "img_size": draw(st.sampled_from([16, 32])), "registers": draw(st.integers(0, 4)),
         "dataset": draw(st.sampled_from(["fashion-mnist", "cifar100"])),
-        "data_root": draw(st.none() | st.text(max_size=8)), "L": depth,
-        "D": heads * draw(st.integers(1, 16)), "heads": heads, "patch_size": 4,
-        "img_size": draw(st.none() | st.sampled_from([16, 32])),
-        "registers": draw(st.integers(0, 4)), "steps": draw(st.integers(0, 500)),
+        "steps": draw(st.integers(1, 500)),
         "batch_size": draw(st.integers(1, 256)), "lr": draw(number.filter(lambda v: v > 0)),
         "warmup": draw(st.integers(0, 100)), "weight_decay": draw(st.floats(0, 1)),
         "min_lr": draw(st.floats(0, 0.001)), "grad_clip": draw(st.none() | st.floats(0.1, 5)),
-        "train_limit": draw(maybe_int), "device": draw(st.sampled_from(["auto", "cpu"])),
-        "stage1_steps": draw(st.integers(0, 99)),
+        "train_limit": draw(maybe_int), "eval_every": draw(st.integers(1, 100)),
+        "stage1_steps": draw(st.integers(1, 99)),
         "stage2_steps": draw(st.integers(0, 99)), "distill_lr": draw(st.floats(1e-6, 1.0)),
         "distill_warmup": draw(st.integers(0, 20)), "distill_limit": draw(maybe_int),
         "p_values": draw(st.lists(rates, max_size=4)),
         "ks": draw(st.lists(st.integers(1, depth), min_size=1, max_size=3)), "p": draw(rates),
         "pairs": draw(pairs), "weights": draw(st.none() | st.text(max_size=5)),
         "limit": draw(maybe_int), "scale": draw(st.none() | number), "flag": draw(st.booleans()),
+        "data_root": draw(st.none() | st.text(max_size=8)),
+        "device": draw(st.sampled_from(["auto", "cpu"])),
     }
 
 
@@ -217,36 +254,51 @@ def test_round_trip_parameters_from_parameters(values: dict[str, object]) -> Non
 
 
 def test_a_nested_field_may_default_to_an_instance() -> None:
-    family = TeacherSpec(depth=12, steps=1500)
-
     @dataclass(frozen=True)
     class Deeper:
-        teacher: TeacherSpec = nested(family)
+        teacher: TeacherConfig = nested(PHASE_TEACHER)
+        train: TrainConfig = nested(PHASE_TRAIN)
 
-    assert Deeper().teacher is family
+    assert Deeper().teacher is PHASE_TEACHER
     assert parameters(Deeper())["L"] == 12
-    assert from_parameters(Deeper, {"steps": 400}).teacher == TeacherSpec(depth=12, steps=400)
+    assert from_parameters(Deeper, {"steps": 400}).train == dataclasses.replace(PHASE_TRAIN,
+                                                                                steps=400)
 
 
-@pytest.mark.parametrize("spec, science", [(TeacherSpec, (TeacherConfig, TrainConfig)),
-                                           (DistillSpec, (DistillConfig,))])
-def test_a_default_the_science_config_holds_is_written_there_only(spec: type, science: tuple
-                                                                  ) -> None:
-    """A spec field whose default is its science config's (same name, same value) takes it from
-    there: written as a literal in the spec, the two could drift apart."""
-    source = inspect.getsource(spec)
-    tree = ast.parse(textwrap.dedent(source)).body[0]
-    defaults = {f.name: f.default for cls in science for f in dataclasses.fields(cls)}
-    written = []
-    for node in tree.body:
-        if isinstance(node, ast.AnnAssign) and node.value is not None:
-            value = node.value
-            if isinstance(value, ast.Call) and getattr(value.func, "id", "") == "param":
-                value = value.args[0]
-            name = node.target.id
-            if isinstance(value, ast.Constant) and name in defaults \
-                    and defaults[name] == value.value:
-                written.append(name)
-    assert not written, f"{spec.__name__} restates science defaults: {written}"
-    assert TeacherSpec().training() == dataclasses.replace(
-        TrainConfig(), steps=TeacherSpec.steps, eval_every=TeacherSpec.steps // 4)
+def _replaces(path: Path) -> list[tuple[str, str, list[str]]]:
+    """Each module-level ``NAME = replace(BASE, field=…)`` of ``path``: its name, base and
+    fields."""
+    out = []
+    for node in ast.parse(path.read_text()).body:
+        value = getattr(node, "value", None)
+        if (isinstance(node, ast.Assign) and isinstance(value, ast.Call)
+                and ast.unparse(value.func) in ("replace", "dataclasses.replace")):
+            out.append((node.targets[0].id, ast.unparse(value.args[0]),
+                        [k.arg for k in value.keywords]))
+    return out
+
+
+@pytest.mark.parametrize("module", ["raptor.book.profiles",
+                                    *(f"raptor.book.chapters.{m}" for m in MODULES.values())])
+def test_a_default_is_written_once(module: str) -> None:
+    """Every profile object and chapter profile is a ``replace`` of its base that changes each
+    field it names: a value equal to the base's restates a default, and the two could drift."""
+    mod = importlib.import_module(module)
+    for name, base, fields in _replaces(Path(mod.__file__)):
+        obj, parent = getattr(mod, name), eval(base, vars(mod))
+        restated = [f for f in fields if getattr(obj, f) == getattr(parent, f)]
+        assert not restated, f"{module}.{name} restates {base}'s {restated}"
+
+
+def test_chapters_nest_the_profiles_objects() -> None:
+    """A chapter's configurations are the profiles' own objects, not copies of their values."""
+    shared = {id(v) for v in vars(profiles).values()
+              if isinstance(v, (TeacherConfig, TrainConfig, DistillConfig))}
+    for name in MODULES:
+        mod = chapter(name)
+        for spec in (getattr(mod, "Spec", None) and mod.Spec(), getattr(mod, "SMOKE", None),
+                     getattr(mod, "PAPER", None)):
+            for f in dataclasses.fields(spec) if spec is not None else ():
+                value = getattr(spec, f.name)
+                if isinstance(value, (TeacherConfig, TrainConfig, DistillConfig)):
+                    assert id(value) in shared, f"{name}: {f.name} is not a profile's object"

@@ -404,17 +404,6 @@ def test_teacher_keys_on_the_cpu_are_unchanged() -> None:
         assert teacher_key(CFG, TRAIN, 0, "cuda:0") == {**key, "device": "cuda"}
 
 
-def test_teacher_spec_device_is_checked_before_work() -> None:
-    from raptor.book.spec import SpecError, TeacherSpec
-
-    assert TeacherSpec().device == "auto"
-    with pytest.raises(SpecError, match="parameter 'device'.*'auto', 'cpu', 'cuda'"):
-        TeacherSpec(device="tpu")
-    if not torch.cuda.is_available():
-        with pytest.raises(SpecError, match="parameter 'device'.*CUDA is not available"):
-            TeacherSpec(device="cuda")
-
-
 # --- resume verifies what it resumes (#11) --------------------------------------------------------
 
 def flip_byte(path: Path, where: float = 0.9) -> None:

@@ -1,5 +1,6 @@
-"""Steps every experiment shares: a model's trajectories on images held in memory, in batches,
-the walk from a teacher to its phases (§2, App. A.1), and a linear probe's accuracy."""
+"""Steps every experiment shares: a chapter's teachers, students and evaluation images from its
+spec, a model's trajectories on images held in memory, in batches, the walk from a teacher to its
+phases (§2, App. A.1), and a linear probe's accuracy."""
 
 from __future__ import annotations
 
@@ -14,13 +15,77 @@ from typing import Any
 import numpy as np
 import torch
 
-from raptor.book.spec import TeacherSpec
-from raptor.phases import Partition, maxcut
+from raptor import data
+from raptor.book.spec import SpecError
+from raptor.loop import resolve_device
+from raptor.phases import Partition, maxcut, partition_to_repeats
 from raptor.probes import linear_probe, probe_features
 from raptor.similarity import layer_similarity, phase_matrix
 from raptor.structure import PhaseExcess, image_growth_nulls, image_phase_matrices, phase_excess
-from raptor.teachers import DINOV2_B, load_pretrained
+from raptor.storage.cache import planned_images
+from raptor.teachers import DINOV2_B, get_teacher, load_pretrained, teacher_snapshot
+from raptor.train import get_student
 from raptor.trajectories import TokenGroups, collect_trajectories
+
+
+# A chapter's spec nests ``teacher`` (TeacherConfig), ``train`` (TrainConfig), ``machine``
+# (raptor.book.spec.Machine) and, for a chapter with students, ``distill`` (DistillConfig).
+def teacher_of(spec: Any, p: float = 0.0, *, seed: int = 0, trained: bool = True,
+               residual: bool = True, **train_changes: Any
+               ) -> tuple[torch.nn.Module, dict[str, Any]]:
+    """The chapter's teacher with stochastic depth ``p`` (trained through the cache, or untrained)
+    and its training record; ``train_changes`` override its training's fields."""
+    train = dataclasses.replace(spec.train, seed=seed, **train_changes) if trained else None
+    return get_teacher(dataclasses.replace(spec.teacher, p=p, residual=residual), train,
+                       seed=seed, data_root=spec.machine.data_root, progress=False,
+                       device=spec.machine.device)
+
+
+def student_of(spec: Any, p: float, partition: Partition, *, seed: int = 0,
+               trained: bool = True, residual: bool = True, snapshot: int | None = None,
+               teacher_changes: dict[str, Any] | None = None, **changes: Any):
+    """The Raptor distilled with ``partition`` (max-cut or any) from :func:`teacher_of`'s teacher
+    (of its weights at training step ``snapshot``, Fig. 13, if given), cached. ``changes``
+    override the distillation's fields (Table 2's ablations)."""
+    train = (dataclasses.replace(spec.train, seed=seed, **(teacher_changes or {}))
+             if trained else None)
+    cfg = dataclasses.replace(spec.distill, repeats=partition_to_repeats(partition),
+                              dataset=spec.train.dataset, seed=seed,
+                              **{"device": resolve_device(spec.machine.device), **changes})
+    return get_student(dataclasses.replace(spec.teacher, p=p, residual=residual), train, seed,
+                       cfg, data_root=spec.machine.data_root, snapshot=snapshot, progress=False)
+
+
+def snapshot_of(spec: Any, p: float, step: int, *, seed: int = 0, **train_changes: Any
+                ) -> torch.nn.Module:
+    """The teacher's weights at training ``step`` (one of its ``snapshot_steps``)."""
+    return teacher_snapshot(dataclasses.replace(spec.teacher, p=p),
+                            dataclasses.replace(spec.train, seed=seed, **train_changes), step,
+                            seed=seed, data_root=spec.machine.data_root,
+                            device=spec.machine.device)
+
+
+def images_of(spec: Any, n: int, seed: int = 0, split: str = "val"
+              ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``n`` images and labels of the chapter's dataset (:func:`eval_images`)."""
+    return eval_images(spec.train.dataset, n, seed=seed, split=split,
+                       root=spec.machine.data_root, img_size=spec.teacher.img_size)
+
+
+def eval_images(dataset: str, n: int, *, seed: int = 0, split: str = "val",
+                root: str | None = None, img_size: int | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``n`` images and labels of ``split`` of ``dataset``: a seeded random subset, the same in
+    every chapter (:func:`raptor.data.eval_images`); a dry run's plan stands in for them."""
+    planned = planned_images(dataset, img_size, n, seed)
+    if planned is not None:  # a dry run's plan (raptor.sweep): no data is read
+        return planned
+    try:
+        return data.eval_images(dataset, n, seed=seed, split=split, root=root, img_size=img_size)
+    except ValueError as err:
+        if str(err).startswith("n_images"):  # the data module names the parameter
+            raise SpecError(f"parameter {err}") from None
+        raise
 
 
 def trajectories_of(model: torch.nn.Module, images: torch.Tensor, labels: torch.Tensor,
@@ -88,9 +153,8 @@ def walk(teacher: tuple[torch.nn.Module, dict[str, Any]],
          data: tuple[torch.Tensor, torch.Tensor], *, cuts: Sequence[int] = (),
          excess: Sequence[int] = (), n_boot: int = 200, boot_seed: int = 0,
          batch_size: int = 250, device: str = "auto") -> Walk:
-    """``teacher`` (a model and its record, as :meth:`~raptor.book.spec.TeacherSpec.get_teacher`
-    gives them) walked on ``data`` (images and labels, as
-    :meth:`~raptor.book.spec.TeacherSpec.eval_images` gives them): its trajectories (in batches
+    """``teacher`` (a model and its record, as :func:`teacher_of` gives them) walked on ``data``
+    (images and labels, as :func:`images_of` gives them): its trajectories (in batches
     of ``batch_size`` on ``device``), similarity, phase matrix and max-cut for each k of ``cuts``
     (App. A.1), and for each k of ``excess`` the block excess over each null
     (:func:`~raptor.structure.phase_excess` with ``n_boot`` resamples seeded by ``boot_seed``;
@@ -108,16 +172,13 @@ def walk(teacher: tuple[torch.nn.Module, dict[str, Any]],
                  for k in excess})
 
 
-def dinov2_walk(teacher: TeacherSpec, weights: Path, imagenet_root: str, n_images: int,
-                **kwargs: Any) -> Walk:
+def dinov2_walk(weights: Path, imagenet_root: str, n_images: int, **kwargs: Any) -> Walk:
     """DINOv2-B (``weights``: a local file of ``vit_base_patch14_reg4_dinov2.lvd142m``) walked
     on ``min(n_images, 1000)`` ImageNet validation images of ``imagenet_root`` at 224 px, in
     batches of 50 (Fig. 1); ``kwargs`` go to :func:`walk`."""
-    imagenet = dataclasses.replace(teacher, dataset="imagenet", data_root=imagenet_root,
-                                   img_size=224)
-    data = imagenet.eval_images(min(n_images, 1000))
+    images = eval_images("imagenet", min(n_images, 1000), root=imagenet_root, img_size=224)
     model = load_pretrained(DINOV2_B, weights, img_size=224, num_classes=0)
-    return walk((model, {}), data, batch_size=50, **kwargs)
+    return walk((model, {}), images, batch_size=50, **kwargs)
 
 
 def probe_correct(model: torch.nn.Module, train: list[tuple[torch.Tensor, torch.Tensor]],

@@ -27,7 +27,9 @@ from typing import Any
 import nbformat
 
 from raptor.book.chapters import MODULES, ChapterError, chapter, spec_for
+from raptor.book.inputs import missing_inputs, unwritable
 from raptor.book.spec import SpecError, fields_of, from_parameters, notebook_values
+from raptor.storage.artifacts import ArtifactError, artifacts_root, read_manifest
 
 BOOK = Path(__file__).resolve().parents[2] / "book"
 BOOK_PROFILE = "cpu"
@@ -71,6 +73,34 @@ def output_path(name: str, profile: str, book: Path = BOOK, update_book: bool = 
     return book.parent / "runs" / profile / rel
 
 
+def claims_folder(name: str, notebook: Path) -> Path:
+    """The claims folder of chapter ``name``'s notebook at ``notebook``: ``claims/`` at the root
+    of the tree the notebook is in."""
+    return notebook.parents[len(Path(chapter(name).NOTEBOOK).parts) - 1] / "claims"
+
+
+def refusals(specs: Mapping[str, Any], profile: str, *, book: Path = BOOK,
+             update_book: bool = False, out: Path | None = None) -> list[str]:
+    """Everything that would stop the run of these chapters (name -> resolved spec) after work
+    had begun: inputs not there (:func:`~raptor.book.inputs.missing_inputs`), folders it cannot
+    write, an artifact tier whose manifest cannot be read."""
+    problems = []
+    root = artifacts_root()
+    try:
+        if root is not None:
+            read_manifest(root)
+    except ArtifactError as err:
+        problems.append(str(err))
+    for name, spec in specs.items():
+        problems += [f"chapter {name!r}: {p}" for p in missing_inputs(spec)]
+        notebook = output_path(name, profile, book, update_book, out)
+        for folder in dict.fromkeys((notebook.parent, claims_folder(name, notebook))):
+            why = unwritable(folder)
+            if why:
+                problems.append(f"chapter {name!r}: cannot write {folder}: {why}")
+    return problems
+
+
 def execute_chapter(name: str, spec: Any, profile: str = BOOK_PROFILE, *, book: Path = BOOK,
                     update_book: bool = False, out: Path | None = None) -> float:
     """Run chapter ``name`` with its resolved ``spec`` (:func:`resolve`) through papermill;
@@ -80,10 +110,9 @@ def execute_chapter(name: str, spec: Any, profile: str = BOOK_PROFILE, *, book: 
     """
     import papermill
 
-    rel = Path(chapter(name).NOTEBOOK)
-    source = book / rel
+    source = book / chapter(name).NOTEBOOK
     out = output_path(name, profile, book, update_book, out)
-    claims_dir = out.parents[len(rel.parts) - 1] / "claims"
+    claims_dir = claims_folder(name, out)
     out.parent.mkdir(parents=True, exist_ok=True)
     running = out.with_name(f".{out.stem}.running.ipynb")
     failed = out.with_name(f"{out.stem}.failed.ipynb")
@@ -146,8 +175,9 @@ def run(profile: str = BOOK_PROFILE, chapters: Sequence[str] | None = None,
         update_book: bool = False, out: Path | None = None) -> dict[str, float]:
     """Execute ``chapters`` (default: all, in book order) at ``profile``; then build the book.
 
-    Every chapter's parameters are checked before the first one runs. Overrides apply to each
-    chapter that has the parameter; one that no selected chapter has is an error.
+    Every chapter's parameters, inputs and output folders are checked before the first one runs
+    (:func:`refusals`). Overrides apply to each chapter that has the parameter; one that no
+    selected chapter has is an error.
     """
     chapters = list(chapters or MODULES)
     overrides = dict(overrides or {})
@@ -158,10 +188,14 @@ def run(profile: str = BOOK_PROFILE, chapters: Sequence[str] | None = None,
     for name in overrides:
         if not any(name in k for k in known.values()):
             valid = sorted(set().union(*known.values()))
-            raise RunnerError(f"no selected chapter has a parameter {name!r}; valid parameters: "
-                              f"{', '.join(valid)}")
+            raise RunnerError(f"no selected chapter has a parameter {name!r}; " + (
+                f"valid parameters: {', '.join(valid)}" if valid else
+                f"the selected chapters ({', '.join(chapters)}) take no parameters"))
     specs = {c: resolve(c, profile, {k: v for k, v in overrides.items() if k in known[c]})
              for c in chapters}
+    problems = refusals(specs, profile, book=book, update_book=update_book, out=out)
+    if problems:
+        raise RunnerError("\n".join(["nothing was run:", *problems]))
     times = {}
     for c, spec in specs.items():
         print(f"[raptor] executing {c} at profile {profile} ...", flush=True)

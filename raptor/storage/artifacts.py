@@ -76,16 +76,31 @@ def unpack(blob: bytes) -> bytes:
 
 
 def read_manifest(root: Path) -> dict[str, dict[str, Any]]:
+    """The tier's entries by name (none where it has no manifest); a malformed manifest is an
+    error naming it."""
     path = root / MANIFEST
-    return json.loads(path.read_text())["entries"] if path.is_file() else {}
+    if not path.is_file():
+        return {}
+    try:
+        return json.loads(path.read_text())["entries"]
+    except (ValueError, KeyError, TypeError) as err:
+        raise ArtifactError(f"{path} is not a valid manifest ({type(err).__name__}: {err}); "
+                            "restore it (git checkout -- artifacts/)") from None
 
 
 def tier_entry(name: str, config: Mapping[str, Any]
                ) -> tuple[dict[str, torch.Tensor], dict[str, Any]] | None:
     """The tier's entry ``name`` (its cache name, :func:`raptor.storage.cache.entry_name`) for
-    ``config``, verified by sha256, or ``None`` if the tier lacks it."""
+    ``config``, verified by sha256, or ``None`` if the tier lacks it; a file its manifest lists
+    but the disk lacks is an error."""
     root = artifacts_root()
-    if root is None or not (root / (name + PACKED)).is_file():
+    if root is None:
+        return None
+    if not (root / (name + PACKED)).is_file():
+        if name in read_manifest(root):
+            raise ArtifactError(f"{root / (name + PACKED)} is listed in {root / MANIFEST} but "
+                                "missing: restore it (git checkout -- artifacts/) rather than "
+                                "retrain it silently")
         return None
     return _load(root, name, config)
 

@@ -26,6 +26,7 @@ import platform
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
@@ -88,7 +89,8 @@ def load_entry(kind: str, config: Mapping[str, Any]) -> tuple[Tensors, dict[str,
     """The stored artifact, or ``None`` if absent, corrupt or from another configuration.
 
     The cache is looked at first, then the artifact tier (whose entries must match their sha256);
-    inside :func:`planning`, an entry stood in for is its stand-in.
+    a damaged cache copy is a warning, and the tier's copy is used where there is one. Inside
+    :func:`planning`, an entry stood in for is its stand-in.
     """
     path, name, plan = entry_path(kind, config), entry_name(kind, config), _plan.get()
     _log_use(kind, config)
@@ -98,11 +100,17 @@ def load_entry(kind: str, config: Mapping[str, Any]) -> tuple[Tensors, dict[str,
         return tier_entry(name, config)
     try:
         tensors, record = load_tensors(path, config)
-    except CheckpointError:
-        return None
-    if record.get("digest") != digest(tensors):
-        return None
-    return tensors, record
+        damage = None if record.get("digest") == digest(tensors) else "its tensors do not " \
+            "match their digest"
+    except CheckpointError as err:
+        damage = str(err)
+    if damage is None:
+        return tensors, record
+    found = tier_entry(name, config)
+    warnings.warn(f"cache entry {path} is damaged ({damage}); "
+                  + ("using the artifact tier's verified copy" if found is not None
+                     else "it will be rebuilt"), stacklevel=2)
+    return found
 
 
 def get_or_build(kind: str, config: Mapping[str, Any], build: Builder, *, request: object = None

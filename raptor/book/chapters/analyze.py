@@ -25,16 +25,19 @@ from raptor import analysis, data, paper, phases
 from raptor.book import plotting
 from raptor.book.chapters.phase_structure import excess_row
 from raptor.book.claims import EXCESS_MIN, Claim, versus
-from raptor.book.profiles import PAPER_TEACHER, SMOKE_TEACHER
-from raptor.book.spec import SpecError, TeacherSpec, nested, require
+from raptor.book.experiment import teacher_of
+from raptor.book.profiles import (PAPER_TEACHER, PAPER_TRAIN, SMOKE_TEACHER, SMOKE_TRAIN, TEACHER,
+                                  TRAIN)
+from raptor.book.spec import Machine, SpecError, nested, require, require_data
 from raptor.phases import Partition, maxcut
 from raptor.similarity import phase_matrix
 from raptor.storage.checkpoint import CheckpointError
 from raptor.structure import PhaseExcess, matrix_excess, phase_excess
+from raptor.teachers import TeacherConfig, TrainConfig
 
 NAME = "analyze"
 NOTEBOOK = "chapters/analyze.ipynb"
-COMPANION = "companion"  # the model name of the book's own teacher (TeacherSpec's defaults)
+COMPANION = "companion"  # the model name of the book's own teacher (the cpu profile's)
 
 
 @dataclass(frozen=True)
@@ -45,9 +48,10 @@ class Spec:
     :mod:`raptor.data` (its validation split) or a folder of image files; ``n_images`` of them at
     random. The max-cut and C1's test (``n_boot`` resamples) at each k of ``k_values`` in
     [2, L − 1]; the pass in batches of ``batch`` images. ``input_size``: a timm model's input size
-    (default its own). The teacher block's ``data_root`` and ``device`` serve every model."""
+    (default its own). ``machine``'s ``data_root`` and ``device`` serve every model."""
 
-    teacher: TeacherSpec = nested(TeacherSpec)
+    teacher: TeacherConfig = nested(TEACHER)
+    train: TrainConfig = nested(TRAIN)
     model: str = COMPANION
     weights: str | None = None
     images: str = "fashion-mnist"
@@ -56,8 +60,10 @@ class Spec:
     k_values: tuple[int, ...] = (2, 3, 4)
     n_boot: int = 200
     batch: int = 64
+    machine: Machine = nested(Machine)
 
     def __post_init__(self) -> None:
+        require_data(self.teacher, self.train)
         require(self.n_images >= 8, "n_images", "≥ 8 (C1's test splits them in halves)",
                 self.n_images)
         require(self.n_boot >= 10, "n_boot", "≥ 10", self.n_boot)
@@ -87,10 +93,10 @@ class Spec:
                 self.images)
 
 
-SMOKE = dataclasses.replace(Spec(), teacher=SMOKE_TEACHER, n_images=64, k_values=(2, 3),
-                            n_boot=20)
-PAPER = dataclasses.replace(Spec(), teacher=PAPER_TEACHER, images=PAPER_TEACHER.dataset,
-                            n_images=2000)
+SMOKE = dataclasses.replace(Spec(), teacher=SMOKE_TEACHER, train=SMOKE_TRAIN, n_images=64,
+                            k_values=(2, 3), n_boot=20)
+PAPER = dataclasses.replace(Spec(), teacher=PAPER_TEACHER, train=PAPER_TRAIN,
+                            images=PAPER_TRAIN.dataset, n_images=2000)
 
 
 @dataclass
@@ -114,7 +120,7 @@ class Result:
 def model_of(spec: Spec):
     """The model ``spec`` names, in eval mode on the CPU."""
     if spec.model == COMPANION:
-        return spec.teacher.get_teacher()[0]
+        return teacher_of(spec)[0]
     return analysis.load_vit(spec.model, Path(spec.weights).expanduser(), spec.input_size)
 
 
@@ -122,10 +128,10 @@ def compute(spec: Spec) -> Result:
     """The model's streaming pass over ``n_images`` images, the phase matrix's max-cut and C1's
     test at each k, and the paper's DINOv2-B matrix's."""
     model = model_of(spec)
-    images = analysis.sample(analysis.image_data(spec.images, model, root=spec.teacher.data_root),
+    images = analysis.sample(analysis.image_data(spec.images, model, root=spec.machine.data_root),
                              spec.n_images)
     a = analysis.analyse(model, DataLoader(images, batch_size=spec.batch),
-                         device=spec.teacher.device, progress=False)
+                         device=spec.machine.device, progress=False)
     S = phase_matrix(a.similarity)
     dinov2b = paper.dinov2b_block_similarity()
     return Result(spec, len(S), a.similarity, S, {k: maxcut(S, k) for k in spec.k_values},

@@ -16,15 +16,18 @@ from raptor import dynamics, low_rank, phases
 from raptor.book import plotting
 from raptor.book.chapters import dynamics_claims as judge
 from raptor.book.claims import Claim, across_seeds, resting_on_phases
-from raptor.book.experiment import trajectories_of, walk
-from raptor.book.profiles import PAPER_DISTILL, PAPER_TEACHER, SMOKE_DISTILL, SMOKE_TEACHER
-from raptor.book.spec import DistillSpec, TeacherSpec, nested, require, require_seeds
+from raptor.book.experiment import images_of, student_of, teacher_of, trajectories_of, walk
+from raptor.book.profiles import (DISTILL, PAPER_DISTILL, PAPER_TEACHER, PAPER_TRAIN, SMOKE_DISTILL,
+                                  SMOKE_TEACHER, SMOKE_TRAIN, TEACHER, TRAIN)
+from raptor.book.spec import Machine, nested, require, require_data, require_seeds
 from raptor.data import dataset_info
 from raptor.loop import on_device, resolve_device
 from raptor.low_rank import coherence_rows
 from raptor.paper import BASIN_CLASSES, DMD_RANK
 from raptor.sphere import MeanStd, directions, updates
 from raptor.structure import PhaseExcess, boundaries
+from raptor.teachers import TeacherConfig, TrainConfig
+from raptor.train import DistillConfig
 from raptor.trajectories import TokenGroups
 
 NAME = "dynamics"
@@ -43,24 +46,27 @@ class Spec:
     size (Fig. 10); ``dmd_rank``: the exact DMD's rank r (Fig. 12 right).
     """
 
-    teacher: TeacherSpec = nested(TeacherSpec)
+    teacher: TeacherConfig = nested(TEACHER)
+    train: TrainConfig = nested(TRAIN)
     p: float = 0.0
     seeds: tuple[int, ...] = (0, 1, 2)
     k: int = 3
-    distill: DistillSpec = nested(DistillSpec)
+    distill: DistillConfig = nested(DISTILL)
     n_images: int = 1000
     n_classes: int = BASIN_CLASSES
     eps: float = 0.5
     dmd_rank: int = DMD_RANK
+    machine: Machine = nested(Machine)
 
     def __post_init__(self) -> None:
+        require_data(self.teacher, self.train, self.distill)
         depth = self.teacher.depth
         require(depth >= 2, "L", "≥ 2 (a flow needs two layers)", depth)
         require(0 <= self.p < 1, "p", "in [0, 1)", self.p)
         require_seeds(self.seeds)
         require(1 <= self.k <= depth, "k", f"in [1, L = {depth}]", self.k)
         require(self.n_images >= 2, "n_images", "≥ 2", self.n_images)
-        classes = dataset_info(self.teacher.dataset).num_classes
+        classes = dataset_info(self.train.dataset).num_classes
         require(1 <= self.n_classes <= classes, "n_classes", f"in [1, {classes}]",
                 self.n_classes)
         require(math.isfinite(self.eps) and self.eps != 0, "eps", "a finite non-zero number",
@@ -68,9 +74,10 @@ class Spec:
         require(self.dmd_rank >= 1, "dmd_rank", "≥ 1", self.dmd_rank)
 
 
-SMOKE = dataclasses.replace(Spec(), teacher=SMOKE_TEACHER, distill=SMOKE_DISTILL, seeds=(0,),
-                            n_images=64, k=2, n_classes=3)
-PAPER = dataclasses.replace(Spec(), teacher=PAPER_TEACHER, distill=PAPER_DISTILL, n_images=2_000)
+SMOKE = dataclasses.replace(Spec(), teacher=SMOKE_TEACHER, train=SMOKE_TRAIN, distill=SMOKE_DISTILL,
+                            seeds=(0,), n_images=64, k=2, n_classes=3)
+PAPER = dataclasses.replace(Spec(), teacher=PAPER_TEACHER, train=PAPER_TRAIN, distill=PAPER_DISTILL,
+                            n_images=2_000)
 
 
 @dataclass
@@ -142,16 +149,16 @@ class Result:
 def compute(spec: Spec) -> Result:
     """For each seed, the teacher's and its Raptor's flow metrics (§4), on ``n_images``
     validation images (a subset drawn with that seed)."""
-    device = resolve_device(spec.teacher.device)
+    device = resolve_device(spec.machine.device)
     return Result(spec, [_seed_run(spec, seed, device) for seed in spec.seeds])
 
 
 def _seed_run(spec: Spec, seed: int, device: str) -> SeedRun:
-    t, depth = spec.teacher, spec.teacher.depth
-    w = walk(t.get_teacher(spec.p, seed=seed), t.eval_images(spec.n_images, seed=seed),
+    depth = spec.teacher.depth
+    w = walk(teacher_of(spec, spec.p, seed=seed), images_of(spec, spec.n_images, seed=seed),
              cuts=(spec.k,), excess=(spec.k,), device=device)
     teacher, labels, traj, groups, partition = w.model, w.labels, w.traj, w.groups, w.cuts[spec.k]
-    student, _ = t.get_student(spec.distill, spec.p, partition, seed=seed)
+    student, _ = student_of(spec, spec.p, partition, seed=seed)
     s_traj, _ = trajectories_of(student, w.images, labels, device=device)
     summary = {}
     for name, x in zip(MODELS, (traj, s_traj)):

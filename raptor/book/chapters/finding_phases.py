@@ -15,13 +15,15 @@ from raptor import paper, phases
 from raptor.book import plotting
 from raptor.book.claims import (EXCESS_MIN, FAILS, HOLDS, Claim, Threshold, all_of, claim,
                                 resting_on_phases, versus)
-from raptor.book.experiment import dinov2_walk, walk, weights_path
-from raptor.book.profiles import PAPER_TEACHER, PHASE_TEACHER, SMOKE_TEACHER
-from raptor.book.spec import TeacherSpec, nested, require
+from raptor.book.experiment import dinov2_walk, images_of, teacher_of, walk, weights_path
+from raptor.book.profiles import (PAPER_TEACHER, PAPER_TRAIN, PHASE_TEACHER, PHASE_TRAIN,
+                                  SMOKE_TEACHER, SMOKE_TRAIN)
+from raptor.book.spec import Machine, nested, require, require_data
 from raptor.loop import resolve_device
 from raptor.phases import Partition
 from raptor.stats import wilson
 from raptor.structure import PhaseExcess, boundary_shift, subset_stability
+from raptor.teachers import TeacherConfig, TrainConfig
 
 NAME = "finding-phases"
 NOTEBOOK = "chapters/finding_phases.ipynb"
@@ -37,7 +39,8 @@ class Spec:
     ``vit_base_patch14_reg4_dinov2.lvd142m``) with ``imagenet_root`` adds DINOv2-B.
     """
 
-    teacher: TeacherSpec = nested(PHASE_TEACHER)
+    teacher: TeacherConfig = nested(PHASE_TEACHER)
+    train: TrainConfig = nested(PHASE_TRAIN)
     p_values: tuple[float, ...] = (0.0, 0.3)
     teacher_seeds: tuple[int, ...] = (0, 1, 2)
     n_images: int = 1000
@@ -47,8 +50,10 @@ class Spec:
     n_resamples: int = 40  # the fewest for which all subsets agreeing clears STABLE_SHARE
     dinov2_weights: str | None = None
     imagenet_root: str | None = None
+    machine: Machine = nested(Machine)
 
     def __post_init__(self) -> None:
+        require_data(self.teacher, self.train)
         require(len(self.p_values) >= 1 and all(0 <= p < 1 for p in self.p_values), "p_values",
                 "a non-empty list of rates in [0, 1)", self.p_values)
         require(len(self.teacher_seeds) >= 1 and all(s >= 0 for s in self.teacher_seeds),
@@ -67,9 +72,9 @@ class Spec:
         require(self.dinov2_weights is None or self.imagenet_root is not None, "imagenet_root",
                 "an ImageFolder root when dinov2_weights is given", self.imagenet_root)
 
-SMOKE = dataclasses.replace(Spec(), teacher=SMOKE_TEACHER, n_images=64, k_values=(2, 3),
-                            image_counts=(16, 32), n_resamples=3)
-PAPER = dataclasses.replace(Spec(), teacher=PAPER_TEACHER, n_images=10_000,
+SMOKE = dataclasses.replace(Spec(), teacher=SMOKE_TEACHER, train=SMOKE_TRAIN, n_images=64,
+                            k_values=(2, 3), image_counts=(16, 32), n_resamples=3)
+PAPER = dataclasses.replace(Spec(), teacher=PAPER_TEACHER, train=PAPER_TRAIN, n_images=10_000,
                             image_counts=(100, 300, 1000, 3000, 5000))
 
 
@@ -118,21 +123,21 @@ def hierarchical_vs_dp(label: str, S: np.ndarray, eps_values: Sequence[float]
 def compute(spec: Spec) -> Result:
     """Phase matrices and max-cuts per teacher, DP vs hierarchical, and C2's stability."""
     dinov2 = weights_path(spec.dinov2_weights)
-    t, seed0 = spec.teacher, spec.teacher_seeds[0]
-    device = resolve_device(t.device)
-    images = t.eval_images(spec.n_images)
+    seed0 = spec.teacher_seeds[0]
+    device = resolve_device(spec.machine.device)
+    images = images_of(spec, spec.n_images)
     runs = sorted({(p, seed0) for p in spec.p_values}
                   | {(spec.p_values[0], s) for s in spec.teacher_seeds})
     teachers, reference = [], None
     for p, s in runs:
-        w = walk(t.get_teacher(p, seed=s), images, cuts=spec.k_values, excess=spec.k_values,
+        w = walk(teacher_of(spec, p, seed=s), images, cuts=spec.k_values, excess=spec.k_values,
                  device=device)
         teachers.append(TeacherPhases(f"p={p}, seed={s}", p, s, w.accuracy, w.S, w.cuts,
                                       w.excess))
         if (p, s) == (spec.p_values[0], seed0):
             reference = w
     if dinov2 is not None:
-        w = dinov2_walk(t, dinov2, spec.imagenet_root, spec.n_images, cuts=spec.k_values,
+        w = dinov2_walk(dinov2, spec.imagenet_root, spec.n_images, cuts=spec.k_values,
                         excess=spec.k_values, device=device)
         teachers.append(TeacherPhases(DINOV2, None, 0, w.accuracy, w.S, w.cuts, w.excess))
     comparison = [row for te in teachers for row in hierarchical_vs_dp(te.label, te.S,

@@ -20,14 +20,17 @@ from raptor.book import plotting
 from raptor.book.chapters import functional_phases_claims as judge
 from raptor.book.chapters.functional_phases_claims import GROUPS, UNIT_IMAGES
 from raptor.book.claims import Claim, across_seeds, resting_on_phases
-from raptor.book.experiment import Walk, walk
-from raptor.book.profiles import PAPER_DISTILL, PAPER_TEACHER, SMOKE_DISTILL, SMOKE_TEACHER
-from raptor.book.spec import DistillSpec, TeacherSpec, nested, require, require_seeds
+from raptor.book.experiment import Walk, images_of, snapshot_of, student_of, teacher_of, walk
+from raptor.book.profiles import (DISTILL, PAPER_DISTILL, PAPER_TEACHER, PAPER_TRAIN, SMOKE_DISTILL,
+                                  SMOKE_TEACHER, SMOKE_TRAIN, TEACHER, TRAIN)
+from raptor.book.spec import Machine, nested, require, require_data, require_seeds
 from raptor.loop import resolve_device
 from raptor.metrics import evaluate_student, head_accuracy
 from raptor.phases import Partition
 from raptor.structure import PhaseExcess
 from raptor.swap import candidate_swaps, swap_accuracy
+from raptor.teachers import TeacherConfig, TrainConfig
+from raptor.train import DistillConfig
 
 NAME = "functional-phases"
 NOTEBOOK = "chapters/functional_phases.ipynb"
@@ -44,7 +47,8 @@ class Spec:
     seed's, on the max-cut at ``control_k``: untrained controls and layer swaps of
     ``swap_counts`` layers, at most ``max_swap_sets`` sets each (None: all)."""
 
-    teacher: TeacherSpec = nested(TeacherSpec)
+    teacher: TeacherConfig = nested(TEACHER)
+    train: TrainConfig = nested(TRAIN)
     p: float = 0.0
     seeds: tuple[int, ...] = (0, 1, 2)
     # One more seed's random partitions, overfitting run and snapshots take ~17 MB of the
@@ -54,15 +58,17 @@ class Spec:
     k_values: tuple[int, ...] = (2, 3)
     n_random: int = paper.RANDOM_PARTITIONS
     control_k: int = 3
-    distill: DistillSpec = nested(DistillSpec)
+    distill: DistillConfig = nested(DISTILL)
     n_images: int = 1000
     overfit_limit: int = 500
     overfit_steps: int = 600
     overfit_snapshots: tuple[int, ...] = (50, 150, 300, 600)
     swap_counts: tuple[int, ...] = paper.SWAP_COUNTS
     max_swap_sets: int | None = 20
+    machine: Machine = nested(Machine)
 
     def __post_init__(self) -> None:
+        require_data(self.teacher, self.train, self.distill)
         L = self.teacher.depth
         require(0 <= self.p < 1, "p", "a rate in [0, 1)", self.p)
         require_seeds(self.seeds)
@@ -94,11 +100,11 @@ class Spec:
                     eval_every=math.gcd(*self.overfit_snapshots))
 
 
-SMOKE = dataclasses.replace(Spec(), teacher=SMOKE_TEACHER, distill=SMOKE_DISTILL, n_images=64,
-                            seeds=(0,), k_values=(2,), control_k=2, n_random=2, overfit_limit=128,
-                            overfit_steps=20, overfit_snapshots=(10, 20), swap_counts=(1, 2),
-                            max_swap_sets=3)
-PAPER = dataclasses.replace(Spec(), teacher=PAPER_TEACHER, distill=PAPER_DISTILL,
+SMOKE = dataclasses.replace(Spec(), teacher=SMOKE_TEACHER, train=SMOKE_TRAIN, distill=SMOKE_DISTILL,
+                            n_images=64, seeds=(0,), k_values=(2,), control_k=2, n_random=2,
+                            overfit_limit=128, overfit_steps=20, overfit_snapshots=(10, 20),
+                            swap_counts=(1, 2), max_swap_sets=3)
+PAPER = dataclasses.replace(Spec(), teacher=PAPER_TEACHER, train=PAPER_TRAIN, distill=PAPER_DISTILL,
                             versus_seeds=None, n_images=10_000,
                             k_values=paper.K_VALUES, overfit_limit=5_000, overfit_steps=8_000,
                             overfit_snapshots=(500, 1_000, 2_000, 4_000, 8_000))
@@ -175,10 +181,10 @@ def _evaluate(student, w: Walk, device: str) -> tuple[np.ndarray, dict[str, floa
 
 def compute(spec: Spec) -> Result:
     """Every Raptor, control, snapshot and swap of the chapter (models through the cache)."""
-    t, device = spec.teacher, resolve_device(spec.teacher.device)
+    device = resolve_device(spec.machine.device)
     versus, checks = [], []
     for seed in spec.seeds:
-        w = walk(t.get_teacher(spec.p, seed=seed), t.eval_images(spec.n_images, seed=seed),
+        w = walk(teacher_of(spec, spec.p, seed=seed), images_of(spec, spec.n_images, seed=seed),
                  cuts=spec.k_values, excess=spec.k_values, device=device)
         sizes = np.array([len(y) for _, y in w.batches(UNIT_IMAGES)], dtype=float)
         if seed in spec.seeds[:spec.versus_seeds]:
@@ -188,23 +194,23 @@ def compute(spec: Spec) -> Result:
 
 
 def _seed_versus(spec: Spec, seed: int, w: Walk, device: str) -> SeedVersus:
-    t, d, p, units = spec.teacher, spec.distill, spec.p, w.batches(UNIT_IMAGES)
+    t, p, units = spec.teacher, spec.p, w.batches(UNIT_IMAGES)
     partitions, acc_units, r2 = {}, {}, {}
     for k, cut in w.cuts.items():
         partitions[k] = [cut, *phases.random_partitions(t.depth, k, spec.n_random, seed,
                                                         exclude=[cut])]
-        evals = [_evaluate(t.get_student(d, p, part, seed=seed)[0], w, device)
+        evals = [_evaluate(student_of(spec, p, part, seed=seed)[0], w, device)
                  for part in partitions[k]]
         acc_units[k] = np.array([a for a, _ in evals])
         r2[k] = {g: np.array([e[g] for _, e in evals]) for g in GROUPS}
     overfit = spec.overfit()
-    _, record = t.get_teacher(p, seed=seed, **overfit)
+    _, record = teacher_of(spec, p, seed=seed, **overfit)
     val = record["val"]
     snapshot_units = {key: [] for key in (*GROUPS, "acc")}
     for step in spec.overfit_snapshots:
-        snap = t.snapshot_teacher(p, step, seed=seed, **overfit)
-        student, _ = t.get_snapshot_student(d, p, partitions[spec.control_k][0], step,
-                                            seed=seed, teacher_changes=overfit)
+        snap = snapshot_of(spec, p, step, seed=seed, **overfit)
+        student, _ = student_of(spec, p, partitions[spec.control_k][0], seed=seed,
+                                snapshot=step, teacher_changes=overfit)
         for key, v in _per_unit(student, snap, units, device).items():
             snapshot_units[key].append(v)
     return SeedVersus(seed, partitions, acc_units, r2, w.excess,
@@ -214,14 +220,14 @@ def _seed_versus(spec: Spec, seed: int, w: Walk, device: str) -> SeedVersus:
 
 
 def _seed_checks(spec: Spec, seed: int, w: Walk, sizes: np.ndarray, device: str) -> SeedChecks:
-    t, d, p, units = spec.teacher, spec.distill, spec.p, w.batches(UNIT_IMAGES)
+    p, units = spec.p, w.batches(UNIT_IMAGES)
     cut = w.cuts[spec.control_k]
-    student, _ = t.get_student(d, p, cut, seed=seed)
+    student, _ = student_of(spec, p, cut, seed=seed)
     controls = {"trained": _evaluate(student, w, device)[1]}
     control_units = {"trained": _per_unit(student, w.model, units, device)}
     for name, residual in (("untrained", True), ("untrained, no skip", False)):
-        model, _ = t.get_teacher(p, seed=seed, trained=False, residual=residual)
-        student, _ = t.get_student(d, p, cut, seed=seed, trained=False, residual=residual)
+        model, _ = teacher_of(spec, p, seed=seed, trained=False, residual=residual)
+        student, _ = student_of(spec, p, cut, seed=seed, trained=False, residual=residual)
         control_units[name] = _per_unit(student, model, units, device)
         controls[name] = {g: float(np.average(control_units[name][g], weights=sizes))
                           for g in GROUPS}

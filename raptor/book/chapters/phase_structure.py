@@ -19,12 +19,14 @@ import pandas as pd
 from raptor import controls, paper, phases
 from raptor.book import plotting
 from raptor.book.claims import EXCESS_MIN, FAILS, HOLDS, Claim, all_of, claim, versus
-from raptor.book.experiment import Walk, dinov2_walk, walk, weights_path
-from raptor.book.profiles import PAPER_TEACHER, PHASE_TEACHER, SMOKE_TEACHER
-from raptor.book.spec import TeacherSpec, nested, require
+from raptor.book.experiment import Walk, dinov2_walk, images_of, teacher_of, walk, weights_path
+from raptor.book.profiles import (PAPER_TEACHER, PAPER_TRAIN, PHASE_TEACHER, PHASE_TRAIN,
+                                  SMOKE_TEACHER, SMOKE_TRAIN)
+from raptor.book.spec import Machine, nested, require, require_data
 from raptor.loop import resolve_device
 from raptor.structure import (JUDGED_NULL, NULLS, WARP_ORIGINS, PhaseExcess, contrast,
                               matrix_excess, phase_excess, warped_decay_null)
+from raptor.teachers import TeacherConfig, TrainConfig
 
 NAME = "phase-structure"
 NOTEBOOK = "chapters/phase_structure.ipynb"
@@ -40,7 +42,8 @@ class Spec:
     ``control_images``: the images of each synthetic control (:mod:`raptor.controls`).
     """
 
-    teacher: TeacherSpec = nested(PHASE_TEACHER)
+    teacher: TeacherConfig = nested(PHASE_TEACHER)
+    train: TrainConfig = nested(PHASE_TRAIN)
     p_values: tuple[float, ...] = (0.0, 0.3)
     teacher_seeds: tuple[int, ...] = (0, 1, 2)
     n_images: int = 1000
@@ -49,8 +52,10 @@ class Spec:
     control_images: int = 200
     dinov2_weights: str | None = None
     imagenet_root: str | None = None
+    machine: Machine = nested(Machine)
 
     def __post_init__(self) -> None:
+        require_data(self.teacher, self.train)
         require(all(0 <= p < 1 for p in self.p_values), "p_values", "rates in [0, 1)",
                 self.p_values)
         require(len(self.teacher_seeds) >= 1 and all(s >= 0 for s in self.teacher_seeds),
@@ -64,10 +69,10 @@ class Spec:
                 "an ImageFolder root when dinov2_weights is given", self.imagenet_root)
 
 
-SMOKE = dataclasses.replace(Spec(), teacher=SMOKE_TEACHER, teacher_seeds=(0, 1), n_images=64,
-                            k=2, n_boot=20, control_images=40)
-PAPER = dataclasses.replace(Spec(), teacher=PAPER_TEACHER, p_values=(0.0, 0.2, 0.4, 0.6),
-                            n_images=10_000)
+SMOKE = dataclasses.replace(Spec(), teacher=SMOKE_TEACHER, train=SMOKE_TRAIN, teacher_seeds=(0, 1),
+                            n_images=64, k=2, n_boot=20, control_images=40)
+PAPER = dataclasses.replace(Spec(), teacher=PAPER_TEACHER, train=PAPER_TRAIN,
+                            p_values=(0.0, 0.2, 0.4, 0.6), n_images=10_000)
 
 
 @dataclass
@@ -97,9 +102,8 @@ def compute(spec: Spec) -> Result:
     """Similarity matrices per model and token group, max-cuts, and C1's block excess; the same
     excess for every control and for the paper's DINOv2-B matrix."""
     dinov2 = weights_path(spec.dinov2_weights)
-    t = spec.teacher
-    images = t.eval_images(spec.n_images)
-    measure = dict(excess=(spec.k,), n_boot=spec.n_boot, device=resolve_device(t.device))
+    images = images_of(spec, spec.n_images)
+    measure = dict(excess=(spec.k,), n_boot=spec.n_boot, device=resolve_device(spec.machine.device))
     accuracy, shapes, mats, excess = {}, {}, {}, {}
 
     def add(name: str, w: Walk) -> None:
@@ -108,12 +112,12 @@ def compute(spec: Spec) -> Result:
 
     for p in spec.p_values:
         for seed in spec.teacher_seeds:
-            add(f"p={p}, seed {seed}", walk(t.get_teacher(p, seed=seed), images, **measure))
+            add(f"p={p}, seed {seed}", walk(teacher_of(spec, p, seed=seed), images, **measure))
     for seed in spec.teacher_seeds:
         add(f"untrained, seed {seed}",
-            walk(t.get_teacher(seed=seed, trained=False), images, **measure))
+            walk(teacher_of(spec, seed=seed, trained=False), images, **measure))
     if dinov2 is not None:
-        add("DINOv2-B", dinov2_walk(t, dinov2, spec.imagenet_root, spec.n_images, **measure))
+        add("DINOv2-B", dinov2_walk(dinov2, spec.imagenet_root, spec.n_images, **measure))
     return Result(spec, accuracy, shapes, mats, {name: e.cut for name, e in excess.items()},
                   excess, {name: _check(name, spec) for name in controls.CONTROLS},
                   {k: matrix_excess(paper.dinov2b_block_similarity(), k) for k in paper.K_VALUES})

@@ -13,14 +13,17 @@ import pandas as pd
 
 from raptor.book import plotting
 from raptor.book.claims import BY_CONSTRUCTION, Claim, Threshold, all_of, claim, versus
-from raptor.book.experiment import batched, probe_accuracy, walk
-from raptor.book.profiles import PAPER_DISTILL, PAPER_TEACHER, SMOKE_DISTILL, SMOKE_TEACHER
-from raptor.book.spec import DistillSpec, TeacherSpec, nested, require, require_seeds
+from raptor.book.experiment import batched, images_of, probe_accuracy, student_of, teacher_of, walk
+from raptor.book.profiles import (DISTILL, PAPER_DISTILL, PAPER_TEACHER, PAPER_TRAIN, SMOKE_DISTILL,
+                                  SMOKE_TEACHER, SMOKE_TRAIN, TEACHER, TRAIN)
+from raptor.book.spec import Machine, nested, require, require_data, require_seeds
 from raptor.loop import resolve_device
 from raptor.metrics import evaluate_student
 from raptor.model import count_parameters, flops_per_image
 from raptor.phases import Partition
 from raptor.stats import Interval, bootstrap
+from raptor.teachers import TeacherConfig, TrainConfig
+from raptor.train import DistillConfig
 
 NAME = "raptor"
 NOTEBOOK = "chapters/raptor.ipynb"
@@ -38,15 +41,18 @@ class Spec:
     trained on ``probe_images`` training images.
     """
 
-    teacher: TeacherSpec = nested(TeacherSpec)
+    teacher: TeacherConfig = nested(TEACHER)
+    train: TrainConfig = nested(TRAIN)
     p: float = 0.0
     seeds: tuple[int, ...] = (0, 1, 2)
     k_values: tuple[int, ...] = (2, 3)
-    distill: DistillSpec = nested(DistillSpec)
+    distill: DistillConfig = nested(DISTILL)
     n_images: int = 1000
     probe_images: int = 2000
+    machine: Machine = nested(Machine)
 
     def __post_init__(self) -> None:
+        require_data(self.teacher, self.train, self.distill)
         require(0 <= self.p < 1, "p", "a rate in [0, 1)", self.p)
         require_seeds(self.seeds)
         L = self.teacher.depth
@@ -56,9 +62,9 @@ class Spec:
         require(self.probe_images >= 1, "probe_images", "≥ 1", self.probe_images)
 
 
-SMOKE = dataclasses.replace(Spec(), teacher=SMOKE_TEACHER, distill=SMOKE_DISTILL, n_images=64,
-                            k_values=(2,), probe_images=128, seeds=(0,))
-PAPER = dataclasses.replace(Spec(), teacher=PAPER_TEACHER, distill=PAPER_DISTILL,
+SMOKE = dataclasses.replace(Spec(), teacher=SMOKE_TEACHER, train=SMOKE_TRAIN, distill=SMOKE_DISTILL,
+                            n_images=64, k_values=(2,), probe_images=128, seeds=(0,))
+PAPER = dataclasses.replace(Spec(), teacher=PAPER_TEACHER, train=PAPER_TRAIN, distill=PAPER_DISTILL,
                             n_images=10_000, k_values=(2, 3, 4), probe_images=50_000)
 
 
@@ -95,19 +101,19 @@ class Result:
 def compute(spec: Spec) -> Result:
     """For each seed: max-cut partitions, the distilled Raptors, their layerwise match, accuracy
     and cost."""
-    device = resolve_device(spec.teacher.device)
+    device = resolve_device(spec.machine.device)
     return Result(spec, [_seed_run(spec, seed, device) for seed in spec.seeds])
 
 
 def _seed_run(spec: Spec, seed: int, device: str) -> SeedRun:
     t = spec.teacher
-    w = walk(t.get_teacher(spec.p, seed=seed), t.eval_images(spec.n_images, seed=seed),
+    w = walk(teacher_of(spec, spec.p, seed=seed), images_of(spec, spec.n_images, seed=seed),
              cuts=spec.k_values, device=device)
     teacher, partitions, val = w.model, w.cuts, w.batches()
-    students = {k: t.get_student(spec.distill, spec.p, partitions[k], seed=seed)
+    students = {k: student_of(spec, spec.p, partitions[k], seed=seed)
                 for k in spec.k_values}
     evals = {k: evaluate_student(s, teacher, val, device=device) for k, (s, _) in students.items()}
-    train = batched(*t.eval_images(spec.probe_images, seed=seed, split="train"))
+    train = batched(*images_of(spec, spec.probe_images, seed=seed, split="train"))
     first = evals[spec.k_values[0]]["teacher_acc"]
     models = [Model(f"teacher (L={t.depth})", first, probe_accuracy(teacher, train, val, device),
                     count_parameters(teacher)["blocks"], flops_per_image(teacher))]

@@ -17,13 +17,17 @@ import pandas as pd
 from raptor import paper, phases
 from raptor.book import plotting
 from raptor.book.claims import Claim, Threshold, across_seeds, all_of, claim, versus
-from raptor.book.experiment import batched, probe_accuracy, probe_correct, walk
-from raptor.book.profiles import PAPER_DISTILL, PAPER_TEACHER, SMOKE_DISTILL, SMOKE_TEACHER
-from raptor.book.spec import DistillSpec, TeacherSpec, nested, require, require_seeds
+from raptor.book.experiment import (batched, images_of, probe_accuracy, probe_correct, student_of,
+                                    teacher_of, walk)
+from raptor.book.profiles import (DISTILL, PAPER_DISTILL, PAPER_TEACHER, PAPER_TRAIN, SMOKE_DISTILL,
+                                  SMOKE_TEACHER, SMOKE_TRAIN, TEACHER, TRAIN)
+from raptor.book.spec import Machine, nested, require, require_data, require_seeds
 from raptor.loop import resolve_device
 from raptor.metrics import evaluate_student
 from raptor.phases import Partition
 from raptor.stats import Interval, paired_difference, wilson
+from raptor.teachers import TeacherConfig, TrainConfig
+from raptor.train import DistillConfig
 
 NAME = "scaling"
 NOTEBOOK = "chapters/scaling.ipynb"
@@ -36,17 +40,20 @@ class Spec:
     files of ``raptor.dinov2.pipeline`` runs (the paper's DINOv2-B distillation) to list beside this
     run."""
 
-    teacher: TeacherSpec = nested(TeacherSpec)
+    teacher: TeacherConfig = nested(TEACHER)
+    train: TrainConfig = nested(TRAIN)
     p: float = 0.0
     seeds: tuple[int, ...] = (0, 1, 2)
     k_values: tuple[int, ...] = (2, 3, 4)
     ladder_k: int = 3
-    distill: DistillSpec = nested(DistillSpec)
+    distill: DistillConfig = nested(DISTILL)
     n_images: int = 1000
     probe_images: int = 2000
     pipeline_results: tuple[str, ...] = ()
+    machine: Machine = nested(Machine)
 
     def __post_init__(self) -> None:
+        require_data(self.teacher, self.train, self.distill)
         L = self.teacher.depth
         require(0 <= self.p < 1, "p", "a rate in [0, 1)", self.p)
         require_seeds(self.seeds)
@@ -58,9 +65,9 @@ class Spec:
         require(self.probe_images >= 1, "probe_images", "≥ 1", self.probe_images)
 
 
-SMOKE = dataclasses.replace(Spec(), teacher=SMOKE_TEACHER, distill=SMOKE_DISTILL, seeds=(0,),
-                            n_images=64, probe_images=128)
-PAPER = dataclasses.replace(Spec(), teacher=PAPER_TEACHER, distill=PAPER_DISTILL,
+SMOKE = dataclasses.replace(Spec(), teacher=SMOKE_TEACHER, train=SMOKE_TRAIN, distill=SMOKE_DISTILL,
+                            seeds=(0,), n_images=64, probe_images=128)
+PAPER = dataclasses.replace(Spec(), teacher=PAPER_TEACHER, train=PAPER_TRAIN, distill=PAPER_DISTILL,
                             n_images=10_000, probe_images=50_000)
 
 #: Table 2's rungs: the :class:`~raptor.train.DistillConfig` changes that leave a part out.
@@ -119,26 +126,25 @@ def compute(spec: Spec) -> Result:
     """For each seed the teacher's max-cuts, a Raptor per k (head, probe, cosine) and the
     ladder's Raptors."""
     pipeline = _read_pipeline_results(spec.pipeline_results)
-    device = resolve_device(spec.teacher.device)
+    device = resolve_device(spec.machine.device)
     return Result(spec, [_seed_run(spec, seed, device) for seed in spec.seeds], pipeline)
 
 
 def _seed_run(spec: Spec, seed: int, device: str) -> SeedRun:
-    t = spec.teacher
-    w = walk(t.get_teacher(spec.p, seed=seed), t.eval_images(spec.n_images, seed=seed),
+    w = walk(teacher_of(spec, spec.p, seed=seed), images_of(spec, spec.n_images, seed=seed),
              cuts=spec.k_values, device=device)
     teacher, parts, batches = w.model, w.cuts, w.batches()
-    probe_train = batched(*t.eval_images(spec.probe_images, seed=seed, split="train"))
+    probe_train = batched(*images_of(spec, spec.probe_images, seed=seed, split="train"))
     students, evals = {}, {}
     for k in spec.k_values:
-        students[k], _ = t.get_student(spec.distill, spec.p, parts[k], seed=seed)
+        students[k], _ = student_of(spec, spec.p, parts[k], seed=seed)
         evals[k] = evaluate_student(students[k], teacher, batches, device=device)
     teacher_probe = probe_accuracy(teacher, probe_train, batches, device)
     probes = {k: probe_correct(students[k], probe_train, batches, device) for k in spec.k_values}
     cosine = {k: {g: np.asarray(v) for g, v in e["cosine"].items()} for k, e in evals.items()}
     ladder = {}
     for name, options in LADDER.items():
-        student, _ = t.get_student(spec.distill, spec.p, parts[spec.ladder_k], seed=seed,
+        student, _ = student_of(spec, spec.p, parts[spec.ladder_k], seed=seed,
                                    **options)
         ladder[name] = evaluate_student(student, teacher, batches,
                                         device=device)["student_correct"]
@@ -354,7 +360,7 @@ def claims(result: Result, profile: str = "cpu") -> list[Claim]:
     s, runs = result.spec, result.runs
     head = {k: [100 * run.head_acc[k] / run.teacher_acc for run in runs] for k in s.k_values}
     probe = {k: [share_of_teacher(run)[k] for run in runs] for k in s.k_values}
-    return [c12_share_of_teacher(head, probe, dataset=s.teacher.dataset, profile=profile,
+    return [c12_share_of_teacher(head, probe, dataset=s.train.dataset, profile=profile,
                                  dinov2=pipeline_shares(result.pipeline)),
             across_seeds({run.seed: c13_saturates_at_k4(run.probe_correct)
                           for run in result.runs}),

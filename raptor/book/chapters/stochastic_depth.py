@@ -14,14 +14,17 @@ import pandas as pd
 from raptor import paper, phases
 from raptor.book import plotting
 from raptor.book.claims import Claim, Threshold, all_of, claim, versus
-from raptor.book.experiment import walk
-from raptor.book.profiles import PAPER_DISTILL, PAPER_TEACHER, SMOKE_DISTILL, SMOKE_TEACHER
-from raptor.book.spec import DistillSpec, TeacherSpec, nested, require
+from raptor.book.experiment import images_of, student_of, teacher_of, walk
+from raptor.book.profiles import (DISTILL, PAPER_DISTILL, PAPER_TEACHER, PAPER_TRAIN, SMOKE_DISTILL,
+                                  SMOKE_TEACHER, SMOKE_TRAIN, TEACHER, TRAIN)
+from raptor.book.spec import Machine, nested, require, require_data
 from raptor.loop import resolve_device
 from raptor.metrics import evaluate_student
 from raptor.phases import Partition
 from raptor.similarity import mean_offdiagonal
 from raptor.stats import correlation, partial_correlation, rank_correlation
+from raptor.teachers import TeacherConfig, TrainConfig
+from raptor.train import DistillConfig
 
 NAME = "stochastic-depth"
 NOTEBOOK = "chapters/stochastic_depth.ipynb"
@@ -32,14 +35,17 @@ class Spec:
     """A teacher per stochastic-depth rate in ``p_values`` and seed, each with a Raptor of ``k``
     blocks distilled on its max-cut partition."""
 
-    teacher: TeacherSpec = nested(TeacherSpec)
+    teacher: TeacherConfig = nested(TEACHER)
+    train: TrainConfig = nested(TRAIN)
     p_values: tuple[float, ...] = (0.0, 0.15, 0.3, 0.45)
     seeds: tuple[int, ...] = (0, 1, 2)
     k: int = 3
-    distill: DistillSpec = nested(DistillSpec)
+    distill: DistillConfig = nested(DISTILL)
     n_images: int = 1000
+    machine: Machine = nested(Machine)
 
     def __post_init__(self) -> None:
+        require_data(self.teacher, self.train, self.distill)
         require(len(self.p_values) >= 1 and all(0 <= p < 1 for p in self.p_values), "p_values",
                 "a non-empty list of rates in [0, 1)", self.p_values)
         require(len(self.seeds) >= 1 and len(set(self.seeds)) == len(self.seeds), "seeds",
@@ -49,11 +55,11 @@ class Spec:
         require(self.n_images >= 1, "n_images", "≥ 1", self.n_images)
 
 
-SMOKE = dataclasses.replace(Spec(), teacher=SMOKE_TEACHER, distill=SMOKE_DISTILL, n_images=64,
-                            p_values=(0.0, 0.2, 0.4, 0.6), seeds=(0,), k=2)
-# The paper's rates (Fig. 4); it does not say how many seeds: three [ours].
-PAPER = dataclasses.replace(Spec(), teacher=PAPER_TEACHER, distill=PAPER_DISTILL,
-                            n_images=10_000, p_values=paper.SD_RATES, seeds=(0, 1, 2))
+SMOKE = dataclasses.replace(Spec(), teacher=SMOKE_TEACHER, train=SMOKE_TRAIN, distill=SMOKE_DISTILL,
+                            n_images=64, p_values=(0.0, 0.2, 0.4, 0.6), seeds=(0,), k=2)
+# The paper's rates (Fig. 4); it does not say how many seeds: three, as at cpu [ours].
+PAPER = dataclasses.replace(Spec(), teacher=PAPER_TEACHER, train=PAPER_TRAIN, distill=PAPER_DISTILL,
+                            n_images=10_000, p_values=paper.SD_RATES)
 
 
 @dataclass
@@ -90,14 +96,13 @@ class Result:
 
 def compute(spec: Spec) -> Result:
     """For every rate and seed: the teacher, its similarity and max-cut, and its Raptor's fit."""
-    t = spec.teacher
-    device = resolve_device(t.device)
-    images = t.eval_images(spec.n_images)
+    device = resolve_device(spec.machine.device)
+    images = images_of(spec, spec.n_images)
     runs = []
     for p in spec.p_values:
         for seed in spec.seeds:
-            w = walk(t.get_teacher(p, seed=seed), images, cuts=(spec.k,), device=device)
-            student, _ = t.get_student(spec.distill, p, w.cuts[spec.k], seed=seed)
+            w = walk(teacher_of(spec, p, seed=seed), images, cuts=(spec.k,), device=device)
+            student, _ = student_of(spec, p, w.cuts[spec.k], seed=seed)
             ev = evaluate_student(student, w.model, w.batches(), device=device)
             runs.append(Run(p, seed, w.S, w.cuts[spec.k],
                             {g: np.asarray(v) for g, v in ev["r2"].items()},

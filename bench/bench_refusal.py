@@ -1,0 +1,52 @@
+"""Time to a refusal: ``python -m raptor run`` with a bad parameter and with a missing input,
+against the interpreter's start and ``import torch`` alone, each the median of ``--repeat``
+fresh processes (after one warm-up of each).
+
+    python bench/bench_refusal.py --repeat 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+CASES = {
+    "python -c pass": [sys.executable, "-c", "pass"],
+    "import torch": [sys.executable, "-c", "import torch"],
+    "run -p L 0 (a bad parameter)": [sys.executable, "-m", "raptor", "run", "--chapter",
+                                     "raptor", "-p", "L", "0", "--no-build"],
+    "run -p data_root /nowhere (a missing input)": [
+        sys.executable, "-m", "raptor", "run", "--chapter", "raptor", "-p", "data_root",
+        "/nowhere", "--no-build", "--out", tempfile.gettempdir() + "/bench-refusal"],
+}
+
+
+def seconds(cmd: list[str], expect_refusal: bool) -> float:
+    start = time.perf_counter()
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    if expect_refusal != (done.returncode == 2):
+        raise SystemExit(f"{cmd}: exit {done.returncode}\n{done.stderr}")
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    times = {}
+    for name, cmd in CASES.items():
+        refusal = "run" in cmd
+        seconds(cmd, refusal)  # warm-up: the file cache
+        times[name] = statistics.median(seconds(cmd, refusal) for _ in range(args.repeat))
+    base = times["import torch"]
+    for name, t in times.items():
+        print(f"{name:45s} {t:6.2f} s  {t / base:5.2f}x import torch")
+
+
+if __name__ == "__main__":
+    main()
