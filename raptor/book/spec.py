@@ -199,11 +199,14 @@ def _dataset_changes(cls: type, dataset: str, keep_size: bool) -> dict[tuple[str
 def _replace(obj: Any, changes: Mapping[tuple[str, ...], Any]) -> Any:
     """``obj`` with the (nested) fields at ``changes``' paths replaced; a science
     configuration's errors are named with the notebook's parameters."""
-    here = {path[0]: value for path, value in changes.items() if len(path) == 1}
-    for head in dict.fromkeys(path[0] for path in changes if len(path) > 1):
-        here[head] = _replace(getattr(obj, head), {path[1:]: value for path, value in
-                                                   changes.items() if path[0] == head and
-                                                   len(path) > 1})
+    here: dict[str, Any] = {}
+    inner: dict[str, dict[tuple[str, ...], Any]] = {}
+    for (head, *rest), value in changes.items():
+        if rest:
+            inner.setdefault(head, {})[tuple(rest)] = value
+        else:
+            here[head] = value
+    here |= {head: _replace(getattr(obj, head), sub) for head, sub in inner.items()}
     try:
         return dataclasses.replace(obj, **here)
     except ValueError as err:

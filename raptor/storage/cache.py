@@ -100,10 +100,11 @@ def load_entry(kind: str, config: Mapping[str, Any]) -> tuple[Tensors, dict[str,
         return tier_entry(name, config)
     try:
         tensors, record = load_tensors(path, config)
-        damage = None if record.get("digest") == digest(tensors) else "its tensors do not " \
-            "match their digest"
     except CheckpointError as err:
         damage = str(err)
+    else:
+        damage = (None if record.get("digest") == digest(tensors)
+                  else "its tensors do not match their digest")
     if damage is None:
         return tensors, record
     found = tier_entry(name, config)
