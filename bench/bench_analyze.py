@@ -4,8 +4,8 @@
     python bench/bench_analyze.py [--quick]
 
 Prints (1) per-image time of ``forward_features``, of the whole analysis pass (trajectories,
-similarity sums, per-image phase matrices and random-walk nulls, norms) and their ratio, for a
-timm ViT-Ti/16 at 224 px; (2) the peak resident memory of a fresh process analysing N random
+similarity sums, per-image phase matrices and random-walk nulls, the flow metrics of §4) and
+their ratio, for a timm ViT-Ti/16 at 224 px; (2) the peak resident memory of a fresh process analysing N random
 images of that model in batches, for growing N (it must not grow with N).
 """
 

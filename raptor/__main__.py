@@ -10,13 +10,14 @@ cells, measured and stored in ``results/atlas``),
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 from pathlib import Path
 
 from raptor import atlas
 from raptor.book.chapters import MODULES, PROFILES
 from raptor.book.compare import REPRODUCE_ATOL, REPRODUCE_RTOL, compare
-from raptor.book.runner import RunnerError, build_book, parse_value, run
+from raptor.book.runner import BOOK, RunnerError, build_book, parse_value, run
 from raptor.loop import resolve_device
 from raptor.storage.artifacts import (MANIFEST, ArtifactError, compare_retrained, export,
                                       read_manifest, verify)
@@ -80,6 +81,12 @@ def main(argv: list[str] | None = None) -> int:
     p_an.add_argument("--k", type=int, nargs="+", help="numbers of phases (default 2 3 4)")
     for flag in ("--n-images", "--img-size", "--batch-size", "--n-boot"):
         p_an.add_argument(flag, type=int)
+    p_an.add_argument("--fit-raptor", type=int, metavar="STEPS",
+                      help="distil a Raptor of k blocks on each max-cut for STEPS steps (half in "
+                      "each stage) and compare it with the model layer by layer")
+    p_an.add_argument("--random-partitions", type=int, metavar="N",
+                      help="with --fit-raptor: also N random partitions per k, for comparison")
+    p_an.add_argument("--bf16", action="store_true", help="forward passes in bfloat16 autocast")
     p_an.add_argument("--device", help="auto (default), cpu, cuda or cuda:<index>")
     p_an.add_argument("--data-root", help="where a named dataset is")
     p_an.add_argument("--out", type=Path,
@@ -150,14 +157,31 @@ def _overrides(pairs: list[list[str]]) -> dict[str, object]:
 
 
 def _analyze(args: argparse.Namespace) -> int:
+    """The chapter *Your own ViT* executed on ``args``' model into ``--out``, with its numbers
+    (analysis.json) and its page, built as the book's chapters are."""
     values = {"model": args.model, "weights": args.weights, "images": args.images,
               "k_values": args.k, "n_images": args.n_images, "input_size": args.img_size,
               "batch": args.batch_size, "n_boot": args.n_boot, "device": args.device,
-              "data_root": args.data_root}
-    out = args.out or Path("runs") / "analyze" / args.model
+              "data_root": args.data_root, "bf16": args.bf16 or None,
+              "random_partitions": args.random_partitions}
+    if args.fit_raptor is not None:
+        if args.fit_raptor < 2:
+            raise RunnerError(f"--fit-raptor must be at least 2 steps (one per stage), got "
+                              f"{args.fit_raptor}")
+        values |= {"fit_raptor": True, "stage1_steps": args.fit_raptor - args.fit_raptor // 2,
+                   "stage2_steps": args.fit_raptor // 2}
+    out = (args.out or Path("runs") / "analyze" / args.model).resolve()
     run("cpu", ["analyze"], {k: v for k, v in values.items() if v is not None}, build=False,
         out=out)
-    print(f"the analysis: {out / 'chapters' / 'analyze.ipynb'}, its numbers: "
+    for name in ("_config.yml", "references.bib", "_ext", "_static", "_vendor"):
+        if (BOOK / name).is_dir():
+            shutil.copytree(BOOK / name, out / name, dirs_exist_ok=True)
+        else:
+            shutil.copy(BOOK / name, out / name)
+    (out / "_toc.yml").write_text("format: jb-book\nroot: chapters/analyze\n")
+    build_book(out, strict=False)  # the book's cross-references are not in a one-page site
+    print(f"the analysis: {out / '_build' / 'html' / 'chapters' / 'analyze.html'} (executed "
+          f"notebook {out / 'chapters' / 'analyze.ipynb'}), its numbers: "
           f"{out / 'chapters' / 'analysis.json'}")
     return 0
 

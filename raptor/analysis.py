@@ -5,8 +5,9 @@ one streaming pass over images (§2, App. A.1).
 images — one of the datasets :mod:`raptor.data` knows, or any folder of image files (class folders
 or not), preprocessed as timm's ``resolve_data_config`` says for the model; :func:`analyse` runs
 the trajectory pass in batches and keeps only what the statistics need (the similarity sums, the
-per-image phase matrices and their random-walk nulls, the token norms), so memory does not grow
-with the trajectories of N images.
+per-image phase matrices and their random-walk nulls, and the flow metrics of §4 as
+:class:`~raptor.dynamics.DynamicsAccumulator` streams them), so memory does not grow with the
+trajectories of N images.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from timm.models.vision_transformer import VisionTransformer, checkpoint_filter_
 from torch.utils.data import Dataset, Subset
 
 from raptor import data
+from raptor.dynamics import DynamicsAccumulator, DynamicsSummary
+from raptor.paper import DMD_RANK
 from raptor.similarity import SimilarityAccumulator
 from raptor.storage.checkpoint import mismatch, read_state_dict
 from raptor.structure import image_growth_nulls, image_phase_matrices
@@ -127,45 +130,46 @@ def image_data(source: str, model: VisionTransformer, *, root: str | None = None
     return dataset
 
 
-def sample(dataset: Dataset, n: int, seed: int = 0) -> Dataset:
-    """``n`` images of ``dataset`` drawn at random (seeded), or all of them if it has fewer."""
+def split(dataset: Dataset, n: int, seed: int = 0) -> tuple[Dataset, Dataset]:
+    """``n`` images of ``dataset`` drawn at random (seeded; all of them if it has fewer) and the
+    others, in the same random order."""
     if len(dataset) <= n:
-        return dataset
-    order = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(seed))
-    return Subset(dataset, order[:n].tolist())
+        return dataset, Subset(dataset, [])
+    order = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(seed)).tolist()
+    return Subset(dataset, order[:n]), Subset(dataset, order[n:])
 
 
 @dataclass(frozen=True)
 class Analysis:
     """What one pass over N images keeps: the layer similarity per token group (layers 0..L,
-    Fig. 1), the per-image phase matrices and random-walk nulls ``(N, L, L)`` (C1's test), the mean
-    token norm per layer and group ``(L+1,)`` and the token groups."""
+    Fig. 1), the per-image phase matrices and random-walk nulls ``(N, L, L)`` (C1's test), the
+    flow metrics of §4 (norms, directional convergence, angular speed, coherence, update ranks,
+    DMD; Figs. 8–12) and the token groups."""
 
     similarity: dict[str, np.ndarray]
     per_image: np.ndarray
     growth: np.ndarray
-    norms: dict[str, np.ndarray]
+    dynamics: DynamicsSummary
     groups: TokenGroups
     n_images: int
 
 
 def analyse(model: VisionTransformer, batches: Iterable, *, device: str = "auto",
-            progress: bool = True) -> Analysis:
+            bf16: bool = False, dmd_rank: int = DMD_RANK, progress: bool = True) -> Analysis:
     """:class:`Analysis` of ``model`` over ``batches`` of ``(images, labels)``, in one streaming
-    pass on ``device`` (memory: one batch of trajectories at a time)."""
+    pass on ``device`` (bfloat16 autocast with ``bf16``; memory: one batch of trajectories at a
+    time); the DMD of rank ``dmd_rank`` (the paper's 10)."""
     groups = TokenGroups.from_model(model)
-    similarity = SimilarityAccumulator(groups)
-    mats, nulls, norm_sums, n = [], [], {}, 0
-    for traj, _ in iter_trajectories(model, batches, device=device, progress=progress):
+    similarity, flow = SimilarityAccumulator(groups), DynamicsAccumulator(groups)
+    mats, nulls = [], []
+    for traj, _ in iter_trajectories(model, batches, device=device, bf16=bf16,
+                                     progress=progress):
         similarity.update(traj)
+        flow.update(traj)
         mats.append(image_phase_matrices(traj, groups))
         nulls.append(image_growth_nulls(traj, groups))
-        for name, s in groups.items():
-            norm_sums[name] = norm_sums.get(name, 0) + traj[:, :, s].double().norm(
-                dim=-1).mean(-1).sum(0)
-        n += len(traj)
-    if n == 0:
+    if not mats:
         raise ValueError("no images to analyse")
-    return Analysis(similarity.result(), np.concatenate(mats), np.concatenate(nulls),
-                    {name: (v / n).numpy() for name, v in norm_sums.items()}, groups, n)
-
+    dynamics = flow.result(dmd_rank=dmd_rank)
+    return Analysis(similarity.result(), np.concatenate(mats), np.concatenate(nulls), dynamics,
+                    groups, dynamics.n_images)

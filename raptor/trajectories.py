@@ -170,13 +170,14 @@ def head_logits(model: nn.Module, final_tokens: torch.Tensor) -> torch.Tensor:
 @torch.no_grad()
 def iter_trajectories(model: nn.Module, batches: Iterable, *, device: str = "auto",
                       max_images: int | None = None, dtype: torch.dtype = torch.float32,
-                      progress: bool = True) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+                      bf16: bool = False, progress: bool = True
+                      ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """Stream ``(trajectory, labels)`` per batch, for datasets that do not fit in memory.
 
     ``batches`` yields ``(images, labels)``; at most ``max_images`` images are used. The model is
     put in eval mode and runs on ``device`` (:func:`~raptor.loop.resolve_device`: ``"auto"`` is
-    CUDA when available); it is given back on its own device at the end. Trajectories are
-    returned on the CPU in ``dtype``.
+    CUDA when available), under bfloat16 autocast with ``bf16``; it is given back on its own
+    device at the end. Trajectories are returned on the CPU in ``dtype``.
     """
     if max_images is not None and max_images < 1:
         raise ValueError(f"max_images must be >= 1 or None, got {max_images}")
@@ -188,7 +189,9 @@ def iter_trajectories(model: nn.Module, batches: Iterable, *, device: str = "aut
         for images, labels in batches:
             if max_images is not None:
                 images, labels = images[: max_images - seen], labels[: max_images - seen]
-            traj = trajectory(model, images.to(device)).to("cpu", dtype)
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+                traj = trajectory(model, images.to(device))
+            traj = traj.to("cpu", dtype)
             seen += len(images)
             bar.update(len(images))
             yield traj, labels

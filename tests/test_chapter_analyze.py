@@ -16,7 +16,7 @@ import torch
 from PIL import Image
 from safetensors.torch import save_file
 
-from raptor import analysis
+from raptor import analysis, dynamics
 from raptor.book.chapters import analyze as chapter
 from raptor.book.spec import Machine, SpecError
 from raptor.similarity import layer_similarity, phase_matrix
@@ -116,6 +116,10 @@ def test_bad_inputs_are_clear_errors_in_under_a_second(weights, image_folder: Pa
     assert "parameter 'images'" in bad({"images": str(tmp_path / "none")}, weights,
                                        image_folder)
     assert "k in [2, L − 1 = 11]" in bad({"k_values": (12,)}, weights, image_folder)
+    assert "0 unless fit_raptor" in bad({"random_partitions": 2}, weights, image_folder)
+    assert "at most 12 − 8 = 4 with fit_raptor" in bad(
+        {"fit_raptor": True, "distill": dataclasses.replace(chapter.SMOKE.distill, batch_size=8)},
+        weights, image_folder)
     empty = tmp_path / "empty"
     empty.mkdir()
     spec = spec_for("vit_tiny_patch16_224", 32, weights, empty)
@@ -126,9 +130,59 @@ def test_bad_inputs_are_clear_errors_in_under_a_second(weights, image_folder: Pa
 def test_smoke_result(smoke_result) -> None:
     r = smoke_result("analyze")
     assert r.depth == r.spec.teacher.depth and set(r.excess) == set(r.spec.k_values) == set(r.cuts)
-    for fig in (chapter.similarity_figure(r), chapter.norms_figure(r)):
+    for fig in (chapter.similarity_figure(r), chapter.flow_figure(r)):
         assert fig.axes
-    assert set(chapter.findings(r)) >= {"cuts", "excess", "dinov2b"}
+    assert set(chapter.findings(r)) >= {"cuts", "excess", "dinov2b", "raptor"}
+    assert chapter.flow_table(r).shape == (3, 7) and not r.fits
+
+
+def test_the_flow_is_the_dynamics_functions_on_the_same_images(weights,
+                                                               image_folder: Path) -> None:
+    name, size = SHAPES[2]
+    result = chapter.compute(spec_for(name, size, weights, image_folder))
+    model = analysis.load_vit(name, weights[name], size)
+    images = analysis.image_data(str(image_folder), model)
+    batch = next(iter(torch.utils.data.DataLoader(images, batch_size=len(images))))
+    traj, _ = collect_trajectories(model, [batch], device="cpu", progress=False)
+    groups = TokenGroups.from_model(model)
+    for metric, want in (("convergence", dynamics.directional_convergence(traj, groups)),
+                         ("speed", dynamics.angular_speed(traj, groups)),
+                         ("norms", dynamics.feature_norms(traj, groups))):
+        for g, m in want.items():
+            np.testing.assert_allclose(getattr(result.dynamics, metric)[g].mean, m.mean,
+                                       rtol=1e-5, atol=1e-6)
+    assert all(len(r.stable) == len(model.blocks) for r in result.dynamics.ranks.values())
+
+
+def test_bf16_gives_the_float32_phases_to_bf16_precision(weights, image_folder: Path) -> None:
+    name, size = SHAPES[0]
+    exact = chapter.compute(spec_for(name, size, weights, image_folder))
+    half = chapter.compute(spec_for(name, size, weights, image_folder, bf16=True))
+    np.testing.assert_allclose(half.S, exact.S, atol=0.02)
+    assert not np.array_equal(half.S, exact.S)  # it did run in bfloat16
+
+
+def test_a_raptor_is_fitted_on_each_max_cut_and_on_random_partitions(weights, tmp_path: Path
+                                                                     ) -> None:
+    rng = np.random.default_rng(1)
+    for i in range(40):
+        Image.fromarray(rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)).save(
+            tmp_path / f"{i}.png")
+    name, size = SHAPES[0]
+    spec = spec_for(name, size, weights, tmp_path, fit_raptor=True, random_partitions=2,
+                    distill=dataclasses.replace(chapter.SMOKE.distill, stage1_steps=2,
+                                                stage2_steps=1, batch_size=8))
+    result = chapter.compute(spec)
+    for k, fits in result.fits.items():
+        assert [f.kind for f in fits] == ["max-cut", "random", "random"]
+        assert fits[0].partition == result.cuts[k]
+        assert len({f.partition for f in fits}) == 3 and all(len(f.partition) == k for f in fits)
+        for f in fits:  # a Raptor shares the model's embedding: layer 0 matches exactly
+            assert f.cosine["cls"][0] == pytest.approx(1.0, abs=1e-6)
+            assert len(f.cosine["cls"]) == len(result.S) + 1 and f.steps == 3
+            assert f.agreement is None  # the model has no head
+    assert chapter.fit_table(result).shape[0] == 6 and chapter.fit_figure(result).axes
+    json.dumps(chapter.numbers(result), allow_nan=False)
 
 
 @pytest.mark.slow
@@ -147,6 +201,10 @@ def test_the_command_writes_the_executed_chapter_and_every_number(weights, image
     assert numbers["c1"].keys() == {"2", "3"}
     assert (tmp_path / "chapters" / "analyze.ipynb").is_file()
     assert (tmp_path / "chapters" / "figures" / "analyze_similarity.svg").is_file()
+    page = (tmp_path / "_build" / "html" / "chapters" / "analyze.html").read_text()
+    assert "analyze_flow" in page or "svg" in page
+    assert main(["analyze", "--model", name, "--weights", str(weights[name]), "--images",
+                 str(image_folder), "--fit-raptor", "1", "--out", str(tmp_path)]) == 2
 
 
 def test_a_torch_state_dict_is_checked_by_its_shapes_alone(weights, image_folder: Path,

@@ -1,10 +1,13 @@
-"""Chapter *Your own ViT*: the paper's phase analysis of any timm ViT (§2, Fig. 1, App. A.1).
+"""Chapter *Your own ViT*: the paper's analysis of any timm ViT (§2–§4, Figs. 1, 8–12).
 
 ``python -m raptor analyze --model NAME --weights FILE --images DIR`` executes this chapter with
 those parameters into a folder of its own; the book executes it on one of the companion's own
 teachers as an example. One streaming pass over the images (:func:`raptor.analysis.analyse`)
-gives the layer-similarity matrices, their max-cut for each k, and C1's test with its ladder of
-nulls (:func:`~raptor.structure.phase_excess`), set beside the paper's DINOv2-B matrix.
+gives the layer-similarity matrices, their max-cut for each k, C1's test with its ladder of
+nulls (:func:`~raptor.structure.phase_excess`) set beside the paper's DINOv2-B matrix, and the
+flow of §4 (norms, directional convergence, angular speed, coherence, update ranks, DMD). With
+``fit_raptor``, a Raptor of k tied blocks is distilled on each max-cut (§3), and on random
+partitions when asked, and compared with the model layer by layer.
 """
 
 from __future__ import annotations
@@ -19,21 +22,28 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from torch.utils.data import DataLoader
+import seaborn as sns
+from torch.utils.data import DataLoader, Dataset, Subset
 
 from raptor import analysis, data, paper, phases
 from raptor.book import plotting
 from raptor.book.chapters.phase_structure import excess_row
 from raptor.book.claims import EXCESS_MIN, Claim, versus
 from raptor.book.experiment import teacher_of
-from raptor.book.profiles import (PAPER_TEACHER, PAPER_TRAIN, SMOKE_TEACHER, SMOKE_TRAIN, TEACHER,
-                                  TRAIN)
+from raptor.book.profiles import (DISTILL, PAPER_DISTILL, PAPER_TEACHER, PAPER_TRAIN,
+                                  SMOKE_DISTILL, SMOKE_TEACHER, SMOKE_TRAIN, TEACHER, TRAIN)
 from raptor.book.spec import Machine, SpecError, nested, require, require_data
-from raptor.phases import Partition, maxcut
+from raptor.dynamics import DynamicsSummary
+from raptor.loop import resolve_device
+from raptor.metrics import evaluate_student
+from raptor.model import repeats_from_partition
+from raptor.phases import Partition, maxcut, random_partitions
 from raptor.similarity import phase_matrix
 from raptor.storage.checkpoint import CheckpointError
 from raptor.structure import PhaseExcess, matrix_excess, phase_excess
 from raptor.teachers import TeacherConfig, TrainConfig
+from raptor.train import CACHE_LIMIT_BYTES, DistillConfig, distill
+from raptor.trajectories import TokenGroups
 
 NAME = "analyze"
 NOTEBOOK = "chapters/analyze.ipynb"
@@ -47,8 +57,12 @@ class Spec:
     the cache; the book's default one is in the artifact tier). ``images``: a dataset of
     :mod:`raptor.data` (its validation split) or a folder of image files; ``n_images`` of them at
     random. The max-cut and C1's test (``n_boot`` resamples) at each k of ``k_values`` in
-    [2, L − 1]; the pass in batches of ``batch`` images. ``input_size``: a timm model's input size
-    (default its own). ``machine``'s ``data_root`` and ``device`` serve every model."""
+    [2, L − 1]; the pass in batches of ``batch`` images, under bfloat16 autocast with ``bf16``.
+    ``input_size``: a timm model's input size (default its own). With ``fit_raptor``, a Raptor of
+    k blocks is distilled by ``distill`` (its two stages' steps, at most ``distill_limit`` images)
+    on each max-cut and on ``random_partitions`` random partitions per k, from the source's
+    images that are not among the ``n_images`` it is compared on. ``machine``'s ``data_root``
+    and ``device`` serve every model."""
 
     teacher: TeacherConfig = nested(TEACHER)
     train: TrainConfig = nested(TRAIN)
@@ -60,10 +74,14 @@ class Spec:
     k_values: tuple[int, ...] = (2, 3, 4)
     n_boot: int = 200
     batch: int = 64
+    bf16: bool = False
+    fit_raptor: bool = False
+    random_partitions: int = 0
+    distill: DistillConfig = nested(DISTILL)
     machine: Machine = nested(Machine)
 
     def __post_init__(self) -> None:
-        require_data(self.teacher, self.train)
+        require_data(self.teacher, self.train, self.distill)
         require(self.n_images >= 8, "n_images", "≥ 8 (C1's test splits them in halves)",
                 self.n_images)
         require(self.n_boot >= 10, "n_boot", "≥ 10", self.n_boot)
@@ -91,12 +109,47 @@ class Spec:
         require(self.images in data.DATASETS or Path(self.images).expanduser().is_dir(),
                 "images", f"one of {', '.join(data.DATASETS)} or a folder of images",
                 self.images)
+        require(self.random_partitions >= 0 and (self.fit_raptor or not self.random_partitions),
+                "random_partitions", "≥ 0, and 0 unless fit_raptor is True",
+                self.random_partitions)
+        if self.fit_raptor:
+            size, batch = source_size(self.images), self.distill.batch_size
+            require(size - self.n_images >= batch, "n_images", f"at most {size} − {batch} = "
+                    f"{size - batch} with fit_raptor: the Raptor trains on the images of "
+                    f"{self.images!r} ({size}) that are not analysed, a batch of {batch} at least",
+                    self.n_images)
 
 
-SMOKE = dataclasses.replace(Spec(), teacher=SMOKE_TEACHER, train=SMOKE_TRAIN, n_images=64,
-                            k_values=(2, 3), n_boot=20)
+def source_size(images: str) -> int:
+    """How many images ``images`` holds: a dataset's validation split, or a folder's image
+    files."""
+    if images in data.DATASETS:
+        return data.dataset_info(images).val_size
+    return sum(p.suffix.lower() in analysis.IMAGE_SUFFIXES
+               for p in Path(images).expanduser().rglob("*"))
+
+
+SMOKE = dataclasses.replace(Spec(), teacher=SMOKE_TEACHER, train=SMOKE_TRAIN,
+                            distill=SMOKE_DISTILL, n_images=64, k_values=(2, 3), n_boot=20)
 PAPER = dataclasses.replace(Spec(), teacher=PAPER_TEACHER, train=PAPER_TRAIN,
-                            images=PAPER_TRAIN.dataset, n_images=2000)
+                            distill=PAPER_DISTILL, images=PAPER_TRAIN.dataset, n_images=2000)
+
+
+@dataclass(frozen=True)
+class Fit:
+    """A Raptor distilled on ``partition`` (``kind``: ``"max-cut"`` or ``"random"``) against the
+    model on the analysed images: per group and layer 0..L the mean cosine and R² (§3, Fig. 5),
+    the authors' global R² at the last layer, and the top-1 agreement of the two through the
+    model's head (``None`` for a model without one)."""
+
+    partition: Partition
+    kind: str
+    cosine: dict[str, list[float]]
+    r2: dict[str, list[float]]
+    global_r2: float
+    agreement: float | None
+    steps: int
+    seconds: float
 
 
 @dataclass
@@ -108,7 +161,8 @@ class Result:
     cuts: dict[int, Partition]
     excess: dict[int, PhaseExcess]
     dinov2b: dict[int, PhaseExcess]
-    norms: dict[str, np.ndarray]
+    dynamics: DynamicsSummary
+    fits: dict[int, list[Fit]]
     n_images: int
 
     def verdict(self, k: int) -> str:
@@ -126,18 +180,50 @@ def model_of(spec: Spec):
 
 def compute(spec: Spec) -> Result:
     """The model's streaming pass over ``n_images`` images, the phase matrix's max-cut and C1's
-    test at each k, and the paper's DINOv2-B matrix's."""
+    test at each k, the paper's DINOv2-B matrix's, the flow metrics and, with ``fit_raptor``,
+    the Raptors."""
     model = model_of(spec)
-    images = analysis.sample(analysis.image_data(spec.images, model, root=spec.machine.data_root),
-                             spec.n_images)
-    a = analysis.analyse(model, DataLoader(images, batch_size=spec.batch),
-                         device=spec.machine.device, progress=False)
+    analysed, others = analysis.split(analysis.image_data(spec.images, model,
+                                                          root=spec.machine.data_root),
+                                      spec.n_images)
+    a = analysis.analyse(model, DataLoader(analysed, batch_size=spec.batch),
+                         device=spec.machine.device, bf16=spec.bf16, progress=False)
     S = phase_matrix(a.similarity)
+    cuts = {k: maxcut(S, k) for k in spec.k_values}
     dinov2b = paper.dinov2b_block_similarity()
-    return Result(spec, len(S), a.similarity, S, {k: maxcut(S, k) for k in spec.k_values},
+    fits = {}
+    if spec.fit_raptor:
+        held_out = Subset(others, range(min(len(others), spec.distill.train_limit or
+                                            len(others))))
+        fits = {k: [fit(spec, model, part, kind, held_out, analysed) for part, kind in
+                    [(cut, "max-cut"), *((p, "random") for p in random_partitions(
+                        len(S), k, spec.random_partitions, seed=k, exclude=[cut]))]]
+                for k, cut in cuts.items()}
+    return Result(spec, len(S), a.similarity, S, cuts,
                   {k: phase_excess(a.per_image, k, growth=a.growth, n_boot=spec.n_boot)
                    for k in spec.k_values},
-                  {k: matrix_excess(dinov2b, k) for k in spec.k_values}, a.norms, a.n_images)
+                  {k: matrix_excess(dinov2b, k) for k in spec.k_values}, a.dynamics, fits,
+                  a.n_images)
+
+
+def fit(spec: Spec, model, partition: Partition, kind: str, train_set: Dataset,
+        analysed: Dataset) -> Fit:
+    """A Raptor of ``model`` on ``partition`` distilled by ``spec.distill`` on ``train_set``
+    (the model's trajectories kept in memory when they fit), compared on ``analysed``."""
+    device = resolve_device(spec.machine.device)
+    tokens = TokenGroups.from_model(model).num_tokens
+    cached = len(train_set) * (len(model.blocks) + 1) * tokens * model.embed_dim * 4
+    cfg = dataclasses.replace(spec.distill, repeats=repeats_from_partition(partition,
+                                                                           len(model.blocks)),
+                              device=device, bf16=spec.bf16 and device.startswith("cuda"),
+                              cache_teacher=spec.distill.cache_teacher
+                              and cached <= CACHE_LIMIT_BYTES)
+    student, record = distill(model, train_set, cfg, progress=False)
+    match = evaluate_student(student, model, DataLoader(analysed, batch_size=spec.batch),
+                             device=device)
+    return Fit(tuple(partition), kind, match["cosine"], match["r2"], match["global_r2"],
+               match["agreement"] if model.num_classes else None,
+               cfg.stage1_steps + cfg.stage2_steps, record["seconds"])
 
 
 def table(result: Result) -> pd.DataFrame:
@@ -159,21 +245,88 @@ def similarity_figure(result: Result) -> plt.Figure:
         zip(panels, result.cuts.values())))
 
 
-def norms_figure(result: Result) -> plt.Figure:
-    """Mean token norm per layer and token group (layer 0 the embedding)."""
-    fig, axes = plotting.figure(1, 1, height=2.6)
-    ax = axes[0, 0]
-    for name, values in result.norms.items():
-        ax.plot(range(len(values)), values, marker="o", ms=3, label=name)
-    ax.set_xlabel("layer")
-    ax.set_ylabel(r"mean $\Vert x_l \Vert$")
-    ax.legend(frameon=False)
+def flow_figure(result: Result) -> plt.Figure:
+    """The flow of §4 per token group: feature norms (Fig. 9), directional convergence γ_l
+    (Fig. 8, right), angular speed (Fig. 11), patch coherence κ_l and the update ranks (Fig. 12),
+    and the DMD eigenvalues of the mean directions (Fig. 12, App. D)."""
+    d = result.dynamics
+    fig, axes = plotting.figure(2, 3, height=5.6)
+    (ax_n, ax_c, ax_s), (ax_k, ax_r, ax_d) = axes
+    for ax, stats, ylabel, title, first in (
+            (ax_n, d.norms, r"$\Vert x_l \Vert$", "(A) feature norms", 0),
+            (ax_c, d.convergence, r"$\gamma_l = \langle \hat x_l, \hat x_L \rangle$",
+             "(B) directional convergence", 0),
+            (ax_s, d.speed, r"angle $\hat x_{l-1} \to \hat x_l$ (rad)", "(C) angular speed",
+             1)):
+        plotting.layer_curves({g: m.mean for g, m in stats.items()}, ylabel=ylabel, title=title,
+                              ax=ax, first_layer=first)
+    plotting.layer_curves({"patches": d.coherence["patches"].mean}, ylabel=r"$\kappa_l$",
+                          title="(D) patch coherence", ax=ax_k, first_layer=1)
+    plotting.layer_curves({f"{g} {kind}": getattr(r, kind) for g, r in d.ranks.items()
+                           for kind in ("effective", "stable")},
+                          ylabel="rank of the update", title="(E) update rank", ax=ax_r,
+                          first_layer=1, logy=True)
+    circle = np.exp(1j * np.linspace(0, 2 * np.pi, 200))
+    ax_d.plot(circle.real, circle.imag, color="grey", lw=0.8)
+    for color, (g, m) in zip(sns.color_palette("colorblind"), d.dmd.items()):
+        ax_d.scatter(m.eigenvalues.real, m.eigenvalues.imag, s=12, color=color)
+    used = max(m.rank for m in d.dmd.values())
+    ax_d.set(aspect="equal", xlabel=r"Re $\lambda$", ylabel=r"Im $\lambda$",
+             title=f"(F) DMD, rank {used}")
+    plotting.legend_below(fig, [ax_n, ax_r], ncols=3)
     return fig
+
+
+def flow_table(result: Result) -> pd.DataFrame:
+    """The flow's summary numbers per token group: γ at the middle layer, the mean angular speed
+    over the first and last thirds of depth, the last update's ranks, the DMD's largest |λ| and
+    its distance to +1 (C16, C21, C22, C24's quantities)."""
+    d, L = result.dynamics, result.depth
+    third = max(1, L // 3)
+    return pd.DataFrame({g: {
+        "γ at layer L/2": d.convergence[g].mean[L // 2],
+        "speed, first third": d.speed[g].mean[:third].mean(),
+        "speed, last third": d.speed[g].mean[-third:].mean(),
+        "stable rank, last block": d.ranks[g].stable[-1],
+        "effective rank, last block": d.ranks[g].effective[-1],
+        "DMD max |λ|": np.abs(d.dmd[g].eigenvalues).max(),
+        "DMD min |λ − 1|": np.abs(d.dmd[g].eigenvalues - 1).min(),
+    } for g in d.norms}).T.round(3)
+
+
+def fit_figure(result: Result) -> plt.Figure:
+    """Each k's Raptor against the model, layer by layer: the mean cosine of the cls token (or
+    the mean patch without one) for the max-cut and each random partition (Fig. 5)."""
+    fig, axes = plotting.figure(1, len(result.fits), height=3.0, sharey=True)
+    group = "cls" if "cls" in next(iter(result.fits.values()))[0].cosine else "patches"
+    for ax, (k, fits) in zip(axes[0], result.fits.items()):
+        for f in fits:
+            style = dict(color="black", lw=1.6, marker="o", ms=3) if f.kind == "max-cut" else \
+                dict(color="grey", lw=0.8, alpha=0.7)
+            ax.plot(f.cosine[group], label=f"{f.kind} {phases.format_partition(f.partition)}",
+                    **style)
+        ax.set(title=f"k = {k}", xlabel="layer", ylabel=f"cosine to the model ({group})")
+        ax.legend(frameon=False, fontsize="small")
+    return fig
+
+
+def fit_table(result: Result) -> pd.DataFrame:
+    """Each Raptor's match with the model on the analysed images: last-layer cosine and R² per
+    group, the authors' global R² and the top-1 agreement through the model's head."""
+    rows = []
+    for k, fits in result.fits.items():
+        for f in fits:
+            rows.append({"k": k, "partition": f"{f.kind} {phases.format_partition(f.partition)}",
+                         **{f"cosine {g}": v[-1] for g, v in f.cosine.items()},
+                         **{f"R² {g}": v[-1] for g, v in f.r2.items()},
+                         "global R²": f.global_r2, "agreement": f.agreement,
+                         "steps": f.steps})
+    return pd.DataFrame(rows).set_index(["k", "partition"]).round(3)
 
 
 def findings(result: Result) -> dict[str, str]:
     """What the analysis finds, as text for the chapter's prose."""
-    return {
+    out = {
         "model": result.spec.model, "images": f"{result.n_images} images of {result.spec.images}",
         "depth": str(result.depth),
         "cuts": "; ".join(f"k = {k}: {phases.format_partition(c)}" for k, c in result.cuts.items()),
@@ -181,12 +334,25 @@ def findings(result: Result) -> dict[str, str]:
                             f"({result.verdict(k)})" for k, e in result.excess.items()),
         "dinov2b": "; ".join(f"k = {k}: {e.excess:+.3f}" for k, e in result.dinov2b.items()),
     }
+    if result.fits:
+        out["raptor"] = "; ".join(
+            f"k = {k}: global R² {fits[0].global_r2:.3f}" + (
+                f" (random partitions: {min(f.global_r2 for f in fits[1:]):.3f} to "
+                f"{max(f.global_r2 for f in fits[1:]):.3f})" if len(fits) > 1 else "")
+            for k, fits in result.fits.items())
+    else:
+        out["raptor"] = "not fitted (set fit_raptor, or --fit-raptor STEPS on the command line)"
+    return out
 
 
 def numbers(result: Result) -> dict[str, Any]:
     """Every number of the analysis, for ``analysis.json`` (NaN, where there is no interval, as
-    null)."""
-    def clean(value: Any) -> Any:  # JSON has no NaN
+    null; complex DMD eigenvalues as [re, im] pairs)."""
+    def clean(value: Any) -> Any:  # JSON has no NaN and no complex numbers
+        if isinstance(value, np.ndarray):
+            return clean(value.tolist())
+        if isinstance(value, complex):
+            return [value.real, value.imag]
         if isinstance(value, float) and math.isnan(value):
             return None
         if isinstance(value, dict):
@@ -195,15 +361,22 @@ def numbers(result: Result) -> dict[str, Any]:
             return [clean(v) for v in value]
         return value
 
+    d = result.dynamics
     return clean({
         "spec": dataclasses.asdict(result.spec), "depth": result.depth,
-        "n_images": result.n_images, "phase_matrix": result.S.tolist(),
-        "similarity": {g: m.tolist() for g, m in result.similarity.items()},
-        "norms": {g: v.tolist() for g, v in result.norms.items()},
+        "n_images": result.n_images, "phase_matrix": result.S,
+        "similarity": result.similarity,
         "cuts": {str(k): c for k, c in result.cuts.items()},
         "excess": {str(k): dataclasses.asdict(e) for k, e in result.excess.items()},
         "dinov2b": {str(k): dataclasses.asdict(e) for k, e in result.dinov2b.items()},
         "c1": {str(k): result.verdict(k) for k in result.excess},
+        "flow": {name: {g: {"mean": m.mean, "std": m.std} for g, m in getattr(d, name).items()}
+                 for name in ("norms", "convergence", "speed", "coherence")},
+        "update_ranks": {g: {"stable": r.stable, "effective": r.effective}
+                         for g, r in d.ranks.items()},
+        "dmd": {g: {"rank": m.rank, "eigenvalues": m.eigenvalues} for g, m in d.dmd.items()},
+        "raptor": {str(k): [dataclasses.asdict(f) for f in fits]
+                   for k, fits in result.fits.items()},
     })
 
 
