@@ -5,6 +5,7 @@ every bad input is a clear error before any work."""
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 import time
 from pathlib import Path
@@ -18,7 +19,8 @@ from safetensors.torch import save_file
 
 from raptor import analysis, dynamics
 from raptor.book.chapters import analyze as chapter
-from raptor.book.spec import Machine, SpecError
+from raptor.book.experiment import pretrained_walk
+from raptor.book.spec import Machine, Pretrained, SpecError
 from raptor.similarity import layer_similarity, phase_matrix
 from raptor.structure import image_growth_nulls, image_phase_matrices, phase_excess
 from raptor.trajectories import TokenGroups, collect_trajectories
@@ -77,6 +79,20 @@ def test_the_command_gives_the_package_functions_numbers(name: str, size: int, w
         assert result.excess[k].cut == want.cut
         assert result.excess[k].excess == pytest.approx(want.excess, abs=1e-5)
     json.dumps(chapter.numbers(result), allow_nan=False)  # every number, valid JSON
+
+
+@pytest.mark.parametrize("chapter_name", ["phase_structure", "finding_phases"])
+def test_the_chapters_walk_any_pretrained_vit_as_this_one_does(chapter_name: str, weights,
+                                                              image_folder: Path) -> None:
+    name, size = SHAPES[1]
+    spec = spec_for(name, size, weights, image_folder, input_size=None)
+    pretrained = Pretrained(name, str(weights[name]), str(image_folder))
+    module = importlib.import_module(f"raptor.book.chapters.{chapter_name}")
+    assert module.Spec(pretrained=pretrained).pretrained == pretrained
+    walked = pretrained_walk(pretrained, spec.n_images, cuts=(2,), excess=(2,), n_boot=10,
+                             device="cpu")
+    np.testing.assert_allclose(walked.S, chapter.compute(spec).S, atol=1e-6)
+    assert pretrained.label == name and Pretrained().label == "DINOv2-B"
 
 
 def test_no_cls_token_is_read_through_the_mean_patch(weights, image_folder: Path) -> None:

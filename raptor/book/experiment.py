@@ -14,16 +14,18 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch.utils.data import DataLoader
 
 from raptor import data
-from raptor.book.spec import SpecError
+from raptor.analysis import image_data, load_vit, split
+from raptor.book.spec import Pretrained, SpecError
 from raptor.loop import resolve_device
 from raptor.phases import Partition, maxcut, partition_to_repeats
 from raptor.probes import linear_probe, probe_features
 from raptor.similarity import layer_similarity, phase_matrix
 from raptor.structure import PhaseExcess, image_growth_nulls, image_phase_matrices, phase_excess
 from raptor.storage.cache import planned_images
-from raptor.teachers import DINOV2_B, get_teacher, load_pretrained, teacher_snapshot
+from raptor.teachers import get_teacher, teacher_snapshot
 from raptor.train import get_student
 from raptor.trajectories import TokenGroups, collect_trajectories
 
@@ -172,13 +174,15 @@ def walk(teacher: tuple[torch.nn.Module, dict[str, Any]],
                  for k in excess})
 
 
-def dinov2_walk(weights: Path, imagenet_root: str, n_images: int, **kwargs: Any) -> Walk:
-    """DINOv2-B (``weights``: a local file of ``vit_base_patch14_reg4_dinov2.lvd142m``) walked
-    on ``min(n_images, 1000)`` ImageNet validation images of ``imagenet_root`` at 224 px, in
-    batches of 50 (Fig. 1); ``kwargs`` go to :func:`walk`."""
-    images = eval_images("imagenet", min(n_images, 1000), root=imagenet_root, img_size=224)
-    model = load_pretrained(DINOV2_B, weights, img_size=224, num_classes=0)
-    return walk((model, {}), images, batch_size=50, **kwargs)
+def pretrained_walk(pretrained: Pretrained, n_images: int, data_root: str | None = None,
+                    **kwargs: Any) -> Walk:
+    """The timm ViT of ``pretrained`` walked on ``min(n_images, 1000)`` of its images (drawn as
+    :func:`raptor.analysis.split` draws them), in batches of 50 (Fig. 1 for DINOv2-B on
+    ImageNet); ``kwargs`` go to :func:`walk`."""
+    model = load_vit(pretrained.model, Path(pretrained.weights).expanduser())
+    images, _ = split(image_data(pretrained.images, model, root=data_root), min(n_images, 1000))
+    batch = next(iter(DataLoader(images, batch_size=len(images))))
+    return walk((model, {}), batch, batch_size=50, **kwargs)
 
 
 def probe_correct(model: torch.nn.Module, train: list[tuple[torch.Tensor, torch.Tensor]],
@@ -196,13 +200,3 @@ def probe_accuracy(model: torch.nn.Module, train: list[tuple[torch.Tensor, torch
                    val: list[tuple[torch.Tensor, torch.Tensor]], device: str = "auto") -> float:
     """Validation accuracy of :func:`probe_correct`'s linear probe."""
     return float(probe_correct(model, train, val, device).mean())
-
-
-def weights_path(path: str | None) -> Path | None:
-    """A user-given weights file, checked to exist before any long work."""
-    if path is None:
-        return None
-    p = Path(path).expanduser()
-    if not p.is_file():
-        raise FileNotFoundError(f"weights file {p} does not exist")
-    return p

@@ -24,8 +24,9 @@ def missing_inputs(spec: Any) -> list[str]:
     wanted = []
     if isinstance(getattr(spec, "train", None), TrainConfig):
         wanted.append((spec.train.dataset, spec.machine.data_root, "dataset / data_root"))
-    if values.get("imagenet_root") is not None:
-        wanted.append(("imagenet", values["imagenet_root"], "imagenet_root"))
+    pretrained = getattr(spec, "pretrained", None)  # a timm ViT beside the teachers
+    if pretrained is not None and pretrained.weights and pretrained.images in DATASETS:
+        wanted.append((pretrained.images, spec.machine.data_root, "images / data_root"))
     for dataset, root, param in wanted:
         try:
             _find(dataset, root, download=False)
@@ -37,7 +38,7 @@ def missing_inputs(spec: Any) -> list[str]:
                 if not Path(path).expanduser().is_file():
                     problems.append(f"parameter {param}: file {path} does not exist")
     # the analyze chapter reads its images from ``images``, every other from its dataset
-    dataset = values.get("images", values.get("dataset"))
+    dataset = values.get("images" if pretrained is None else "dataset", values.get("dataset"))
     if dataset in DATASETS:
         info = dataset_info(dataset)
         for param, split in IMAGE_COUNTS.items():

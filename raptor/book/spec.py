@@ -17,11 +17,14 @@ import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from raptor import analysis
 from raptor.data import DATASETS, dataset_info
 from raptor.loop import resolve_device
-from raptor.teachers import TeacherConfig, TrainConfig
+from raptor.storage.checkpoint import CheckpointError
+from raptor.teachers import DINOV2_B, TeacherConfig, TrainConfig
 from raptor.train import DistillConfig
 
 
@@ -83,6 +86,50 @@ class Machine:
             resolve_device(self.device)
         except ValueError as err:
             raise SpecError(f"parameter 'device': {err}") from None
+
+
+def require_vit(model: str, weights: str | None, input_size: int | None = None) -> int:
+    """The depth of the timm ViT ``model``, after checking, on the meta device and before any
+    work, that it is one and that the local file ``weights`` fits it (:class:`SpecError` naming
+    the parameter otherwise)."""
+    try:
+        depth = len(analysis.vit_shape(model, input_size).blocks)
+    except ValueError as err:
+        raise SpecError(f"parameter 'model': {err}") from None
+    require(weights is not None, "weights", f"a local weights file of {model}", weights)
+    try:
+        analysis.check_weights(model, Path(weights).expanduser(), input_size)
+    except CheckpointError as err:
+        raise SpecError(f"parameter 'weights': {err}") from None
+    return depth
+
+
+def require_images(images: str) -> None:
+    """:func:`require` that ``images`` names a dataset of :mod:`raptor.data` or a folder."""
+    require(images in DATASETS or Path(images).expanduser().is_dir(), "images",
+            f"one of {', '.join(DATASETS)} or a folder of images", images)
+
+
+@dataclass(frozen=True)
+class Pretrained:
+    """A pretrained timm ViT walked beside a chapter's teachers: ``model`` (a timm name) with its
+    local ``weights`` file (``None``: no such model), on ``images`` — a dataset of
+    :mod:`raptor.data` (its validation split) or a folder of image files — at its own input size
+    (default DINOv2-B, the paper's model, on ImageNet)."""
+
+    model: str = DINOV2_B
+    weights: str | None = None
+    images: str = "imagenet"
+
+    def __post_init__(self) -> None:
+        if self.weights is not None:
+            require_vit(self.model, self.weights)
+            require_images(self.images)
+
+    @property
+    def label(self) -> str:
+        """The model's name in tables and figures."""
+        return "DINOv2-B" if self.model == DINOV2_B else self.model
 
 
 @dataclass(frozen=True)

@@ -32,14 +32,14 @@ from raptor.book.claims import EXCESS_MIN, Claim, versus
 from raptor.book.experiment import teacher_of
 from raptor.book.profiles import (DISTILL, PAPER_DISTILL, PAPER_TEACHER, PAPER_TRAIN,
                                   SMOKE_DISTILL, SMOKE_TEACHER, SMOKE_TRAIN, TEACHER, TRAIN)
-from raptor.book.spec import Machine, SpecError, nested, require, require_data
+from raptor.book.spec import (Machine, nested, require, require_data, require_images,
+                               require_vit)
 from raptor.dynamics import DynamicsSummary
 from raptor.loop import resolve_device
 from raptor.metrics import evaluate_student
 from raptor.model import repeats_from_partition
 from raptor.phases import Partition, maxcut, random_partitions
 from raptor.similarity import phase_matrix
-from raptor.storage.checkpoint import CheckpointError
 from raptor.structure import PhaseExcess, matrix_excess, phase_excess
 from raptor.teachers import TeacherConfig, TrainConfig
 from raptor.train import CACHE_LIMIT_BYTES, DistillConfig, distill
@@ -93,22 +93,10 @@ class Spec:
                     f"weights come from the artifact tier)", self.weights)
             depth = self.teacher.depth
         else:
-            try:
-                depth = len(analysis.vit_shape(self.model, self.input_size).blocks)
-            except ValueError as err:
-                raise SpecError(f"parameter 'model': {err}") from None
-            require(self.weights is not None, "weights", f"a local weights file of {self.model}",
-                    self.weights)
-            try:
-                analysis.check_weights(self.model, Path(self.weights).expanduser(),
-                                       self.input_size)
-            except CheckpointError as err:
-                raise SpecError(f"parameter 'weights': {err}") from None
+            depth = require_vit(self.model, self.weights, self.input_size)
         require(len(self.k_values) >= 1 and all(2 <= k <= depth - 1 for k in self.k_values),
                 "k_values", f"a non-empty list of k in [2, L − 1 = {depth - 1}]", self.k_values)
-        require(self.images in data.DATASETS or Path(self.images).expanduser().is_dir(),
-                "images", f"one of {', '.join(data.DATASETS)} or a folder of images",
-                self.images)
+        require_images(self.images)
         require(self.random_partitions >= 0 and (self.fit_raptor or not self.random_partitions),
                 "random_partitions", "≥ 0, and 0 unless fit_raptor is True",
                 self.random_partitions)

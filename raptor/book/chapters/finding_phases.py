@@ -15,10 +15,10 @@ from raptor import paper, phases
 from raptor.book import plotting
 from raptor.book.claims import (EXCESS_MIN, FAILS, HOLDS, Claim, Threshold, all_of, claim,
                                 resting_on_phases, versus)
-from raptor.book.experiment import dinov2_walk, images_of, teacher_of, walk, weights_path
+from raptor.book.experiment import images_of, pretrained_walk, teacher_of, walk
 from raptor.book.profiles import (PAPER_TEACHER, PAPER_TRAIN, PHASE_TEACHER, PHASE_TRAIN,
                                   SMOKE_TEACHER, SMOKE_TRAIN)
-from raptor.book.spec import Machine, nested, require, require_data
+from raptor.book.spec import Machine, Pretrained, nested, require, require_data
 from raptor.loop import resolve_device
 from raptor.phases import Partition
 from raptor.stats import wilson
@@ -27,7 +27,6 @@ from raptor.teachers import TeacherConfig, TrainConfig
 
 NAME = "finding-phases"
 NOTEBOOK = "chapters/finding_phases.ipynb"
-DINOV2 = "DINOv2-B"
 
 
 @dataclass(frozen=True)
@@ -35,8 +34,8 @@ class Spec:
     """Teachers with each rate in ``p_values`` (first seed), the first rate with every seed.
 
     ``eps_values`` are the hierarchical bisection's stopping thresholds; ``image_counts`` the
-    subset sizes of the stability test. ``dinov2_weights`` (a local file of
-    ``vit_base_patch14_reg4_dinov2.lvd142m``) with ``imagenet_root`` adds DINOv2-B.
+    subset sizes of the stability test. ``pretrained`` with its ``weights`` adds a pretrained
+    timm ViT on its ``images`` (DINOv2-B on ImageNet: Figs. 2–3).
     """
 
     teacher: TeacherConfig = nested(PHASE_TEACHER)
@@ -48,8 +47,7 @@ class Spec:
     eps_values: tuple[float, ...] = (0.2, 0.1, 0.09)
     image_counts: tuple[int, ...] = (10, 25, 50, 100, 250, 500)
     n_resamples: int = 40  # the fewest for which all subsets agreeing clears STABLE_SHARE
-    dinov2_weights: str | None = None
-    imagenet_root: str | None = None
+    pretrained: Pretrained = nested(Pretrained)
     machine: Machine = nested(Machine)
 
     def __post_init__(self) -> None:
@@ -69,8 +67,6 @@ class Spec:
                 f"subset sizes in [1, n_images = {self.n_images}) (a subset, not the whole set)",
                 self.image_counts)
         require(self.n_resamples >= 1, "n_resamples", "≥ 1", self.n_resamples)
-        require(self.dinov2_weights is None or self.imagenet_root is not None, "imagenet_root",
-                "an ImageFolder root when dinov2_weights is given", self.imagenet_root)
 
 SMOKE = dataclasses.replace(Spec(), teacher=SMOKE_TEACHER, train=SMOKE_TRAIN, n_images=64,
                             k_values=(2, 3), image_counts=(16, 32), n_resamples=3)
@@ -122,7 +118,6 @@ def hierarchical_vs_dp(label: str, S: np.ndarray, eps_values: Sequence[float]
 
 def compute(spec: Spec) -> Result:
     """Phase matrices and max-cuts per teacher, DP vs hierarchical, and C2's stability."""
-    dinov2 = weights_path(spec.dinov2_weights)
     seed0 = spec.teacher_seeds[0]
     device = resolve_device(spec.machine.device)
     images = images_of(spec, spec.n_images)
@@ -136,10 +131,11 @@ def compute(spec: Spec) -> Result:
                                       w.excess))
         if (p, s) == (spec.p_values[0], seed0):
             reference = w
-    if dinov2 is not None:
-        w = dinov2_walk(dinov2, spec.imagenet_root, spec.n_images, cuts=spec.k_values,
-                        excess=spec.k_values, device=device)
-        teachers.append(TeacherPhases(DINOV2, None, 0, w.accuracy, w.S, w.cuts, w.excess))
+    if spec.pretrained.weights is not None:
+        w = pretrained_walk(spec.pretrained, spec.n_images, spec.machine.data_root,
+                            cuts=spec.k_values, excess=spec.k_values, device=device)
+        teachers.append(TeacherPhases(spec.pretrained.label, None, 0, w.accuracy, w.S, w.cuts,
+                                      w.excess))
     comparison = [row for te in teachers for row in hierarchical_vs_dp(te.label, te.S,
                                                                        spec.eps_values)]
     plain = {te.seed: te.cuts for te in teachers if te.p == spec.p_values[0]}
@@ -151,13 +147,14 @@ def compute(spec: Spec) -> Result:
 
 
 def maxcut_figure(result: Result) -> plt.Figure:
-    """Max-cut boundaries for each k, first seed's teachers and DINOv2-B (Figs. 2–3, left)."""
+    """Max-cut boundaries for each k, first seed's teachers and a pretrained model, DINOv2-B in
+    the paper (Figs. 2–3, left)."""
     s = result.spec
     shown = [te for te in result.teachers if te.seed == s.teacher_seeds[0] or te.p is None]
     panels, cuts = {}, {}
     for te in shown:
         for k in s.k_values:
-            title = (f"{DINOV2 if te.p is None else f'p={te.p}'}, k={k}\n"
+            title = (f"{te.label if te.p is None else f'p={te.p}'}, k={k}\n"
                      f"{phases.format_partition(te.cuts[k])}")
             panels[title], cuts[title] = te.S, te.cuts[k]
     return plotting.similarity_panels(panels, ncols=len(s.k_values), partitions=cuts)

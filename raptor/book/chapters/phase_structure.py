@@ -19,10 +19,10 @@ import pandas as pd
 from raptor import controls, paper, phases
 from raptor.book import plotting
 from raptor.book.claims import EXCESS_MIN, FAILS, HOLDS, Claim, all_of, claim, versus
-from raptor.book.experiment import Walk, dinov2_walk, images_of, teacher_of, walk, weights_path
+from raptor.book.experiment import Walk, images_of, pretrained_walk, teacher_of, walk
 from raptor.book.profiles import (PAPER_TEACHER, PAPER_TRAIN, PHASE_TEACHER, PHASE_TRAIN,
                                   SMOKE_TEACHER, SMOKE_TRAIN)
-from raptor.book.spec import Machine, nested, require, require_data
+from raptor.book.spec import Machine, Pretrained, nested, require, require_data
 from raptor.loop import resolve_device
 from raptor.structure import (JUDGED_NULL, NULLS, WARP_ORIGINS, PhaseExcess, contrast,
                               matrix_excess, phase_excess, warped_decay_null)
@@ -37,8 +37,8 @@ class Spec:
     """Teachers trained with each stochastic-depth rate in ``p_values`` and each seed in
     ``teacher_seeds``, and untrained ones (the control).
 
-    ``dinov2_weights`` (a local file of ``vit_base_patch14_reg4_dinov2.lvd142m``) with
-    ``imagenet_root`` (ImageFolder layout) adds DINOv2-B on ImageNet images (Fig. 1).
+    ``pretrained`` with its ``weights`` adds a pretrained timm ViT on its ``images`` (DINOv2-B
+    on ImageNet: Fig. 1).
     ``control_images``: the images of each synthetic control (:mod:`raptor.controls`).
     """
 
@@ -50,8 +50,7 @@ class Spec:
     k: int = 3
     n_boot: int = 200
     control_images: int = 200
-    dinov2_weights: str | None = None
-    imagenet_root: str | None = None
+    pretrained: Pretrained = nested(Pretrained)
     machine: Machine = nested(Machine)
 
     def __post_init__(self) -> None:
@@ -65,8 +64,6 @@ class Spec:
                 self.k)
         require(self.n_boot >= 10, "n_boot", "≥ 10", self.n_boot)
         require(self.control_images >= 8, "control_images", "≥ 8", self.control_images)
-        require(self.dinov2_weights is None or self.imagenet_root is not None, "imagenet_root",
-                "an ImageFolder root when dinov2_weights is given", self.imagenet_root)
 
 
 SMOKE = dataclasses.replace(Spec(), teacher=SMOKE_TEACHER, train=SMOKE_TRAIN, teacher_seeds=(0, 1),
@@ -77,7 +74,7 @@ PAPER = dataclasses.replace(Spec(), teacher=PAPER_TEACHER, train=PAPER_TRAIN,
 
 @dataclass
 class Result:
-    """Per model (``"p=0.0, seed 0"``, ``"untrained, seed 0"``, ``"DINOv2-B"``): accuracy,
+    """Per model (``"p=0.0, seed 0"``, ``"untrained, seed 0"``, a pretrained one): accuracy,
     trajectory shape, similarity per token group, max-cut and :class:`PhaseExcess`; per control
     of :data:`raptor.controls.CONTROLS` its :class:`PhaseExcess`; and the paper's DINOv2-B matrix's
     at each k of the paper (:func:`~raptor.structure.matrix_excess`, no interval)."""
@@ -101,7 +98,6 @@ class Result:
 def compute(spec: Spec) -> Result:
     """Similarity matrices per model and token group, max-cuts, and C1's block excess; the same
     excess for every control and for the paper's DINOv2-B matrix."""
-    dinov2 = weights_path(spec.dinov2_weights)
     images = images_of(spec, spec.n_images)
     measure = dict(excess=(spec.k,), n_boot=spec.n_boot, device=resolve_device(spec.machine.device))
     accuracy, shapes, mats, excess = {}, {}, {}, {}
@@ -116,8 +112,9 @@ def compute(spec: Spec) -> Result:
     for seed in spec.teacher_seeds:
         add(f"untrained, seed {seed}",
             walk(teacher_of(spec, seed=seed, trained=False), images, **measure))
-    if dinov2 is not None:
-        add("DINOv2-B", dinov2_walk(dinov2, spec.imagenet_root, spec.n_images, **measure))
+    if spec.pretrained.weights is not None:
+        add(spec.pretrained.label, pretrained_walk(spec.pretrained, spec.n_images,
+                                                   spec.machine.data_root, **measure))
     return Result(spec, accuracy, shapes, mats, {name: e.cut for name, e in excess.items()},
                   excess, {name: _check(name, spec) for name in controls.CONTROLS},
                   {k: matrix_excess(paper.dinov2b_block_similarity(), k) for k in paper.K_VALUES})
@@ -129,11 +126,11 @@ def _check(control: str, spec: Spec) -> PhaseExcess:
 
 
 def similarity_figure(result: Result) -> plt.Figure:
-    """Rows are the first seed's teachers (and DINOv2-B), columns token groups, layers 1..L; the
-    max-cut's blocks outlined (Fig. 1)."""
+    """Rows are the first seed's teachers (and the pretrained model), columns token groups,
+    layers 1..L; the max-cut's blocks outlined (Fig. 1)."""
     first = f"seed {result.spec.teacher_seeds[0]}"
     mats = {name: m for name, m in result.similarity.items()
-            if name.endswith(first) or name == "DINOv2-B"}
+            if name.endswith(first) or name == result.spec.pretrained.label}
     groups = [g for g in ("cls", "registers", "patches") if any(g in m for m in mats.values())]
     panels = {f"{model}\n{g}": m[g][1:, 1:] if g in m else None
               for model, m in mats.items() for g in groups}
