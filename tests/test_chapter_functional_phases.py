@@ -84,9 +84,8 @@ def test_c4_swaps() -> None:
     held = judge.c4_swaps({1: _iv(0.95, 0.93, 0.97), 2: _iv(0.92, 0.91, 0.94)},
                           {1: _iv(0.3, 0.25, 0.35), 2: _iv(0.5, 0.45, 0.55)})
     assert held.verdict == HOLDS and held.tests == 4
-    assert held.ours == ("share of teacher accuracy kept, by layers swapped: intra 1: 95% "
-                         "[93%, 97%], 2: 92% [91%, 94%]; inter 1: 30% [25%, 35%], 2: 50% "
-                         "[45%, 55%]")
+    assert held.ours == ("share of teacher accuracy kept: intra 1 layer 95% [93%, 97%], 2 layers "
+                         "92% [91%, 94%]; inter 1 layer 30% [25%, 35%], 2 layers 50% [45%, 55%]")
     assert held.detail.startswith("holds if, for every number of layers swapped, intra swaps "
                                   "keep > 90% and inter swaps < 60% of the teacher's accuracy")
     # inter swaps that keep 78% and more, clear of 60%: does not hold, whatever intra does

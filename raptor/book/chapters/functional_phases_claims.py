@@ -101,13 +101,13 @@ def c4_swaps(intra: Mapping[int, Interval], inter: Mapping[int, Interval]) -> Cl
                 for n, iv in inter.items()}} if testable else {}
 
     def shown(ivs: Mapping[int, Interval]) -> str:
-        return ", ".join(f"{n}: {iv.estimate:.0%} [{iv.low:.0%}, {iv.high:.0%}]"
-                         for n, iv in ivs.items())
+        return ", ".join(f"{n} layer{'s' * (n > 1)} {iv.estimate:.0%} [{iv.low:.0%}, "
+                         f"{iv.high:.0%}]" for n, iv in ivs.items())
 
     return claim(
         "C4", paper="intra-block swaps keep accuracy; inter-block swaps collapse it (Fig. 15)",
-        ours=f"share of teacher accuracy kept, by layers swapped: intra {shown(intra)}; inter "
-             f"{shown(inter)}" if testable
+        ours=f"share of teacher accuracy kept: intra {shown(intra)}; inter {shown(inter)}"
+        if testable
         else "no swap sets of both kinds for this partition, or a teacher with no image right",
         holds=all_of(parts.values()) if testable else None,
         tests=len(parts) if testable else 1,
