@@ -13,8 +13,10 @@ import pytest
 
 from raptor.book.chapters import MODULES, chapter
 from raptor.book.claims import (BY_CONSTRUCTION, CLAIMS, EXCESS_MIN, FAILS, HOLDS, INCONCLUSIVE,
-                                SEEDS_ALPHA, UNTESTABLE, VERDICTS, Claim, Threshold, across_seeds,
-                                all_of, claim, gather, report, resting_on_phases, table, versus)
+                                SEEDS_ALPHA, UNTESTABLE, VERDICTS, Claim, Part, Threshold,
+                                across_seeds, all_of, claim, conjunction, correction, gather,
+                                part, report, resting_on_phases, table, versus)
+from raptor.stats import Interval
 from raptor.structure import PhaseExcess, Rank
 
 
@@ -133,6 +135,56 @@ def test_all_of(parts: list[str], verdict: str) -> None:
     assert all_of(parts) == verdict
 
 
+def test_part_takes_its_interval_to_any_level() -> None:
+    # a normal estimate 0.5 with standard error 0.1: its 99% interval is 0.5 ± 2.576·0.1
+    p = part(Interval(0.5, 0.5 - 0.196, 0.5 + 0.196, 0.95), 0.3)
+    assert p.interval(0.99) == pytest.approx((0.5 - 0.2576, 0.5 + 0.2576), abs=1e-4)
+    assert p.interval(0.95) == pytest.approx((0.304, 0.696))
+    assert p.verdict() == HOLDS and p.verdict(0.99) == INCONCLUSIVE
+    # each side scales on its own; an estimate outside its percentiles is clipped into them
+    assert part((0.5, 0.4, 0.8), 1.0).interval(0.99)[0] == pytest.approx(0.5 - 0.1 * 1.3143, 1e-4)
+    assert part((0.3, 0.4, 0.8), 1.0).interval(0.99)[0] <= 0.4
+
+
+def test_all_of_judges_does_not_hold_at_the_bonferroni_level() -> None:
+    fails_at_95 = part((-0.1, -0.2, -0.01), 0.0)  # [−0.20, −0.01]: below 0 at 95% …
+    assert fails_at_95.verdict() == FAILS
+    assert all_of([fails_at_95]) == FAILS  # … alone (m = 1: level 95%)
+    assert fails_at_95.verdict(1 - 0.05 / 3) == INCONCLUSIVE  # … not at 98.3%
+    held = part((1.0, 0.5, 1.5), 0.0)
+    assert conjunction([fails_at_95, held, held]) == [INCONCLUSIVE, HOLDS, HOLDS]
+    assert all_of([fails_at_95, held, held]) == INCONCLUSIVE
+    assert all_of([part((0.0, -1.0, -0.6), 0.0), held, held]) == FAILS
+    assert all_of([held, held, FAILS]) == FAILS  # a plain verdict is taken as it is
+    note = correction({"a": fails_at_95, "b": held, "c": held})
+    assert note.startswith("; a part does not hold only if its 98.33% interval lies wholly "
+                           "against it (Bonferroni over 3 parts); it does at 95% but not at "
+                           "98.33%, so it is inconclusive: a [")
+    assert correction({"a": held}) == ""
+    with pytest.raises(ValueError, match="need Parts or"):
+        all_of([held, "maybe"])
+
+
+def test_all_of_keeps_both_errors_at_2_5_percent_whatever_the_parts() -> None:
+    """Simulated: m = 10 normal estimates (standard error 1) each exactly at its threshold (the
+    claim true, at its edge): uncorrected, some part's 95% interval lies wholly below in
+    1 − 0.975¹⁰ = 22% of runs; the conjunction says "does not hold" in 2.5% (within 3 standard
+    errors of the simulation). With one part false at its edge and the others clearly true, it
+    says "holds" in 2.5% (intersection–union)."""
+    rng = np.random.default_rng(0)
+    runs, m = 4000, 10
+    fails = holds = naive = 0
+    for e in rng.normal(0, 1, (runs, m)):
+        parts = [part((x, x - 1.96, x + 1.96), 0.0) for x in e]
+        fails += all_of(parts) == FAILS
+        naive += any(p.verdict() == FAILS for p in parts)
+        edge = [part((y, y - 1.96, y + 1.96), 0.0) for y in e + 10 * (np.arange(m) > 0)]
+        holds += all_of(edge) == HOLDS
+    tolerance = 3 * np.sqrt(0.025 * 0.975 / runs)
+    assert naive / runs == pytest.approx(1 - 0.975**m, abs=0.03)
+    assert fails / runs <= 0.025 + tolerance and holds / runs <= 0.025 + tolerance
+
+
 def _c17(verdict: str, ours: str = "rho") -> Claim:
     return claim("C17", paper="p", ours=ours, holds=verdict, detail="d")
 
@@ -226,13 +278,16 @@ def test_claims_page_counts_links_and_folds(tmp_path: Path) -> None:
     assert (s["n_holds"], s["n_fails"], s["n_inconclusive"], s["n_untestable"],
             s["n_by_construction"], s["n_untested"]) == (1, 1, 1, 1, 1, 21)
     assert s["alpha"] == "0.05" and (s["level"], s["side_error"]) == ("95%", "2.5%")
-    # sub-tests of the measured verdicts only: 1 + 4 + 1; the largest conjunction has 4 parts
-    assert (s["n_subtests"], s["max_tests"], s["max_fails_error"]) == (6, 4, "10.0%")
+    # sub-tests of the measured verdicts only: 1 + 4 + 1; the largest uncorrected conjunction
+    # (C1 and C5 here: C5 is not one of them, C1 is) has 1 part
+    assert (s["n_subtests"], s["max_tests"], s["max_fails_error"]) == (6, 1, "2.5%")
+    assert s["uncorrected"] == "C1, C2, C7, C12, C13, C14"
     assert s["seeds_alpha"] == "0.05" and "n_chance" not in s
     for said in ("The 5 verdicts rest on 6 sub-tests, each a 95% two-sided interval",
-                 "intersection–union test", "Berger 1982", "not corrected for m",
-                 "up to m × 2.5%", "m ≤ 4, up to 10.0%", "binomial test at α = 0.05",
-                 "share the evaluation images"):
+                 "intersection–union test", "Berger 1982", "at level 1 − 5%/m lies wholly "
+                 "against it (Bonferroni over the parts)", "C1, C2, C7, C12, C13, C14 still "
+                 "combine their parts uncorrected", "up to m × 2.5%", "m ≤ 1, up to 2.5%",
+                 "binomial test at α = 0.05", "share the evaluation images"):
         assert said in s["error_rates"], said
 
     html = page.page(result, book=tmp_path).data

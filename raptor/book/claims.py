@@ -10,14 +10,16 @@ measurement. Chapters write their claims as JSON next to the book; the claims pa
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import pandas as pd
 from scipy import stats as st
 
+from raptor.stats import Interval
 from raptor.structure import PhaseExcess
 
 CLAIMS: dict[str, str] = {
@@ -115,16 +117,95 @@ def versus(low: float, high: float, threshold: float, *, above: bool = True) -> 
     return HOLDS if lo > t else FAILS if hi <= t else INCONCLUSIVE
 
 
-def all_of(verdicts: Iterable[str]) -> str:
-    """A conjunction of sub-verdicts: fails if any fails, else inconclusive if any is, else
-    holds."""
-    vs = list(verdicts)
-    if not vs or any(v not in (HOLDS, FAILS, INCONCLUSIVE) for v in vs):
-        raise ValueError(f"need holds / does not hold / inconclusive verdicts, got {vs}")
+SIDE_ERROR = 0.025  # a 95% two-sided interval's chance of lying wholly on one wrong side
+LEVEL = 1 - 2 * SIDE_ERROR
+
+
+@dataclass(frozen=True)
+class Part:
+    """A sub-test of a conjunction: "the number exceeds ``threshold``" (``above=False``: stays
+    below it), judged on the number's interval at any level: ``interval(level)`` gives
+    ``(low, high)``."""
+
+    interval: Callable[[float], tuple[float, float]]
+    threshold: float
+    above: bool = True
+
+    def verdict(self, level: float = LEVEL) -> str:
+        """:func:`versus` on the interval at ``level``."""
+        return versus(*self.interval(level), self.threshold, above=self.above)
+
+
+@functools.cache
+def _z(level: float) -> float:
+    return float(st.norm.ppf(0.5 + level / 2))
+
+
+def part(iv: Interval | tuple[float, float, float], threshold: float, *,
+         above: bool = True) -> Part:
+    """A :class:`Part` from a 95% interval ``iv`` (an :class:`~raptor.stats.Interval` or
+    ``(estimate, low, high)``), taken to another level by scaling each side's half-width by
+    ``z(level) / z(95%)``: exact for a normally distributed estimate, a normal approximation for
+    a percentile bootstrap or a score interval."""
+    est, low, high = (iv.estimate, iv.low, iv.high) if isinstance(iv, Interval) else iv
+    centre = min(max(est, low), high)  # a bootstrap's estimate may lie outside its percentiles
+
+    def interval(level: float) -> tuple[float, float]:
+        r = _z(level) / _z(LEVEL)
+        return centre - r * (centre - low), centre + r * (high - centre)
+
+    return Part(interval, threshold, above)
+
+
+def conjunction(parts: Sequence[str | Part]) -> list[str]:
+    """Each part's verdict inside a conjunction of ``m = len(parts)``: a :class:`Part` holds on
+    its 95% interval and does not hold on its interval at level ``1 − 2·SIDE_ERROR/m``
+    (Bonferroni over the parts), else it is inconclusive; a plain verdict (a part without an
+    interval) is taken as it is, uncorrected."""
+    m = len(parts)
+    if not m or any(not isinstance(p, Part) and p not in (HOLDS, FAILS, INCONCLUSIVE)
+                    for p in parts):
+        raise ValueError(f"need Parts or holds / does not hold / inconclusive verdicts, got "
+                         f"{parts}")
+    wide = fails_level(m)
+    return [p if not isinstance(p, Part) else HOLDS if p.verdict() == HOLDS
+            else FAILS if p.verdict(wide) == FAILS else INCONCLUSIVE for p in parts]
+
+
+def fails_level(m: int) -> float:
+    """The level of the interval on which a part of a conjunction of ``m`` parts does not hold
+    (:func:`conjunction`)."""
+    return 1 - 2 * SIDE_ERROR / m
+
+
+def correction(parts: Mapping[str, str | Part]) -> str:
+    """What a claim's detail says of the Bonferroni correction of its conjunction of named
+    ``parts``: the level "does not hold" needs, and each part that does not hold at 95% but
+    does not reach that level (its verdict moved to inconclusive by the correction, its interval
+    shown); empty for one part."""
+    m = len(parts)
+    if m < 2:
+        return ""
+    wide = fails_level(m)
+    moved = [f"{name} [{lo:+.3f}, {hi:+.3f}]" for name, p in parts.items()
+             if isinstance(p, Part) and p.verdict() == FAILS and p.verdict(wide) != FAILS
+             for lo, hi in [p.interval(wide)]]
+    return (f"; a part does not hold only if its {wide:.2%} interval lies wholly against it "
+            f"(Bonferroni over {m} parts)"
+            + (f"; it does at 95% but not at {wide:.2%}, so it is inconclusive: "
+               + ", ".join(moved) if moved else ""))
+
+
+def all_of(parts: Iterable[str | Part]) -> str:
+    """A conjunction of sub-tests (:func:`conjunction`): holds if every part holds (an
+    intersection–union test: its chance error stays at ``SIDE_ERROR`` whatever the number of
+    parts m, Berger 1982); does not hold if a part does not at level ``1 − 2·SIDE_ERROR/m``, so
+    that its chance error too stays at ``SIDE_ERROR`` (Bonferroni) where every part is a
+    :class:`Part`; else inconclusive."""
+    vs = conjunction(list(parts))
     return FAILS if FAILS in vs else INCONCLUSIVE if INCONCLUSIVE in vs else HOLDS
 
 
-SIDE_ERROR = 0.025  # a 95% two-sided interval's chance of lying wholly on one wrong side
 SEEDS_ALPHA = Threshold(0.05, "[ours] the conventional 5% level for the combined test over seeds; "
                               "as 0.025 < 0.05, one seed keeps its own verdict")
 
@@ -143,8 +224,8 @@ def across_seeds(per_seed: Mapping[int, Claim]) -> Claim:
 
     The binomial assumes the seeds independent: each seed trains its own models, but the seeds
     share the evaluation images, so evaluation noise is shared and the test is approximate. A
-    seed's ``does not hold`` from a conjunction of m parts errs up to m × 2.5%, more than the
-    2.5% assumed (:func:`all_of` does not correct it).
+    seed's ``does not hold`` from a conjunction errs at most 2.5% where :func:`all_of` corrects
+    it (every part with an interval), up to m × 2.5% where a part is a plain verdict.
 
     The first seed's numbers are shown, every seed's verdict beside them, the others' numbers in
     the detail; ``rests_on`` is kept per seed and ``tests`` summed. A claim not testable (or true

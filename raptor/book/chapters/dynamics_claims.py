@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from raptor import dynamics
-from raptor.book.claims import (FAILS, HOLDS, INCONCLUSIVE, Claim, Threshold, all_of, claim,
-                                versus)
+from raptor.book.claims import (FAILS, HOLDS, INCONCLUSIVE, Claim, Part, Threshold, all_of, claim,
+                                conjunction, correction, part)
 from raptor.paper import FINAL_UPDATE_RANK
 from raptor.stats import (Correlation, SigmoidFit, aligned, bootstrap, bootstrap_mean,
                           change_points, log_slope, rank_correlation, sigmoid_vs_linear, trend)
@@ -50,13 +50,16 @@ SPEED_ORDER = ("registers", "patches", "cls")  # "stable small speeds for regist
 # intermediate speeds for patches, and sharp late reorientations for cls" (§4, Fig. 11)
 
 
-def _judged(parts: dict[str, str]) -> tuple[str, str, int]:
-    """The conjunction of named sub-verdicts, a note naming the parts that do not hold or are
-    inconclusive (empty when all hold), and the number of parts (the claim's ``tests``)."""
-    notes = [f"{name}: " + ", ".join(p for p, v in parts.items() if v == which)
+def _judged(parts: dict[str, str | Part]) -> tuple[str, str, int]:
+    """The conjunction (:func:`~raptor.book.claims.all_of`) of named sub-tests, a note naming
+    the parts that do not hold or are inconclusive in it and its correction
+    (:func:`~raptor.book.claims.correction`), and the number of parts (the claim's ``tests``)."""
+    judged = dict(zip(parts, conjunction(list(parts.values()))))
+    notes = [f"{name}: " + ", ".join(p for p, v in judged.items() if v == which)
              for name, which in (("does not hold", FAILS), ("inconclusive", INCONCLUSIVE))
-             if which in parts.values()]
-    return all_of(parts.values()), "".join(f"; {n}" for n in notes), len(parts)
+             if which in judged.values()]
+    why = "".join(f"; {n}" for n in notes) + correction(parts)
+    return all_of(parts.values()), why, len(parts)
 
 
 def _last_phase(bounds: list[int], depth: int) -> slice:
@@ -111,7 +114,8 @@ def c16_directions_converge(gamma: dict[str, np.ndarray]) -> Claim:
     for a, b in zip(order, order[1:]):
         gap = np.array([crossing(y, GAMMA_NEAR.value) for y in draws[b]]) \
             - np.array([crossing(y, GAMMA_NEAR.value) for y in draws[a]])
-        later[a, b] = _interval(np.nan_to_num(gap, nan=0.0))
+        gap = np.nan_to_num(gap, nan=0.0)
+        later[a, b] = (float(np.median(gap)), *_interval(gap))
     t = AICC_MIN.value
 
     def s_shape(f: SigmoidFit) -> str:
@@ -123,8 +127,8 @@ def c16_directions_converge(gamma: dict[str, np.ndarray]) -> Claim:
 
     verdict, why, tests = _judged({
         **{f"{g} S-shape": s_shape(f) for g, f in fits.items()},
-        **{f"{g} near 1": versus(*late[g], GAMMA_LATE_MIN.value) for g in gamma},
-        **{f"{a} before {b}": versus(*gap, 0.0) for (a, b), gap in later.items()}})
+        **{f"{g} near 1": part((gamma[g][-2], *late[g]), GAMMA_LATE_MIN.value) for g in gamma},
+        **{f"{a} before {b}": part(gap, 0.0) for (a, b), gap in later.items()}})
     return claim(
         "C16", paper="γ_l S-shaped, saturating near 1; registers earliest, then patches, cls "
                      "last (§4, Fig. 8 right)",
@@ -134,7 +138,7 @@ def c16_directions_converge(gamma: dict[str, np.ndarray]) -> Claim:
                        for g, f in fits.items())
         + "; γ reaches " + f"{GAMMA_NEAR.value:g} at layer "
         + " / ".join(f"{g} {reach[g]:.1f}" for g in order)
-        + "".join(f"; {b} − {a} [{lo:+.1f}, {hi:+.1f}]" for (a, b), (lo, hi) in later.items()),
+        + "".join(f"; {b} − {a} [{lo:+.1f}, {hi:+.1f}]" for (a, b), (_, lo, hi) in later.items()),
         holds=verdict, tests=tests,
         detail=f"logistic vs line by AICc (> {t:g}: S-shaped, < −{t:g}: a line), logistic "
                f"midpoint inside (0, L) (at the fit's bound, ±L beyond the layers: "
@@ -170,8 +174,8 @@ def c18_class_basins(first: np.ndarray, last: np.ndarray, labels: np.ndarray) ->
     fall = bootstrap(lambda i: at_last(i) - dynamics.basin_compactness(first[i], labels[i]).ratio,
                      len(labels), n_boot=300)
     verdict, why, tests = _judged({
-        "ratio falls": versus(fall.low, fall.high, 0.0, above=False),
-        "ratio at L below 1": versus(end.low, end.high, BASIN_RATIO_MAX.value, above=False)})
+        "ratio falls": part(fall, 0.0, above=False),
+        "ratio at L below 1": part(end, BASIN_RATIO_MAX.value, above=False)})
     return claim(
         "C18", paper="trajectories enter class-dependent basins (§4, Fig. 8 left)",
         ours=f"within/between: layer 1 {end.estimate - fall.estimate:.2f} → layer L "
@@ -200,9 +204,9 @@ def c19_self_correction(relative: dict[str, np.ndarray], eps_over_norm: dict[str
         text.append(f"{g}: ε = {eps_over_norm[g]:.1%} of ‖x‖, deviation {m[0]:.3f} → peak "
                     f"{m[peak]:.3f} at layer {layer + peak} → {m[-1]:.3f} at L (change "
                     f"[{change[g].low:+.4f}, {change[g].high:+.4f}])")
-    parts = {g: versus(iv.low, iv.high, 0.0, above=False) for g, iv in change.items()}
+    parts = {g: part(iv, 0.0, above=False) for g, iv in change.items()}
     verdict, why, tests = _judged(parts)
-    norm_only = [g for g, v in parts.items() if v != HOLDS and distance is not None
+    norm_only = [g for g, p in parts.items() if p.verdict() != HOLDS and distance is not None
                  and distance[g][-1] < distance[g].max()]
     if norm_only:
         why += (f"; the cosine distance does fall for {', '.join(norm_only)}, but no more than "
@@ -226,8 +230,8 @@ def c20_sensitivity_by_depth(sensitivity: dict[str, np.ndarray]) -> Claim:
     mid, fit = depth // 2, slice(0, max(2, depth - 1))
     slope = bootstrap(lambda i: log_slope(patches[i].mean(axis=0)[fit]), len(patches))
     rise = bootstrap(lambda i: float(cls[i, -1].mean() / cls[i, mid].mean()), len(cls))
-    verdict, why, tests = _judged({"patch decay": versus(slope.low, slope.high, 0.0, above=False),
-                                   "late cls rise": versus(rise.low, rise.high, 1.0)})
+    verdict, why, tests = _judged({"patch decay": part(slope, 0.0, above=False),
+                                   "late cls rise": part(rise, 1.0)})
     return claim(
         "C20", paper="patch sensitivity decays with injection depth; cls rises when injected "
                      "late (§4, Fig. 10B)",
@@ -259,12 +263,18 @@ def c21_angular_speed(speed: dict[str, np.ndarray], bounds: list[int]) -> Claim:
               and (not bounds or aligned(cps, bounds, tol=tol) >= ALIGNED_MIN.value),
         tests=max(1, len(late) - 1 + bool(bounds)),  # adjacent pairs of the order, the jumps
         detail=f"mean speed in the last phase; largest speed changes within ±{tol} layer of a "
-               "boundary")
+               "boundary; not earned both ways: an order of mean speeds without an interval, "
+               "which equal speeds would give in the claimed order 1 time in 6")
 
 
-def _falls(curve: np.ndarray) -> tuple[str, Correlation]:
-    c = rank_correlation(curve, level=1 - RANK_P_MAX.value)
-    return versus(c.low, c.high, 0.0, above=False), c
+def _falls(curve: np.ndarray) -> tuple[Part, Correlation]:
+    """"Falls with depth" as a :class:`Part`, its Fisher-z interval at any level, and ρ's
+    ``1 − RANK_P_MAX`` interval."""
+    def interval(level: float) -> tuple[float, float]:
+        c = rank_correlation(curve, level=level)
+        return c.low, c.high
+
+    return Part(interval, 0.0, above=False), rank_correlation(curve, level=1 - RANK_P_MAX.value)
 
 
 def c22_update_rank_falls(stable: dict[str, np.ndarray], effective: dict[str, np.ndarray],
@@ -334,8 +344,8 @@ def c23_coherence_rises(kappa: np.ndarray, bounds: list[int]) -> Claim:
     start = _last_phase(bounds, len(mean)).start
     at = int(where.estimate)
     # landing indices are whole layers: half a layer before the phase separates in from out
-    verdict, why, tests = _judged({"sharp": versus(share.low, share.high, SHARP_SHARE.value),
-                                   "late": versus(where.low, where.high, start - 0.5)})
+    verdict, why, tests = _judged({"sharp": part(share, SHARP_SHARE.value),
+                                   "late": part(where, start - 0.5)})
     return claim(
         "C23", paper="patch-token coherence rises sharply late (§4, Fig. 12 middle)",
         ours=f"κ {mean[0]:.3f} → peak {mean.max():.3f}; largest one-layer rise "
@@ -358,8 +368,8 @@ def c24_dmd_near_one(eigenvalues: dict[str, np.ndarray], radius_boot: dict[str, 
               for g, lam in eigenvalues.items()}
     used = max(len(lam) for lam in eigenvalues.values())
     verdict, why, tests = _judged({
-        **{f"{g} |λ| ≤ 1": versus(lo, hi, 1 + RADIUS_TOL.value, above=False)
-           for g, (_, lo, hi) in radius.items()},
+        **{f"{g} |λ| ≤ 1": part(r, 1 + RADIUS_TOL.value, above=False)
+           for g, r in radius.items()},
         "cls closest to +1": HOLDS if min(closest, key=closest.get) == "cls" else FAILS})
     return claim(
         "C24", paper="DMD eigenvalues inside the unit circle near +1; cls closest to +1 "

@@ -118,9 +118,10 @@ class SeedChecks:
     seed: int
     partition: Partition  # the max-cut at control_k
     teacher_acc: float
+    teacher_units: np.ndarray  # the teacher's accuracy per unit (C4's reference)
     controls: dict[str, dict[str, float]]  # teacher -> token group -> R²
     control_units: dict[str, dict[str, np.ndarray]]  # teacher -> token group -> R² per unit
-    swap_acc: dict[str, dict[int, np.ndarray]]  # kind -> layers swapped -> accuracy per swap set
+    swap_units: dict[str, dict[int, np.ndarray]]  # kind -> layers swapped -> (swap sets, units)
     excess: PhaseExcess  # the max-cut at control_k vs the warped-decay null (C1)
 
 
@@ -155,6 +156,12 @@ class Result:
         ``run`` (default: the first seed's)."""
         run = run or self.versus[0]
         return np.average(run.student_units[k], axis=1, weights=self.unit_sizes)
+
+    def swap_acc(self, checks: SeedChecks, kind: str, n: int) -> np.ndarray | None:
+        """Each ``kind`` swap set's accuracy on all the images when swapping ``n`` layers of
+        ``checks``' teacher; None where there is no such set."""
+        units = checks.swap_units[kind].get(n)
+        return None if units is None else np.average(units, axis=1, weights=self.unit_sizes)
 
     def snapshot_r2(self, run: SeedVersus | None = None) -> dict[str, np.ndarray]:
         """Token group -> the Raptor's R² per overfit snapshot of ``run`` (default: the first
@@ -231,15 +238,17 @@ def _seed_checks(spec: Spec, seed: int, w: Walk, sizes: np.ndarray, device: str)
         control_units[name] = _per_unit(student, model, units, device)
         controls[name] = {g: float(np.average(control_units[name][g], weights=sizes))
                           for g in GROUPS}
-    swap_acc = {kind: {} for kind in KINDS}
+    swap_units = {kind: {} for kind in KINDS}
     for n in spec.swap_counts:
         for kind in KINDS:
             sets = candidate_swaps(cut, n, kind, max_sets=spec.max_swap_sets, seed=seed)
-            if sets:
-                swap_acc[kind][n] = swap_accuracy(w.model, sets, w.batches(), device=device)
-    return SeedChecks(seed, cut, head_accuracy(w.model, w.batches(), device=device), controls,
+            if sets:  # per unit, so that C4's interval pairs the units across models
+                swap_units[kind][n] = np.stack(
+                    [swap_accuracy(w.model, sets, [u], device=device) for u in units], axis=1)
+    return SeedChecks(seed, cut, head_accuracy(w.model, w.batches(), device=device),
+                      control_units["trained"]["acc"], controls,
                       {name: {g: u[g] for g in GROUPS} for name, u in control_units.items()},
-                      swap_acc, w.excess[spec.control_k])
+                      swap_units, w.excess[spec.control_k])
 
 
 def best_step(run: SeedVersus) -> int:
@@ -288,7 +297,7 @@ def swaps_table(result: Result) -> pd.DataFrame:
         {"seed": c.seed, "swaps": n, "kind": kind, "sets": len(accs), "acc": np.mean(accs),
          "std": np.std(accs), "kept": np.mean(accs) / c.teacher_acc}
         for c in result.seeds for n in result.spec.swap_counts for kind in KINDS
-        if (accs := c.swap_acc[kind].get(n)) is not None])
+        if (accs := result.swap_acc(c, kind, n)) is not None])
 
 
 def maxcut_vs_random_figure(result: Result) -> plt.Figure:
@@ -350,10 +359,10 @@ def swaps_figure(result: Result) -> plt.Figure:
     return fig
 
 
-def _c4(c: SeedChecks, control_k: int) -> Claim:
-    retained = {kind: [float(np.mean(a)) / c.teacher_acc for a in by_n.values()]
-                for kind, by_n in c.swap_acc.items()}
-    return resting_on_phases(judge.c4_swaps(retained["intra"], retained["inter"]),
+def _c4(c: SeedChecks, sizes: np.ndarray, control_k: int) -> Claim:
+    kept = {kind: {n: judge.retained_interval(u, c.teacher_units, sizes) for n, u in by_n.items()}
+            for kind, by_n in c.swap_units.items()}
+    return resting_on_phases(judge.c4_swaps(kept["intra"], kept["inter"]),
                              {f"k={control_k}": c.excess})
 
 
@@ -381,7 +390,7 @@ def claims(result: Result) -> list[Claim]:
     controls = {c.seed: c.control_units for c in result.seeds}
     return [
         _versus({run.seed: _c3(run, sizes) for run in result.versus}),
-        across_seeds({c.seed: _c4(c, s.control_k) for c in result.seeds}),
+        across_seeds({c.seed: _c4(c, sizes, s.control_k) for c in result.seeds}),
         across_seeds({seed: judge.c9_untrained_easier(u["untrained"], u["trained"], sizes)
                       for seed, u in controls.items()}),
         across_seeds({seed: judge.c10_skip_removal(u["untrained"]["patches"],
