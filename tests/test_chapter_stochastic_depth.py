@@ -44,7 +44,8 @@ def test_c7_accuracy_rises_only_up_to_0_6() -> None:
     c = chapter.c7_accuracy_rises(P, acc, acc)
     assert c.verdict == HOLDS and c.ours.endswith("(n=8)")
     assert c.detail == ("Spearman ρ of accuracy with p over p ≤ 0.6, Fisher-z interval; holds "
-                        "only if both rise")
+                        "only if both rise; a part does not hold only if its 97.50% interval "
+                        "lies wholly against it (Bonferroni over 2 parts)")
     # Both must rise: a falling student accuracy fails the claim, a weak rise leaves it open.
     assert chapter.c7_accuracy_rises(P, acc, acc[:8][::-1] + [0.1, 0.1]).verdict == FAILS
     assert chapter.c7_accuracy_rises(P12, RISING_12, WEAK).verdict == INCONCLUSIVE

@@ -33,9 +33,6 @@ BADGES: dict[str, tuple[str, str]] = {
     UNTESTED: ("·", "untested"),
 }
 # Glue keys of the verdict counts.
-#: Claims whose chapters combine parts by plain verdicts (:func:`~raptor.book.claims.versus`),
-#: not :func:`~raptor.book.claims.part` s: their "does not hold" is not Bonferroni-corrected.
-UNCORRECTED = ("C1", "C2", "C7", "C12", "C13", "C14")
 COUNT_KEYS = {HOLDS: "n_holds", FAILS: "n_fails", INCONCLUSIVE: "n_inconclusive",
               UNTESTABLE: "n_untestable", BY_CONSTRUCTION: "n_by_construction",
               UNTESTED: "n_untested"}
@@ -103,17 +100,13 @@ def summary(result: Result) -> dict[str, int | float | str]:
     counts = checks["verdict"].value_counts()
     alphas = sorted(set(significance_levels().values()))
     measured = checks[checks["verdict"].isin([HOLDS, FAILS, INCONCLUSIVE])]["tests"]
-    plain = measured[measured.index.isin(UNCORRECTED)]
-    parts = int(plain.max()) if len(plain) else 1
     out: dict[str, int | float | str] = {
         "n_claims": len(CLAIMS), "n_checks": len(checks),
         "n_tested": checks.index.nunique(), "n_chapters": checks["chapter"].nunique(),
         "profile": ", ".join(sorted(set(checks["profile"]))) or "—",
         "alpha": " / ".join(f"{a:g}" for a in alphas) or "—",
         "n_subtests": int(measured.sum()), "level": f"{LEVEL:.0%}",
-        "side_error": f"{SIDE_ERROR:.1%}", "uncorrected": ", ".join(UNCORRECTED),
-        "max_tests": parts, "max_fails_error": f"{min(1.0, parts * SIDE_ERROR):.1%}",
-        "seeds_alpha": f"{SEEDS_ALPHA.value:g}",
+        "side_error": f"{SIDE_ERROR:.1%}", "seeds_alpha": f"{SEEDS_ALPHA.value:g}",
     }
     for verdict, key in COUNT_KEYS.items():
         out[key] = int(counts.get(verdict, 0)) if verdict != UNTESTED else len(CLAIMS) - out["n_tested"]
@@ -128,12 +121,9 @@ def summary(result: Result) -> dict[str, int | float | str]:
         f"chance error too stays at {out['side_error']} whatever m; each part's interval is "
         "taken to that level by scaling each side by the ratio of normal quantiles (exact for a "
         "normal estimate, an approximation for bootstrap and score intervals; rank "
-        "correlations are recomputed at that level). Two exceptions: parts that are verdicts "
-        "without an interval (C16's S-shape by AICc, C21's order of speeds, C22's '≈ 6', C24's "
-        f"'cls closest') count as they are, and {out['uncorrected']} still combine their parts "
-        f"uncorrected: their chance error of 'does not hold' is up to m × {out['side_error']} "
-        f"(m counts every seed's parts; here m ≤ {out['max_tests']}, up to "
-        f"{out['max_fails_error']}). A claim tested on "
+        "correlations are recomputed at that level). Parts that are verdicts without an "
+        "interval count as they are: C2's boundary shift across seeds (a count), C16's S-shape "
+        "by AICc, C21's order of speeds, C22's '≈ 6' and C24's 'cls closest'. A claim tested on "
         "several seeds combines the seeds' verdicts by a binomial test at "
         f"α = {out['seeds_alpha']} each way, valid if the seeds are independent: each trains "
         "its own models, but they share the evaluation images. Nothing is corrected across "

@@ -13,7 +13,7 @@ import pandas as pd
 
 from raptor import paper, phases
 from raptor.book import plotting
-from raptor.book.claims import Claim, Threshold, all_of, claim, versus
+from raptor.book.claims import Claim, Part, Threshold, all_of, claim, correction, part, versus
 from raptor.book.experiment import images_of, student_of, teacher_of, walk
 from raptor.book.profiles import (DISTILL, PAPER_DISTILL, PAPER_TEACHER, PAPER_TRAIN, SMOKE_DISTILL,
                                   SMOKE_TEACHER, SMOKE_TRAIN, TEACHER, TRAIN)
@@ -173,27 +173,29 @@ ALPHAS = (ALPHA,)  # the significance levels of its tests (the claims page)
 MIN_TEACHERS = 5  # a rank correlation's interval needs n >= 5 (raptor.stats.rank_correlation)
 
 
-def _rises(y: Sequence[float], p: Sequence[float]) -> tuple[str | None, str]:
-    """The verdict of "``y`` rises with ``p``" from ρ's interval, and ρ with it; ``None``
-    (not testable) on fewer than ``MIN_TEACHERS`` teachers."""
+def _rises(y: Sequence[float], p: Sequence[float]) -> tuple[Part | None, str]:
+    """"``y`` rises with ``p``" as a :class:`~raptor.book.claims.Part` on ρ's interval, and ρ
+    with it; ``None`` (not testable) on fewer than ``MIN_TEACHERS`` teachers."""
     if len(y) < MIN_TEACHERS:
         return None, f"n={len(y)} < {MIN_TEACHERS} teachers"
     c = rank_correlation(y, p, level=1 - ALPHA.value)
-    return versus(c.low, c.high, 0.0), (f"ρ={c.r:.2f}, {100 * c.level:.0f}% CI "
-                                        f"[{c.low:.2f}, {c.high:.2f}] (n={c.n})")
+    return part((c.r, c.low, c.high), 0.0), (f"ρ={c.r:.2f}, {100 * c.level:.0f}% CI "
+                                             f"[{c.low:.2f}, {c.high:.2f}] (n={c.n})")
 
 
 def c5_similarity_rises(p: Sequence[float], similarity: Sequence[float]) -> Claim:
     """C5: the teachers' mean off-diagonal similarity rises with p."""
-    verdict, ours = _rises(similarity, p)
-    return claim("C5", paper="similarity rises with p (Fig. 4A, E)", ours=ours, holds=verdict,
+    rise, ours = _rises(similarity, p)
+    return claim("C5", paper="similarity rises with p (Fig. 4A, E)", ours=ours,
+                 holds=rise and rise.verdict(),
                  detail="Spearman ρ of mean off-diagonal similarity with p, Fisher-z interval")
 
 
 def c6_r2_rises(p: Sequence[float], r2: Sequence[float]) -> Claim:
     """C6: the Raptors' mean (cls, patch) R² rises with p."""
-    verdict, ours = _rises(r2, p)
-    return claim("C6", paper="R² rises with p (Fig. 4B, D)", ours=ours, holds=verdict,
+    rise, ours = _rises(r2, p)
+    return claim("C6", paper="R² rises with p (Fig. 4B, D)", ours=ours,
+                 holds=rise and rise.verdict(),
                  detail="Spearman ρ of mean (cls, patch) R² with p, Fisher-z interval")
 
 
@@ -209,7 +211,9 @@ def c7_accuracy_rises(p: Sequence[float], teacher_acc: Sequence[float],
                  holds=None if v_teacher is None else all_of((v_teacher, v_student)),
                  tests=1 if v_teacher is None else 2,
                  detail=f"Spearman ρ of accuracy with p over p ≤ {RISE_UP_TO.value}, Fisher-z "
-                        "interval; holds only if both rise")
+                        "interval; holds only if both rise"
+                        + ("" if v_teacher is None else correction(
+                            {"teacher": v_teacher, "student": v_student})))
 
 
 def c8_similarity_predicts_r2(p: Sequence[float], similarity: Sequence[float],
