@@ -75,9 +75,16 @@ def test_crossing_interpolates() -> None:
     assert ch.crossing(np.array([0.1, 0.2]), 0.9) == float("inf")
 
 
-def test_c17_norms_grow() -> None:
+def test_c17_norms_grow_both_ways() -> None:
     assert verdict(ch.c17_norms_grow({"cls": 1 + DEPTH, "patches": 2 + DEPTH})) == HOLDS
     assert verdict(ch.c17_norms_grow({"cls": 1 + DEPTH, "patches": 10 - DEPTH})) == FAILS
+    # a rise with two swaps in 9 layers: ρ = 0.97, its interval [0.79, 1.00] clears 0.7
+    wobbly = 1 + DEPTH[[1, 0, 2, 3, 4, 5, 7, 6, 8]]
+    assert verdict(ch.c17_norms_grow({"cls": wobbly})) == HOLDS
+    # no trend: ρ = −0.05 [−0.69, +0.64], below 0.7 even at the corrected level
+    flat = np.cos(DEPTH)
+    c = ch.c17_norms_grow({"cls": flat, "patches": 1 + DEPTH})
+    assert c.verdict == FAILS and "Bonferroni over 2 parts" in c.detail
 
 
 def clustered(spread: float, n: int = 120, classes: int = 3, seed: int = 0, apart: float = 1.0
@@ -264,7 +271,7 @@ def test_c24_radius_up_to_round_off_and_cls_closest() -> None:
 
 def test_thresholds_name_their_source() -> None:
     found = [v for v in vars(ch).values() if isinstance(v, ch.Threshold)]
-    assert len(found) == 13
+    assert len(found) == 12
     ours = [t for t in found if t.source.startswith("[ours] ")]
     assert all(len(t.source) > 40 for t in ours)
     assert [t for t in found if t not in ours] == [ch.FINAL_RANK]

@@ -32,7 +32,7 @@ from raptor.trajectories import TokenGroups
 
 NAME = "dynamics"
 NOTEBOOK = "chapters/dynamics.ipynb"
-ALPHAS = (judge.NORM_P_MAX, judge.RANK_P_MAX)  # the significance levels of its tests
+ALPHAS = (judge.RANK_P_MAX,)  # the significance levels of its tests
 MODELS = ("teacher", "Raptor")
 
 
