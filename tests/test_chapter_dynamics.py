@@ -252,21 +252,32 @@ def test_c23_sharp_late_rise() -> None:
     assert core(c).endswith("; inconclusive: sharp, late")
 
 
+def nearest(lam: dict[str, np.ndarray], spread: float = 0.01) -> dict[str, np.ndarray]:
+    """Bootstrap draws of each group's distance of its nearest eigenvalue to +1."""
+    return {g: np.abs(v - 1).min() + np.linspace(-spread, spread, 200) for g, v in lam.items()}
+
+
 def test_c24_radius_up_to_round_off_and_cls_closest() -> None:
     lam = {"cls": np.array([0.99, 0.5]), "registers": np.array([0.9]),
            "patches": np.array([0.8 + 0.1j, 0.8 - 0.1j])}
     inside = {g: np.abs(v).max() + np.linspace(-0.01, 0.005, 200) for g, v in lam.items()}
-    c = ch.c24_dmd_near_one(lam, inside, rank=10)
+    c = ch.c24_dmd_near_one(lam, inside, nearest(lam), rank=10)
     assert verdict(c) == HOLDS and "exact DMD of rank 2 on group-averaged directions (the " \
         "paper's r = 10 needs ≥ 10 layer transitions; this teacher has 2)" in c.detail
-    assert c.tests == 4  # |λ| ≤ 1 for each of the three groups, cls closest to +1
+    assert c.tests == 5  # |λ| ≤ 1 for each of the three groups, cls closer than each other
     out = {**lam, "cls": np.array([1.006])}
     above = {**inside, "cls": 1.006 + np.linspace(-0.002, 0.002, 200)}
-    failed = ch.c24_dmd_near_one(out, above, rank=10)
+    failed = ch.c24_dmd_near_one(out, above, nearest(out), rank=10)
     assert verdict(failed) == FAILS and core(failed).endswith("; does not hold: cls |λ| ≤ 1")
-    assert verdict(ch.c24_dmd_near_one({**lam, "cls": np.array([0.7])}, inside, rank=10)) == FAILS
+    far = {**lam, "cls": np.array([0.7])}
+    assert verdict(ch.c24_dmd_near_one(far, inside, nearest(far), rank=10)) == FAILS
     spans = {**inside, "cls": 1.0 + np.linspace(-0.01, 0.01, 200)}
-    assert verdict(ch.c24_dmd_near_one(lam, spans, rank=10)) == INCONCLUSIVE
+    assert verdict(ch.c24_dmd_near_one(lam, spans, nearest(lam), rank=10)) == INCONCLUSIVE
+    # cls only as close as registers within noise: the order is not earned either way
+    tie = {**lam, "registers": np.array([0.99])}
+    draws = nearest(tie)
+    draws["registers"] = draws["registers"][::-1]  # paired differences spread around 0
+    assert verdict(ch.c24_dmd_near_one(tie, inside, draws, rank=10)) == INCONCLUSIVE
 
 
 def test_thresholds_name_their_source() -> None:
@@ -419,7 +430,7 @@ def _power_inputs(effect: bool) -> dict[str, Claim]:
             "C22": ch.c22_update_rank_falls(ranks, {g: v + 3 for g, v in ranks.items()}, BOUNDS,
                                             width=64),
             "C23": ch.c23_coherence_rises(kappa, BOUNDS),
-            "C24": ch.c24_dmd_near_one(lam, radius, rank=10)}
+            "C24": ch.c24_dmd_near_one(lam, radius, nearest(lam), rank=10)}
 
 
 def test_power_every_claim_can_hold_at_the_cpu_profile() -> None:

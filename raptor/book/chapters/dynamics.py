@@ -133,6 +133,7 @@ class SeedRun:
     sensitivity_images: dict[str, np.ndarray]  # (N, L): injection at layer l = 0..L−1
     coherence_images: np.ndarray  # (N, L) patch κ_l
     dmd_radius_boot: dict[str, np.ndarray]  # (DMD_BOOT,) ρ(A) on resampled images
+    dmd_nearest_boot: dict[str, np.ndarray]  # (DMD_BOOT,) min |λ − 1| on the same resamples
     basin_dirs: np.ndarray  # (N, 2, D) cls directions at layers 1 and L (C18)
     labels: np.ndarray  # (N,)
     excess: PhaseExcess  # the max-cut's block excess over the warped-decay null (C1)
@@ -201,7 +202,7 @@ def _seed_run(spec: Spec, seed: int, device: str) -> SeedRun:
                             for g, v in dynamics.image_deviation(pert, groups).items()},
         sensitivity_images=sens_images,
         coherence_images=coherence_rows(updates(d), groups.patches).double().numpy(),
-        dmd_radius_boot=_dmd_radius_boot(d, groups, spec.dmd_rank, seed),
+        **_dmd_boot(d, groups, spec.dmd_rank, seed),
         basin_dirs=unit[:, [1, -1]].double().numpy(), labels=labels.numpy(),
         excess=w.excess[spec.k])
 
@@ -209,18 +210,22 @@ def _seed_run(spec: Spec, seed: int, device: str) -> SeedRun:
 DMD_BOOT = 200  # bootstrap resamples of the images for the DMD spectral radius [ours]
 
 
-def _dmd_radius_boot(d: torch.Tensor, groups: TokenGroups, rank: int, seed: int
-                     ) -> dict[str, np.ndarray]:
-    """ρ(A) of each group's exact DMD on ``DMD_BOOT`` resamples of the images (directions
-    ``d`` ``(N, L+1, T, D)``): the states are the resampled images' re-normalised direction sums."""
+def _dmd_boot(d: torch.Tensor, groups: TokenGroups, rank: int, seed: int
+              ) -> dict[str, dict[str, np.ndarray]]:
+    """Each group's exact DMD on ``DMD_BOOT`` resamples of the images (directions ``d``
+    ``(N, L+1, T, D)``; the states are the resampled images' re-normalised direction sums), the
+    same resamples for every group: its spectral radius ρ(A) (``dmd_radius_boot``) and the
+    distance of its nearest eigenvalue to +1 (``dmd_nearest_boot``)."""
     rng = np.random.default_rng(seed)
     draws = [rng.integers(0, len(d), len(d)) for _ in range(DMD_BOOT)]
-    out = {}
+    radius, nearest = {}, {}
     for g, sl in groups.items():
         per_image = d[:, :, sl].sum(dim=2).double().numpy()
-        out[g] = np.array([low_rank.dmd(low_rank.normalise_rows(per_image[i].sum(0)).T,
-                                        rank).spectral_radius for i in draws])
-    return out
+        fits = [low_rank.dmd(low_rank.normalise_rows(per_image[i].sum(0)).T, rank)
+                for i in draws]
+        radius[g] = np.array([f.spectral_radius for f in fits])
+        nearest[g] = np.array([np.abs(f.eigenvalues - 1).min() for f in fits])
+    return {"dmd_radius_boot": radius, "dmd_nearest_boot": nearest}
 
 
 def _means(stats: dict[str, MeanStd]) -> dict[str, np.ndarray]:
@@ -395,7 +400,8 @@ def seed_claims(run: SeedRun, spec: Spec) -> list[Claim]:
                                     width=spec.teacher.embed_dim),
         judge.c23_coherence_rises(run.coherence_images, run.bounds),
         judge.c24_dmd_near_one({g: d.eigenvalues for g, d in run.dmd.items()},
-                               run.dmd_radius_boot, rank=spec.dmd_rank),
+                               run.dmd_radius_boot, run.dmd_nearest_boot,
+                               rank=spec.dmd_rank),
     ]
 
 
