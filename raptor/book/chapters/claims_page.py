@@ -123,7 +123,7 @@ def summary(result: Result) -> dict[str, int | float | str]:
         "normal estimate, an approximation for bootstrap and score intervals; rank "
         "correlations are recomputed at that level). Parts that are verdicts without an "
         "interval count as they are: C2's boundary shift across seeds (a count), C16's S-shape "
-        "by AICc, C21's order of speeds, C22's '≈ 6' and C24's 'cls closest'. A claim tested on "
+        "by AICc, C21's order of speeds and C22's '≈ 6'. A claim tested on "
         "several seeds combines the seeds' verdicts by a binomial test at "
         f"α = {out['seeds_alpha']} each way, valid if the seeds are independent: each trains "
         "its own models, but they share the evaluation images. Nothing is corrected across "
