@@ -146,10 +146,11 @@ def test_bad_inputs_are_clear_errors_in_under_a_second(weights, image_folder: Pa
 def test_smoke_result(smoke_result) -> None:
     r = smoke_result("analyze")
     assert r.depth == r.spec.teacher.depth and set(r.excess) == set(r.spec.k_values) == set(r.cuts)
-    for fig in (chapter.similarity_figure(r), chapter.flow_figure(r)):
+    for fig in (chapter.similarity_figure(r), chapter.flow_figure(r), chapter.fit_figure(r)):
         assert fig.axes
     assert set(chapter.findings(r)) >= {"cuts", "excess", "dinov2b", "raptor"}
-    assert chapter.flow_table(r).shape == (3, 7) and not r.fits
+    assert chapter.flow_table(r).shape == (3, 7)
+    assert [[f.kind for f in fits] for fits in r.fits.values()] == [["max-cut", "random"]] * 2
 
 
 def test_the_flow_is_the_dynamics_functions_on_the_same_images(weights,

@@ -41,6 +41,7 @@ class Everything:
     fit: Fit
     fits: dict[str, Fit]
     fit_pair: tuple[Fit, Fit]
+    spectrum: np.ndarray
     maybe_fit: Fit | None
     no_fit: Fit | None
     maybe: float | None
@@ -69,6 +70,7 @@ def everything() -> Everything:
         fit=Fit("x", np.array([1.0, np.nan, np.inf], dtype=np.float32), 0.9),
         fits={"p=0.1": Fit("y", np.ones(2, bool), -1.0), "none": Fit("z", np.zeros(0), 0.0)},
         fit_pair=(Fit("a", np.arange(3, dtype=np.uint8), 1.0), Fit("b", np.arange(2), 2.0)),
+        spectrum=np.array([0.9 + 0.1j, 0.9 - 0.1j, -0.3 + 0j]),  # DMD eigenvalues
         maybe_fit=Fit("m", np.zeros((2, 0)), 0.5), no_fit=None, maybe=None, nan=math.nan,
         inf=-math.inf, flag=True, text="ä — ±",
         nested=[{"k": 2, "acc": [0.1, 0.2], "none": None}, {}])

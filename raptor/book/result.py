@@ -1,6 +1,7 @@
 """A chapter's result on disk: its arrays in one safetensors file, everything else in JSON.
 
-A result is a dataclass of arrays, numbers, strings and (nested) lists, dicts and dataclasses.
+A result is a dataclass of arrays (complex ones as their real and imaginary parts), numbers,
+strings and (nested) lists, dicts and dataclasses.
 :func:`save` writes ``<path>.safetensors`` and ``<path>.json`` atomically; :func:`load` rebuilds
 the same dataclass, so a chapter's figures and claims can be re-rendered without recomputing.
 """
@@ -28,6 +29,10 @@ def _split(value: Any, key: str, arrays: dict[str, torch.Tensor]) -> Any:
         is_tensor = isinstance(value, torch.Tensor)
         # a copy: safetensors refuses tensors that share memory
         array = np.array(value.detach().cpu().numpy() if is_tensor else value, order="C")
+        if array.dtype.kind == "c" and not is_tensor:  # e.g. DMD eigenvalues
+            arrays[f"{key}/real"] = torch.from_numpy(np.ascontiguousarray(array.real))
+            arrays[f"{key}/imag"] = torch.from_numpy(np.ascontiguousarray(array.imag))
+            return {"__complex__": key}
         if array.dtype.kind not in "biuf":
             raise TypeError(f"{key}: cannot store an array of dtype {array.dtype} in a result")
         arrays[key] = torch.from_numpy(array)
@@ -55,6 +60,9 @@ def _join(value: Any, hint: Any, arrays: dict[str, torch.Tensor]) -> Any:
     if isinstance(value, dict) and "__array__" in value:
         t = arrays[value["__array__"]]
         return t.numpy() if value["numpy"] else t
+    if isinstance(value, dict) and "__complex__" in value:
+        key = value["__complex__"]
+        return arrays[f"{key}/real"].numpy() + 1j * arrays[f"{key}/imag"].numpy()
     if isinstance(value, dict) and "__dict__" in value:
         args = typing.get_args(hint)
         sub = args[1] if len(args) == 2 else Any

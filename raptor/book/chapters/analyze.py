@@ -118,7 +118,8 @@ def source_size(images: str) -> int:
 
 
 SMOKE = dataclasses.replace(Spec(), teacher=SMOKE_TEACHER, train=SMOKE_TRAIN,
-                            distill=SMOKE_DISTILL, n_images=64, k_values=(2, 3), n_boot=20)
+                            distill=SMOKE_DISTILL, n_images=64, k_values=(2, 3), n_boot=20,
+                            fit_raptor=True, random_partitions=1)
 PAPER = dataclasses.replace(Spec(), teacher=PAPER_TEACHER, train=PAPER_TRAIN,
                             distill=PAPER_DISTILL, images=PAPER_TRAIN.dataset, n_images=2000)
 
