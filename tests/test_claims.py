@@ -225,7 +225,9 @@ def test_box_gives_each_claim_its_badge_and_one_line() -> None:
     assert html.count('class="rc-result-row"') == 2
     assert '<a class="rc-result-id" href="../claims.html#C17">C17</a>' in html
     assert "✓ holds" in html and "– not testable at this profile" in html
-    assert f"{CLAIMS['C17']}: <span" in html and 'title="seed 0: cls: ρ=1.00 (per seed' in html
+    assert f'<span class="rc-result-claim">{CLAIMS["C17"]}:</span>' in html
+    assert '<span class="rc-result-ours">seed 0: cls: ρ=1.00</span>' in html
+    assert 'title="seed 0: cls: ρ=1.00 (per seed' in html  # the whole number on hover
     assert 'Run at the smoke profile. <a href="#claims-dynamics">' in html
     assert "no claim of its own" in box([], chapter="atlas", scale="s").data
 
@@ -247,7 +249,7 @@ def test_scale_names_profile_teachers_and_images() -> None:
     from raptor.book.chapters import dynamics, finding_phases
     from raptor.book.claims import scale
     said = scale(dynamics.Spec(), profile="cpu")
-    assert said == ("Run at the cpu profile: ViT teachers of 8 blocks, width 64, trained on "
+    assert said == ("Run at profile cpu: ViT teachers of 8 blocks, width 64, trained on "
                     "fashion-mnist, 3 seeds; measured on n = 1,000 validation images.")
     assert "3 seeds" in scale(finding_phases.Spec(), profile="cpu", n_images=50)
     assert "n = 50 " in scale(finding_phases.Spec(), profile="cpu", n_images=50)

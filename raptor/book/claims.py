@@ -286,8 +286,8 @@ def box(claims: Iterable[Claim], *, chapter: str, scale: str) -> HTML:
     rows = "".join(
         f'<div class="rc-result-row" title="{escape(c.ours)}">'
         f'<a class="rc-result-id" href="../claims.html#{c.id}">{c.id}</a>{badge(c.verdict)}'
-        f'<span>{escape(c.claim)}: <span class="rc-result-ours">{escape(first_line(c.ours))}'
-        "</span></span></div>" for c in claims)
+        f'<span class="rc-result-claim">{escape(c.claim)}:</span>'
+        f'<span class="rc-result-ours">{escape(first_line(c.ours))}</span></div>' for c in claims)
     rows = rows or '<div class="rc-result-row">This chapter tests no claim of its own.</div>'
     return HTML(f'<div class="rc rc-result">{rows}<p class="rc-result-scale">{escape(scale)} '
                 f'<a href="#claims-{chapter}">The claims check</a> has every number.</p></div>')
@@ -298,7 +298,7 @@ def scale(spec, *, profile: str, n_images: int | None = None) -> str:
     the images its measurements average over."""
     t, seeds = spec.teacher, getattr(spec, "seeds", None) or spec.teacher_seeds
     n = spec.n_images if n_images is None else n_images
-    return (f"Run at the {profile} profile: ViT teachers of {t.depth} blocks, width "
+    return (f"Run at profile {profile}: ViT teachers of {t.depth} blocks, width "
             f"{t.embed_dim}, trained on {spec.train.dataset}, {len(seeds)} seed"
             f"{'s' * (len(seeds) != 1)}; measured on n = {n:,} validation images.")
 
