@@ -3,10 +3,12 @@
 Every page of ``book/_build/html`` (built first unless it is newer than every source in ``book/``)
 is served over HTTP and opened: no SEVERE console message, every image loaded, maths typeset by
 MathJax (no raw ``$$``, ``\\(`` or ``\\[`` left in the text), every internal link to an existing
-file and anchor, every claim ID of the claims page linked to an anchor, and at a 420-px-wide
-viewport no horizontal scrolling of the page and no text past its right edge. Screenshots of each
-page (desktop and phone) go to ``book/_build/screenshots/``. Planted broken sites prove that the
-checks fail. ``make browser`` runs these after ``make build``; elsewhere they skip, saying why.
+file and anchor, every claim ID of the claims page linked to an anchor, no stray ``PosixPath(…)``
+output, every claims table followed by a link to its data, and at a 420-px-wide viewport no
+horizontal scrolling of the page (a wide table scrolls in its own box) and no text past its right
+edge. Each chapter that tests claims opens with their verdicts: at 1,280 × 900 px every badge of its
+result box is in the first screen. Screenshots of each page (desktop first screen and phone) go to
+``book/_build/screenshots/``. Planted broken sites prove that the checks fail. ``make browser`` runs these after ``make build``; elsewhere they skip, saying why.
 """
 
 from __future__ import annotations
@@ -151,6 +153,16 @@ const body = (document.querySelector('main') || document.body).cloneNode(true);
 body.querySelectorAll('pre, code, script, style, mjx-container, .highlight').forEach(e => e.remove());
 out.text = body.textContent;
 out.claimLinks = [...document.querySelectorAll('.rc-claim a.rc-id')].map(a => [a.textContent, a.href]);
+out.stray = [...document.querySelectorAll('.cell_output')]
+  .filter(o => /\\b(Posix|Windows)Path\\(/.test(o.textContent))
+  .map(o => o.textContent.trim().slice(0, 80));
+out.undata = [...document.querySelectorAll('table.rc-table:not(.rc-verdicts)')]
+  .filter(t => { const next = (t.closest('.rc-scroll') || t).nextElementSibling;
+                 return !(next && next.querySelector('a[href$=".json"], a[href$=".csv"]')); }).length;
+const badges = [...document.querySelectorAll('.rc-result .rc-badge')];
+out.badges = badges.length;
+out.badgesFirstScreen = badges.filter(b => { const r = b.getBoundingClientRect();
+  return r.height > 0 && r.top >= 0 && r.bottom <= window.innerHeight; }).length;
 return out;
 """
 
@@ -176,8 +188,11 @@ REDIRECT = re.compile(r'http-equiv="Refresh" content="0; url=([^"]+)"', re.I)
 RAW_TEX = re.compile(r"\$\$|\\\(|\\\)|\\\[|\\begin\{")
 
 
-def check_site(site: Path, base: str, driver, shots: Path | None = None) -> list[str]:
-    """Open every page of ``site`` (served at ``base``) and list what is wrong."""
+def check_site(site: Path, base: str, driver, shots: Path | None = None,
+               boxes: dict[str, int] | None = None) -> list[str]:
+    """Open every page of ``site`` (served at ``base``) and list what is wrong; ``boxes`` maps a
+    page to the verdict badges its result box must show in its first screen at 1,280 px."""
+    boxes = boxes or {}
     problems: list[str] = []
     if shots:
         shutil.rmtree(shots, ignore_errors=True)
@@ -208,6 +223,13 @@ def check_site(site: Path, base: str, driver, shots: Path | None = None) -> list
         for cid, href in seen["claimLinks"]:
             if "#" not in href or not href.startswith(base):
                 problems.append(f"{name}: claim {cid} does not link to an anchor of the book: {href}")
+        problems += [f"{name}: stray output above a figure or table: {t!r}" for t in seen["stray"]]
+        if seen["undata"]:
+            problems.append(f"{name}: {seen['undata']} claims table(s) without a link to its data")
+        if seen["badges"] != seen["badgesFirstScreen"] or seen["badges"] < boxes.get(name, 0):
+            problems.append(f"{name}: {seen['badgesFirstScreen']} verdict badge(s) of the result "
+                            f"box in the first screen at {DESKTOP} px, expected "
+                            f"{max(seen['badges'], boxes.get(name, 0))}")
         if shots:
             driver.save_screenshot(str(shots / f"{name.replace('/', '_')[:-5]}-desktop.png"))
         driver.set_window_size(PHONE, 900)
@@ -232,10 +254,21 @@ def site() -> Path:
     return HTML
 
 
+def result_boxes() -> dict[str, int]:
+    """Each chapter page that tests claims, and how many: its result box shows one badge each."""
+    out = {}
+    for f in (BOOK / "claims").glob("*.json"):
+        if n := len(json.loads(f.read_text())):
+            out[f"chapters/{f.stem.replace('-', '_')}.html"] = n
+    return out
+
+
 @browser
 def test_every_page_of_the_book_renders_and_links(site: Path, driver, serve) -> None:
     base = serve(site)
-    problems = check_site(site, base, driver, shots=SHOTS)
+    boxes = result_boxes()
+    assert len(boxes) >= 7, boxes  # every chapter but the atlas and the analysis tests claims
+    problems = check_site(site, base, driver, shots=SHOTS, boxes=boxes)
     assert len(pages(site)) >= 10 and any(SHOTS.glob("claims-phone.png"))
     assert not problems, "\n".join(problems)
 
@@ -276,6 +309,21 @@ def _tiny_site(folder: Path, body: str) -> Path:
 def test_a_clean_tiny_site_passes(tmp_path: Path, driver, serve) -> None:
     site = _tiny_site(tmp_path / "clean", "")
     assert check_site(site, serve(site), driver) == []
+    fine = ('<div class="rc-result"><span class="rc-badge">✓ holds</span></div>'
+            '<div class="rc-scroll" style="overflow-x:auto"><table class="rc-table"><tr>'
+            '<td style="min-width:900px">wide, in its own box</td></tr></table></div>'
+            '<p class="rc-data"><a href="data.json">data</a></p>')
+    site = _tiny_site(tmp_path / "fine", fine)
+    (site / "data.json").write_text("[]")
+    assert check_site(site, serve(site), driver, boxes={"index.html": 1}) == []
+
+
+@browser
+def test_a_missing_result_box_is_caught(tmp_path: Path, driver, serve) -> None:
+    site = _tiny_site(tmp_path / "nobox", "")
+    problems = check_site(site, serve(site), driver, boxes={"index.html": 2})
+    assert problems == ["index.html: 0 verdict badge(s) of the result box in the first screen at "
+                        "1280 px, expected 2"]
 
 
 @browser
@@ -286,6 +334,13 @@ def test_a_clean_tiny_site_passes(tmp_path: Path, driver, serve) -> None:
     ('<p>$$x^2$$</p>', "raw TeX left in the text"),
     ('<p style="width:900px">too wide</p>', "scrolls horizontally at 420 px"),
     ('<script>console.error("planted")</script>', "console SEVERE: .*planted"),
+    ('<div class="cell_output"><pre>PosixPath(\'figures/x.svg\')</pre></div>',
+     "stray output .*PosixPath"),
+    ('<table><tr><td style="min-width:900px">a wide table</td></tr></table>',
+     "scrolls horizontally at 420 px"),
+    ('<table class="rc-table"><tr><td>C1</td></tr></table>', "1 claims table.* without a link"),
+    ('<div style="height:1200px"></div><div class="rc-result"><span class="rc-badge">✓ holds</span>'
+     '</div>', "0 verdict badge.* in the first screen at 1280 px, expected 1"),
 ])
 def test_planted_faults_are_caught(tmp_path: Path, driver, serve, plant: str, expect: str) -> None:
     site = _tiny_site(tmp_path / "broken", plant)

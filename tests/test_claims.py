@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from raptor.book.chapters import MODULES, chapter
-from raptor.book.claims import (BY_CONSTRUCTION, CLAIMS, EXCESS_MIN, FAILS, HOLDS, INCONCLUSIVE,
-                                SEEDS_ALPHA, UNTESTABLE, VERDICTS, Claim, Threshold,
+from raptor.book.claims import (BADGES, BY_CONSTRUCTION, CLAIMS, EXCESS_MIN, FAILS, HOLDS,
+                                INCONCLUSIVE, SEEDS_ALPHA, UNTESTABLE, VERDICTS, Claim, Threshold,
                                 across_seeds, all_of, claim, conjunction, correction, gather,
                                 part, report, resting_on_phases, table, versus)
 from raptor.stats import Interval
@@ -252,9 +252,62 @@ def test_claim_table_links_each_id_to_the_claims_page() -> None:
     assert "href" not in repr(t) and list(t.index) == ["C3", "C13"]
 
 
+def test_claim_table_shows_badges_one_header_row_and_its_data(tmp_path: Path) -> None:
+    t = report([claim("C5", paper="up", ours="<ρ=0.9>", holds=True, detail="n=12"),
+                claim("C7", paper="up", ours="down", holds=False)],
+               chapter="stochastic-depth", profile="cpu", claims_dir=tmp_path)
+    html = t._repr_html_()
+    assert html.count("<tr>") == 3 and "<th>id</th><th>verdict</th><th>claim</th>" in html
+    assert '<span class="rc-badge rc-holds">✓ holds</span>' in html and "rc-fails" in html
+    assert "&lt;ρ=0.9&gt;" in html and "<details><summary>detail</summary>n=12</details>" in html
+    assert html.startswith('<div class="rc-scroll">')  # a wide table scrolls in its own box
+    assert '<a href="../claims/stochastic-depth.json">' in html
+    assert (tmp_path / "stochastic-depth.json").is_file()
+    assert "rc-data" not in table([claim("C5", paper="up", ours="o", holds=True)])._repr_html_()
+
+
+def test_box_gives_each_claim_its_badge_and_one_line() -> None:
+    from raptor.book.claims import box, first_line
+    one = claim("C17", paper="grow", ours="cls: ρ=1.00", holds=True)
+    seeds = across_seeds({0: one, 1: one, 2: replace(one, verdict=INCONCLUSIVE)})
+    html = box([seeds, claim("C12", paper="96%", ours="—", holds=None)],
+               chapter="dynamics", scale="Run at the smoke profile.").data
+    assert first_line(seeds.ours) == "seed 0: cls: ρ=1.00" and "per seed" in seeds.ours
+    assert html.count('class="rc-result-row"') == 2
+    assert '<a class="rc-result-id" href="../claims.html#C17">C17</a>' in html
+    assert "✓ holds" in html and "– not testable at this profile" in html
+    assert f'<span class="rc-result-claim">{CLAIMS["C17"]}:</span>' in html
+    assert '<span class="rc-result-ours">seed 0: cls: ρ=1.00</span>' in html
+    assert 'title="seed 0: cls: ρ=1.00 (per seed' in html  # the whole number on hover
+    assert 'Run at the smoke profile. <a href="#claims-dynamics">' in html
+    assert "no claim of its own" in box([], chapter="atlas", scale="s").data
+
+
+def test_by_verdict_lists_each_claim_under_its_verdict(tmp_path: Path) -> None:
+    from raptor.book.claims import by_verdict
+    report([claim("C5", paper="up", ours="o", holds=True), claim("C6", paper="up", ours="o", holds=True),
+            claim("C1", paper="blocks", ours="o", holds=False)],
+           chapter="stochastic-depth", profile="cpu", claims_dir=tmp_path)
+    html = by_verdict(gather(tmp_path)).data
+    assert html.count("<tr>") == 3  # holds, does not hold, not yet tested
+    assert "✓ holds · 2</span>" in html and "✗ does not hold · 1</span>" in html
+    assert "· not yet tested · 22</span>" in html
+    assert html.index('href="claims.html#C5"') < html.index("✗ does not hold")
+    assert f'<a href="claims.html#C1"><b>C1</b></a> {CLAIMS["C1"]}' in html
+
+
+def test_scale_names_profile_teachers_and_images() -> None:
+    from raptor.book.chapters import dynamics, finding_phases
+    from raptor.book.claims import scale
+    said = scale(dynamics.Spec(), profile="cpu")
+    assert said == ("Run at profile cpu: ViT teachers of 8 blocks, width 64, trained on "
+                    "fashion-mnist, 3 seeds; measured on n = 1,000 validation images.")
+    assert "3 seeds" in scale(finding_phases.Spec(), profile="cpu", n_images=50)
+    assert "n = 50 " in scale(finding_phases.Spec(), profile="cpu", n_images=50)
+
+
 def test_every_verdict_has_its_own_symbol_and_word() -> None:
-    from raptor.book.chapters.claims_page import BADGES, badge
-    from raptor.book.claims import UNTESTED
+    from raptor.book.claims import UNTESTED, badge
     assert set(BADGES) == {*VERDICTS, UNTESTED}
     assert len({symbol for symbol, _ in BADGES.values()}) == len(BADGES)
     for v in BADGES:
@@ -288,7 +341,7 @@ def test_claims_page_counts_links_and_folds(tmp_path: Path) -> None:
 
     html = page.page(result, book=tmp_path).data
     for v in VERDICTS:
-        assert f"{page.BADGES[v][0]} {v} · 1</span>" in html  # the counts up front
+        assert f"{BADGES[v][0]} {v} · 1</span>" in html  # the counts up front
     # every check: its ID links to the chapter's claims section; each claim has one anchor
     assert html.count('href="chapters/phase_structure.html#claims-phase-structure">C1</a>') == 1
     assert html.count('href="chapters/scaling.html#claims-scaling">C1</a>') == 1

@@ -14,9 +14,11 @@ import functools
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
+from html import escape
 from pathlib import Path
 
 import pandas as pd
+from IPython.display import HTML
 from scipy import stats as st
 
 from raptor.stats import Interval
@@ -54,6 +56,13 @@ HOLDS, FAILS, INCONCLUSIVE = "holds", "does not hold", "inconclusive"
 UNTESTABLE, BY_CONSTRUCTION = "not testable at this profile", "by construction"
 VERDICTS = (HOLDS, FAILS, INCONCLUSIVE, UNTESTABLE, BY_CONSTRUCTION)
 UNTESTED = "not yet tested"  # on the claims page: no chapter has checked the claim
+# Badge of each verdict: a symbol and the word carry it, the colour (book/_static/raptor.css)
+# only repeats it.
+BADGES: dict[str, tuple[str, str]] = {
+    HOLDS: ("✓", "holds"), FAILS: ("✗", "fails"), INCONCLUSIVE: ("?", "inconclusive"),
+    UNTESTABLE: ("–", "untestable"), BY_CONSTRUCTION: ("≡", "construction"),
+    UNTESTED: ("·", "untested"),
+}
 
 
 @dataclass(frozen=True)
@@ -278,19 +287,44 @@ def resting_on_phases(c: Claim, excess: Mapping[str, PhaseExcess]) -> Claim:
                                f"{EXCESS_MIN.value})")
 
 
+def badge(verdict: str, suffix: str = "", label: str | None = None) -> str:
+    """A verdict as an HTML badge: its symbol and word (or ``label``), coloured."""
+    symbol, css = BADGES.get(verdict, ("", "untested"))
+    text = escape(verdict if label is None else label)
+    return f'<span class="rc-badge rc-{css}">{symbol} {text}{escape(suffix)}</span>'
+
+
 class ClaimTable(pd.DataFrame):
-    """A chapter's claims table; in a notebook each ID links to its claim on the claims page."""
+    """A chapter's claims table. In a notebook it is HTML: each ID links to its claim on the
+    claims page, each verdict is a badge beside it, the detail is folded, the table scrolls in
+    its own box on a narrow screen, and (``attrs["json"]``, set by :func:`report`) a link to the
+    claims' JSON follows it."""
 
     @property
     def _constructor(self) -> type[ClaimTable]:
         return ClaimTable
 
-    def _repr_html_(self) -> str | None:
-        html = super()._repr_html_()
-        for cid in dict.fromkeys(self.index) if html else ():
-            html = html.replace(f"<th>{cid}</th>",
-                                f'<th><a href="../claims.html#{cid}">{cid}</a></th>')
-        return html
+    def _repr_html_(self) -> str:
+        cols = ["verdict", *(c for c in self.columns if c != "verdict")]  # on screen at 420 px
+        head = "".join(f"<th>{escape(c)}</th>" for c in ("id", *cols))
+        rows = "".join(
+            f'<tr><th><a href="../claims.html#{cid}">{cid}</a></th>'
+            + "".join(f"<td>{_cell(c, str(row[c]))}</td>" for c in cols) + "</tr>"
+            for cid, row in self.iterrows())
+        data = self.attrs.get("json")
+        link = (f'<p class="rc-data">These claims as data: <a href="../{data}">{data}</a></p>'
+                if data else "")
+        return (f'<div class="rc-scroll"><table class="rc-table"><thead><tr>{head}</tr></thead>'
+                f"<tbody>{rows}</tbody></table></div>{link}")
+
+
+def _cell(column: str, value: str) -> str:
+    """A claims-table cell as HTML: the verdict a badge, the detail folded."""
+    if column == "verdict":
+        return badge(value)
+    if column == "detail" and value:
+        return f"<details><summary>detail</summary>{escape(value)}</details>"
+    return escape(value)
 
 
 def table(claims: Iterable[Claim]) -> ClaimTable:
@@ -315,7 +349,39 @@ def report(claims: Iterable[Claim], *, chapter: str, profile: str,
     path = Path(claims_dir) / f"{chapter}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps([asdict(c) for c in checks], indent=1, ensure_ascii=False) + "\n")
-    return table(checks)
+    out = table(checks)
+    out.attrs["json"] = f"claims/{path.name}"  # where the site serves it (book/_config.yml)
+    return out
+
+
+def first_line(text: str) -> str:
+    """A claim's number as one line: without the per-seed verdicts that :func:`across_seeds`
+    appends (the badge gives the combined verdict)."""
+    return text.split(" (per seed: ")[0]
+
+
+def box(claims: Iterable[Claim], *, chapter: str, scale: str) -> HTML:
+    """The box that opens a chapter, as HTML: each claim's ID (linked to the claims page), its
+    verdict badge and one line — the claim and this run's number — then the scale it was run
+    at (``scale``, a sentence) and a link to the chapter's claims check."""
+    rows = "".join(
+        f'<div class="rc-result-row" title="{escape(c.ours)}">'
+        f'<a class="rc-result-id" href="../claims.html#{c.id}">{c.id}</a>{badge(c.verdict)}'
+        f'<span class="rc-result-claim">{escape(c.claim)}:</span>'
+        f'<span class="rc-result-ours">{escape(first_line(c.ours))}</span></div>' for c in claims)
+    rows = rows or '<div class="rc-result-row">This chapter tests no claim of its own.</div>'
+    return HTML(f'<div class="rc rc-result">{rows}<p class="rc-result-scale">{escape(scale)} '
+                f'<a href="#claims-{chapter}">The claims check</a> has every number.</p></div>')
+
+
+def scale(spec, *, profile: str, n_images: int | None = None) -> str:
+    """The scale a chapter ran at, a sentence: profile, teachers (depth, width, data, seeds) and
+    the images its measurements average over."""
+    t, seeds = spec.teacher, getattr(spec, "seeds", None) or spec.teacher_seeds
+    n = spec.n_images if n_images is None else n_images
+    return (f"Run at profile {profile}: ViT teachers of {t.depth} blocks, width "
+            f"{t.embed_dim}, trained on {spec.train.dataset}, {len(seeds)} seed"
+            f"{'s' * (len(seeds) != 1)}; measured on n = {n:,} validation images.")
 
 
 def gather(claims_dir: str | Path = "claims") -> pd.DataFrame:
@@ -338,3 +404,18 @@ def gather(claims_dir: str | Path = "claims") -> pd.DataFrame:
                          "tests": c.get("tests", 1) if c else 0,
                          "verdict": c["verdict"] if c else UNTESTED})
     return pd.DataFrame(rows).set_index("id")
+
+
+def by_verdict(checks: pd.DataFrame) -> HTML:
+    """The verdicts in a short table, one row a verdict: its badge and count, then each claim
+    it covers, its ID (linked to the claims page, relative to the book's root) and statement
+    (``checks``: :func:`gather`'s table)."""
+    rows = []
+    for verdict in (*VERDICTS, UNTESTED):
+        ids = list(dict.fromkeys(checks.index[checks["verdict"] == verdict]))
+        if ids:
+            items = "; ".join(f'<a href="claims.html#{cid}"><b>{cid}</b></a> {escape(CLAIMS[cid])}'
+                              for cid in ids)
+            rows.append(f"<tr><th>{badge(verdict, f' · {len(ids)}')}</th><td>{items}</td></tr>")
+    return HTML(f'<div class="rc-scroll"><table class="rc-table rc-verdicts"><tbody>{"".join(rows)}'
+                "</tbody></table></div>")

@@ -3,7 +3,8 @@
 Conventions every chapter follows (stated once in each caption through :data:`LAYERS`):
 
 - **layers**: layer 0 is the embedding and layer ``l`` the output of block ``l`` (the paper's
-  ``f_l``, §1 and Fig. 1), so a phase matrix covers layers ``1..L``;
+  ``f_l``, §1 and Fig. 1), so a phase matrix covers layers ``1..L``; a caption says so with
+  :data:`LAYERS` when its layer axis starts at 0, with :data:`BLOCK_LAYERS` when it starts at 1;
 - **similarity**: one colormap, :data:`SIMILARITY_CMAP`, from :func:`similarity_range` (top 1,
   bottom the figure's lowest value rounded down to 0.1), with a labelled colour bar;
 - **size**: figures at most :data:`WIDTH` wide, so the book shows them at their natural size
@@ -37,6 +38,8 @@ MIN_FONT = 9.0  # points, at the size the book shows
 SIMILARITY_CMAP = "magma"
 SIMILARITY_LABEL = "cosine similarity"
 LAYERS = "Layer 0 is the embedding; layer $l$ is the output of block $l$."
+BLOCK_LAYERS = ("Layer $l$ is the output of block $l$: the axes run over layers 1 to $L$ "
+                "(the embedding, layer 0, is not shown).")
 STYLE = {
     "font.size": 10, "axes.titlesize": 10, "axes.labelsize": 10, "xtick.labelsize": 9,
     "ytick.labelsize": 9, "legend.fontsize": 9, "legend.title_fontsize": 9,
@@ -69,8 +72,9 @@ def figure(nrows: int = 1, ncols: int = 1, *, width: float = WIDTH, height: floa
                         layout="constrained", **kw)
 
 
-def save(fig: plt.Figure, name: str, figdir: str | Path = "figures") -> Path:
-    """Write ``fig`` to ``figdir/name.svg`` and ``.pdf``, close it, and return the SVG's path."""
+def save(fig: plt.Figure, name: str, figdir: str | Path = "figures") -> None:
+    """Write ``fig`` to ``figdir/name.svg`` and ``.pdf`` and close it. It returns nothing, so a
+    notebook cell ending with it shows no output above the figure."""
     figdir = Path(figdir)
     figdir.mkdir(parents=True, exist_ok=True)
     path = figdir / f"{name}.svg"
@@ -81,7 +85,6 @@ def save(fig: plt.Figure, name: str, figdir: str | Path = "figures") -> Path:
         fig.savefig(partial, format=target.suffix[1:], bbox_inches="tight", metadata=undated)
         partial.replace(target)
     plt.close(fig)
-    return path
 
 
 def profile_of(chapter: ModuleType, spec: Any, profile: str) -> str:

@@ -285,7 +285,14 @@ def flow_table(result: Result) -> pd.DataFrame:
 
 def fit_figure(result: Result) -> plt.Figure:
     """Each k's Raptor against the model, layer by layer: the mean cosine of the cls token (or
-    the mean patch without one) for the max-cut and each random partition (Fig. 5)."""
+    the mean patch without one) for the max-cut and each random partition (Fig. 5); a note in
+    place of the panels where no Raptor was fitted."""
+    if not result.fits:
+        fig, axes = plotting.figure(1, 1, height=1.0)
+        axes[0, 0].set_axis_off()
+        axes[0, 0].text(0.5, 0.5, "no Raptor fitted: set fit_raptor (--fit-raptor STEPS)",
+                        ha="center", va="center")
+        return fig
     fig, axes = plotting.figure(1, len(result.fits), height=3.0, sharey=True)
     group = "cls" if "cls" in next(iter(result.fits.values()))[0].cosine else "patches"
     for ax, (k, fits) in zip(axes[0], result.fits.items()):
@@ -295,7 +302,7 @@ def fit_figure(result: Result) -> plt.Figure:
             ax.plot(f.cosine[group], label=f"{f.kind} {phases.format_partition(f.partition)}",
                     **style)
         ax.set(title=f"k = {k}", xlabel="layer", ylabel=f"cosine to the model ({group})")
-        ax.legend(frameon=False, fontsize="small")
+        ax.legend(frameon=False)
     return fig
 
 
@@ -310,7 +317,8 @@ def fit_table(result: Result) -> pd.DataFrame:
                          **{f"R² {g}": v[-1] for g, v in f.r2.items()},
                          "global R²": f.global_r2, "agreement": f.agreement,
                          "steps": f.steps})
-    return pd.DataFrame(rows).set_index(["k", "partition"]).round(3)
+    frame = pd.DataFrame(rows)
+    return frame.set_index(["k", "partition"]).round(3) if rows else frame
 
 
 def findings(result: Result) -> dict[str, str]:

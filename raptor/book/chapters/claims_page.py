@@ -2,8 +2,8 @@
 
 The page is rendered as HTML (:func:`page`): the verdict counts first, then one line per claim,
 grouped by the chapter that tests it, with a badge (symbol, word and colour) for the verdict, the
-paper's value beside ours and the details folded. :func:`summary` gives the numbers the intro
-quotes (glued, not typed).
+paper's value beside ours and the details folded, styled by the book's ``_static/raptor.css``.
+:func:`summary` gives the numbers the intro quotes (glued, not typed).
 """
 
 from __future__ import annotations
@@ -19,48 +19,17 @@ from IPython.display import HTML
 from raptor.book.chapters import MODULES, chapter
 from raptor.book.claims import (BY_CONSTRUCTION, CLAIMS, FAILS, HOLDS, INCONCLUSIVE, LEVEL,
                                 SEEDS_ALPHA, SIDE_ERROR, UNTESTABLE, UNTESTED, VERDICTS, Claim,
-                                gather)
+                                badge, gather)
 
 NAME = "claims"
 NOTEBOOK = "claims.ipynb"
 BOOK = Path(__file__).resolve().parents[3] / "book"
 PAPER_URL = "https://arxiv.org/abs/2512.19941"
 
-# Badge of each verdict: a symbol and the word carry it, the colour only repeats it.
-BADGES: dict[str, tuple[str, str]] = {
-    HOLDS: ("✓", "holds"), FAILS: ("✗", "fails"), INCONCLUSIVE: ("?", "inconclusive"),
-    UNTESTABLE: ("–", "untestable"), BY_CONSTRUCTION: ("≡", "construction"),
-    UNTESTED: ("·", "untested"),
-}
 # Glue keys of the verdict counts.
 COUNT_KEYS = {HOLDS: "n_holds", FAILS: "n_fails", INCONCLUSIVE: "n_inconclusive",
               UNTESTABLE: "n_untestable", BY_CONSTRUCTION: "n_by_construction",
               UNTESTED: "n_untested"}
-
-STYLE = """<style>
-.rc{font-size:.95rem;line-height:1.45;max-width:100%;overflow-wrap:anywhere}
-.rc-counts,.rc-strip{display:flex;flex-wrap:wrap;gap:.35rem;margin:.2rem 0 .6rem}
-.rc-strip a{text-decoration:none}
-.rc-badge{display:inline-block;border:1px solid;border-radius:.8rem;padding:0 .55rem;
- font-weight:600;white-space:nowrap;font-size:.85rem}
-.rc-holds{background:#dafbe1;color:#0f5323;border-color:#1a7f37}
-.rc-fails{background:#ffebe9;color:#86181d;border-color:#cf222e}
-.rc-inconclusive{background:#fff8c5;color:#6b4b00;border-color:#bf8700}
-.rc-untestable{background:#eaeef2;color:#32383f;border-color:#6e7781}
-.rc-construction{background:#ddf4ff;color:#0a3069;border-color:#0969da}
-.rc-untested{background:#fff;color:#57606a;border-color:#afb8c1;border-style:dashed}
-.rc-chapter{font-weight:700;margin:1rem 0 .3rem;border-bottom:1px solid #d0d7de}
-.rc-claim{padding:.3rem 0 .35rem;border-bottom:1px dotted #d0d7de}
-.rc-line{display:flex;flex-wrap:wrap;align-items:baseline;gap:.2rem .5rem}
-.rc-id{font-weight:700;min-width:2.4rem}
-.rc-vals{display:grid;grid-template-columns:1fr 1fr;gap:0 1rem;font-size:.85rem;color:#444c56;
- margin:.1rem 0 0 2.9rem}
-.rc-vals b{font-weight:600;color:#24292f}
-.rc details{font-size:.85rem;margin:.1rem 0 0 2.9rem}
-.rc summary{cursor:pointer;color:#57606a}
-@media (max-width:600px){.rc-vals{grid-template-columns:1fr;margin-left:0}.rc details{margin-left:0}}
-</style>"""
-
 
 @dataclass(frozen=True)
 class Spec:
@@ -148,13 +117,6 @@ def evidence_url(name: str) -> str:
     return f"chapters/{MODULES[name]}.html#claims-{name}"
 
 
-def badge(verdict: str, suffix: str = "", label: str | None = None) -> str:
-    """A verdict as an HTML badge: its symbol and word (or ``label``), coloured."""
-    symbol, css = BADGES.get(verdict, ("", "untested"))
-    text = escape(verdict if label is None else label)
-    return f'<span class="rc-badge rc-{css}">{symbol} {text}{escape(suffix)}</span>'
-
-
 def _claim_html(cid: str, row: pd.Series, anchored: bool) -> str:
     tested = row["chapter"] in MODULES
     ident = f'<a class="rc-id" href="{evidence_url(row["chapter"])}">{cid}</a>' if tested \
@@ -179,7 +141,7 @@ def page(result: Result, book: Path = BOOK) -> HTML:
                      if s[COUNT_KEYS[v]] or v in (HOLDS, FAILS))
     strip = "".join(f'<a href="#{r.id}" title="{escape(r.chapter)}: {escape(r.verdict)}">'
                     f'{badge(r.verdict, label=r.id)}</a>' for r in t.itertuples())
-    parts = [STYLE, '<div class="rc">',
+    parts = ['<div class="rc">',
              f'<p><b>{s["n_checks"]}</b> checks of <b>{s["n_tested"]}</b> of the paper\'s '
              f'{s["n_claims"]} claims (<a href="{PAPER_URL}">arXiv 2512.19941</a>), run at profile '
              f'<code>{escape(str(s["profile"]))}</code>:</p>',

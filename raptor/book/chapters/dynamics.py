@@ -250,14 +250,24 @@ def norms_convergence_figure(result: Result) -> plt.Figure:
     curves = {metric: {f"{model} {g}": v for model in MODELS
                        for g, v in getattr(run.flow[model], metric).items()}
               for metric in ("norms", "convergence")}
-    plotting.layer_curves(curves["norms"], ylabel="‖x_l‖", title="feature norms (Fig. 9)",
-                          ax=ax_n)
-    plotting.layer_curves(curves["convergence"], ylabel="γ_l = ⟨x̂_l, x̂_L⟩",
+    plotting.layer_curves(curves["norms"], ylabel=r"$\Vert x_l \Vert$",
+                          title="feature norms (Fig. 9)", ax=ax_n)
+    plotting.layer_curves(curves["convergence"],
+                          ylabel=r"$\gamma_l = \langle \hat{x}_l, \hat{x}_L \rangle$",
                           title="directional convergence (Fig. 8, right)", ax=ax_c)
     for ax in axes[0]:
         plotting.phase_lines(ax, run.partition)
     plotting.legend_below(fig, axes, ncols=4)
     return fig
+
+
+FASHION_MNIST = ("T-shirt/top", "trouser", "pullover", "dress", "coat", "sandal", "shirt",
+                 "sneaker", "bag", "ankle boot")  # its labels 0–9, as the data set names them
+
+
+def class_name(dataset: str, label: int) -> str:
+    """Class ``label``'s name where the book knows the data set's names, else ``class <label>``."""
+    return FASHION_MNIST[label] if dataset == "fashion-mnist" else f"class {label}"
 
 
 def basins_figure(result: Result, per_class: int = 30) -> plt.Figure:
@@ -270,8 +280,8 @@ def basins_figure(result: Result, per_class: int = 30) -> plt.Figure:
         for path in run.pca_paths[run.pca_labels == c][:per_class]:
             ax.plot(path[:, 0], path[:, 1], color=palette(c), alpha=0.25, lw=0.7)
             ax.scatter(path[-1, 0], path[-1, 1], color=palette(c), s=6)
-        ax.plot([], [], color=palette(c), label=f"class {c}")
-    ax.set(title="cls trajectories through depth (PCA); dots: layer L", xlabel="PC 1",
+        ax.plot([], [], color=palette(c), label=class_name(result.spec.train.dataset, c))
+    ax.set(title="cls trajectories through depth (PCA); dots: layer $L$", xlabel="PC 1",
            ylabel="PC 2")
     plotting.legend_below(fig, [ax], ncols=5)
     return fig
@@ -295,11 +305,11 @@ def perturbation_figure(result: Result) -> plt.Figure:
         line, = ax_c.plot(after, held_out, marker="o", ms=3, label=g)
         ax_c.axhline(held_out[peak], color=line.get_color(), ls=":", lw=0.8)
     ax_c.plot([], [], color="grey", ls=":", label="C19: peak, layer L to end below")
-    ax_a.set(xlabel="layer", ylabel="d_cos to the clean path",
+    ax_a.set(xlabel="layer", ylabel=r"$d_{\cos}$ to the clean path",
              title=f"(A) injection at layer {mid}")
-    ax_b.set(xlabel="injection layer", ylabel="|ε|⁻¹ d_cos at layer L", yscale="log",
-             title="(B) sensitivity")
-    ax_c.set(xlabel="layer", ylabel=f"angle × ‖x_l‖ / ‖x_{mid}‖",
+    ax_b.set(xlabel="injection layer", ylabel=r"$|\varepsilon|^{-1}\, d_{\cos}$ at layer $L$",
+             yscale="log", title="(B) sensitivity")
+    ax_c.set(xlabel="layer", ylabel=rf"angle $\times \Vert x_l \Vert / \Vert x_{{{mid}}} \Vert$",
              title="(C) rescaled deviation (C19)")
     for ax in (ax_a, ax_c):
         ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
@@ -316,7 +326,7 @@ def angular_speed_figure(result: Result) -> plt.Figure:
     fig, ((ax,),) = plotting.figure(width=6.0, height=3.6)
     curves = {f"{model} {g}": s for model in MODELS
               for g, s in run.flow[model].speed.items()}
-    plotting.layer_curves(curves, ylabel="angle from layer l−1 (rad)", title="angular speed",
+    plotting.layer_curves(curves, ylabel=r"angle from layer $l-1$ (rad)", title="angular speed",
                           ax=ax, first_layer=1)
     plotting.phase_lines(ax, run.partition)
     plotting.legend_below(fig, [ax], ncols=3)
@@ -342,9 +352,9 @@ def low_rank_dmd_figure(result: Result) -> plt.Figure:
     for g, spectrum in run.dmd.items():
         ax_d.scatter(spectrum.real, spectrum.imag, s=14, label=f"{g}, DMD λ")
     ax_r.set(xlabel="layer", ylabel="rank of the update", title="(A) update rank")
-    ax_k.set(xlabel="layer", ylabel="κ_l (patches)", title="(B) patch coherence")
+    ax_k.set(xlabel="layer", ylabel=r"$\kappa_l$ (patches)", title="(B) patch coherence")
     used, asked = max(len(sp.real) for sp in run.dmd.values()), result.spec.dmd_rank
-    ax_d.set(aspect="equal", xlabel="Re λ", ylabel="Im λ",
+    ax_d.set(aspect="equal", xlabel=r"Re $\lambda$", ylabel=r"Im $\lambda$",
              title=f"(C) DMD, rank {used}" + ("" if used == asked else f"\n(paper: r = {asked})"))
     for ax in (ax_r, ax_k):
         ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
