@@ -86,7 +86,7 @@ def test_the_chapters_walk_any_pretrained_vit_as_this_one_does(chapter_name: str
                                                               image_folder: Path) -> None:
     name, size = SHAPES[1]
     spec = spec_for(name, size, weights, image_folder, input_size=None)
-    pretrained = Pretrained(name, str(weights[name]), str(image_folder))
+    pretrained = Pretrained(name, str(weights[name]), str(image_folder), input_size=None)
     module = importlib.import_module(f"raptor.book.chapters.{chapter_name}")
     assert module.Spec(pretrained=pretrained).pretrained == pretrained
     walked = pretrained_walk(pretrained, spec.n_images, cuts=(2,), excess=(2,), n_boot=10,

@@ -179,7 +179,8 @@ def pretrained_walk(pretrained: Pretrained, n_images: int, data_root: str | None
     """The timm ViT of ``pretrained`` walked on ``min(n_images, 1000)`` of its images (drawn as
     :func:`raptor.analysis.split` draws them), in batches of 50 (Fig. 1 for DINOv2-B on
     ImageNet); ``kwargs`` go to :func:`walk`."""
-    model = load_vit(pretrained.model, Path(pretrained.weights).expanduser())
+    model = load_vit(pretrained.model, Path(pretrained.weights).expanduser(),
+                     pretrained.input_size)
     images, _ = split(image_data(pretrained.images, model, root=data_root), min(n_images, 1000))
     batch = next(iter(DataLoader(images, batch_size=len(images))))
     return walk((model, {}), batch, batch_size=50, **kwargs)

@@ -114,16 +114,20 @@ def require_images(images: str) -> None:
 class Pretrained:
     """A pretrained timm ViT walked beside a chapter's teachers: ``model`` (a timm name) with its
     local ``weights`` file (``None``: no such model), on ``images`` — a dataset of
-    :mod:`raptor.data` (its validation split) or a folder of image files — at its own input size
-    (default DINOv2-B, the paper's model, on ImageNet)."""
+    :mod:`raptor.data` (its validation split) or a folder of image files — at ``input_size``
+    (``None``: the model's own; default DINOv2-B, the paper's model, on ImageNet at 224 px as in
+    the paper's §3)."""
 
     model: str = DINOV2_B
     weights: str | None = None
     images: str = "imagenet"
+    input_size: int | None = 224
 
     def __post_init__(self) -> None:
+        require(self.input_size is None or self.input_size >= 1, "input_size", "None or ≥ 1",
+                self.input_size)
         if self.weights is not None:
-            require_vit(self.model, self.weights)
+            require_vit(self.model, self.weights, self.input_size)
             require_images(self.images)
 
     @property
