@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from raptor.storage import artifacts
 from raptor.storage.artifacts import ArtifactError, export, tier_entry, verify
-from raptor.storage.cache import entry_name, entry_path, get_or_build
+from raptor.storage.cache import builds_reported, entry_name, entry_path, get_or_build
 
 
 def _build(value: float):
@@ -113,8 +113,6 @@ def test_retrain_missing_retrains_a_missing_or_damaged_tier_file_and_says_so(
         tier, damage, monkeypatch):
     """``--retrain-missing``: the entry is retrained, with a warning naming the file, and the
     build is reported with why; the tier is left as it was."""
-    from raptor.storage.cache import builds_reported
-
     root, _ = tier
     path = root / (entry_name("teacher", {"a": 1}) + ".xz")
     if damage == "missing":

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from torch.utils.data import TensorDataset
 
 from raptor.storage.artifacts import cache_root
-from raptor.storage.cache import (digest, entry_name, entry_path, get_or_build, load_entry,
-                                  planned_images, planning)
+from raptor.storage.cache import (builds_reported, digest, dry_planning, entry_name, entry_path,
+                                  get_or_build, load_entry, plan_entry, planned_images, planning)
 
 CONFIG = {"model": "toy", "width": 4, "seed": 0}
 pytestmark = pytest.mark.usefixtures("fresh_cache")
@@ -186,8 +186,6 @@ def test_planning_stands_in_inside_its_block_only_even_when_it_raises() -> None:
 
 
 def test_a_dry_plan_notes_missing_entries_once_and_stored_ones_not_at_all() -> None:
-    from raptor.storage.cache import dry_planning, plan_entry
-
     get_or_build("toy", CONFIG, Builder())  # stored
     noted: list[object] = []
     assert not dry_planning()
@@ -364,8 +362,6 @@ def test_the_ranks_of_a_process_group_build_an_entry_together(tmp_path: Path) ->
 def test_every_build_is_reported_with_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                                           ) -> None:
     """A new entry, then a rebuilt damaged one: each named, with its reason, once."""
-    from raptor.storage.cache import builds_reported
-
     monkeypatch.setenv("RAPTOR_ARTIFACTS", "")
     path = entry_path("toy", CONFIG)
     with builds_reported() as built:

@@ -27,8 +27,8 @@ from torch.utils.data import DataLoader, Dataset
 
 from raptor.storage.checkpoint import CheckpointError, load_tensors
 from raptor.data import DatasetNotFoundError, get_datasets
-from raptor.dinov2.pipeline import (PipelineConfig, build_parser, main, paper_distill, parse_args,
-                                    published_repeats, run_pipeline)
+from raptor.dinov2.pipeline import (PipelineConfig, _readable, build_parser, main, paper_distill,
+                                    parse_args, published_repeats, run_pipeline)
 from raptor.probes import ProbeConfig, train_linear_probe
 from raptor.teachers import load_pretrained
 from raptor.train import DistillConfig, distill
@@ -412,8 +412,6 @@ def test_imagenet_files_that_are_not_readable_images_are_left_out_before_any_tra
         tmp_path: Path, fake_imagenet: Callable[..., Path]) -> None:
     """A text file and a corrupt PNG among ImageNet's: each named in a warning before the run,
     the rest kept with their labels; no PIL traceback hours in."""
-    from raptor.dinov2.pipeline import _readable
-
     root = fake_imagenet(tmp_path / "imagenet", {"train": 2, "val": 1}, ("n01", "n02"), (32, 32),
                          suffix=".png")
     notes, corrupt = root / "train" / "n01" / "README.txt", root / "train" / "n02" / "bad.png"

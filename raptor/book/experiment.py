@@ -105,7 +105,8 @@ def student_of(spec: Any, p: float, partition: Partition, *, seed: int = 0,
 
 
 def _planned_student(teacher: TeacherConfig, train: TrainConfig | None, seed: int,
-                     cfg: DistillConfig, snapshot: int | None) -> tuple[torch.nn.Module, dict]:
+                     cfg: DistillConfig, snapshot: int | None
+                     ) -> tuple[torch.nn.Module, dict[str, Any]]:
     """In a dry run: the student noted as a job, with its teacher, and its small stand-in. Its
     key holds no teacher weights: its partition is a stand-in's, so it is not its real entry."""
     model, _ = _planned_teacher(teacher, train, seed, cfg.device)
