@@ -2,18 +2,19 @@
 
 A chapter asks the cache (:mod:`raptor.storage.cache`) for every teacher and student it needs. To
 find them without training, :func:`plan` runs the chapter's ``compute(spec)`` inside
-:func:`raptor.storage.cache.planning`: each missing entry becomes a :class:`Job` (the
-configuration objects it was asked for with, :class:`~raptor.teachers.TeacherRequest` or
+:func:`raptor.storage.cache.planning`: each missing entry becomes a :class:`Job` (the configuration
+objects it was asked for with, :class:`~raptor.teachers.TeacherRequest` or
 :class:`~raptor.train.StudentRequest`, and its cache key) and the chapter gets an untrained
-stand-in, so ``compute`` runs to its end. A student's key holds its partition, which the chapter
-finds from its *trained* teacher, so a student is only ready once its teacher is in the cache.
-:func:`sweep` therefore runs in rounds — plan, submit the ready jobs as one job array, wait — until
-nothing is missing; then the chapter executes from the cache. Each job asks for its entry as the
-chapter did, from its configuration objects (:func:`train_job`), and the cache's per-entry lock
-makes two jobs racing for one key train it once, so a re-submitted sweep resumes where it stopped.
-A teacher job is one process; a student job with ``ranks`` > 1 runs ``torchrun`` on its node
-(:func:`torchrun_job`), whose ranks read the pickled job and distil with DDP (:func:`rank_job`),
-rank 0 storing the entry.
+stand-in, so ``compute`` runs to its end (a dry run: small stand-ins of the models and images,
+:mod:`raptor.book.experiment`, so no full-size model is built). A student's key holds its
+partition, which the chapter finds from its *trained* teacher, so a student is only ready once its
+teacher is in the cache. :func:`sweep` therefore runs in rounds — plan, submit the ready jobs as
+one job array, wait — until nothing is missing; then the chapter executes from the cache. Each job
+asks for its entry as the chapter did, from its configuration objects (:func:`train_job`), and the
+cache's per-entry lock makes two jobs racing for one key train it once, so a re-submitted sweep
+resumes where it stopped. A teacher job is one process; a student job with ``ranks`` > 1 runs
+``torchrun`` on its node (:func:`torchrun_job`), whose ranks read the pickled job and distil with
+DDP (:func:`rank_job`), rank 0 storing the entry.
 
 Cost estimates: training FLOPs ≈ 6 × params × tokens × batch × steps (a Raptor applies its blocks
 as often as its teacher has layers, so it costs its teacher's params); GPU-hours from the training
