@@ -10,6 +10,7 @@ cells, measured and stored in ``results/atlas``),
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -19,8 +20,8 @@ from raptor.book.chapters import MODULES, PROFILES
 from raptor.book.compare import REPRODUCE_ATOL, REPRODUCE_RTOL, compare
 from raptor.book.runner import BOOK, RunnerError, build_book, parse_value, run
 from raptor.loop import resolve_device
-from raptor.storage.artifacts import (MANIFEST, ArtifactError, compare_retrained, export,
-                                      read_manifest, verify)
+from raptor.storage.artifacts import (MANIFEST, RETRAIN_MISSING, ArtifactError, compare_retrained,
+                                      export, read_manifest, verify)
 from raptor.sweep import EXECUTORS, Options, atlas_sweep, rank_job, sweep
 
 
@@ -39,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     p_run.add_argument("--no-build", action="store_true", help="do not build the book")
     p_run.add_argument("--out", type=Path,
                        help="write the notebooks and claims to this folder, never the book")
+    _retrain_option(p_run)
     p_cmp = sub.add_parser("compare", help="compare two claims folders: verdicts exactly, "
                            "numbers within one unit of their last printed digit")
     p_cmp.add_argument("expected", type=Path, help="e.g. book/claims")
@@ -57,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     _job_options(p_sweep)
     p_sweep.add_argument("--dry-run", action="store_true",
                          help="check parameters and inputs, list the jobs and their cost, exit")
+    _retrain_option(p_sweep)
     p_atlas = sub.add_parser("atlas", help="measure the atlas's cells (teachers trained to their "
                              "convergence criterion, C1's matrices) and store them in the "
                              "repository, as jobs")
@@ -105,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     p_art.add_argument("--cache", type=Path,
                        help="compare: a cache retrained from scratch (make reproduce)")
     args = parser.parse_args(_shield_negative_values(sys.argv[1:] if argv is None else argv))
+    if getattr(args, "retrain_missing", False):  # read by the kernels and jobs this one starts
+        os.environ[RETRAIN_MISSING] = "1"
     try:
         if args.command == "build":
             build_book()
@@ -184,6 +189,12 @@ def _analyze(args: argparse.Namespace) -> int:
           f"notebook {out / 'chapters' / 'analyze.ipynb'}), its numbers: "
           f"{out / 'chapters' / 'analysis.json'}")
     return 0
+
+
+def _retrain_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--retrain-missing", action="store_true",
+                        help="retrain a model whose artifact-tier file is missing or damaged "
+                        "(default: an error naming the file)")
 
 
 def _job_options(parser: argparse.ArgumentParser) -> None:

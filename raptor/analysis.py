@@ -12,7 +12,9 @@ trajectories of N images.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import warnings
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,12 +24,13 @@ import torch
 from PIL import Image
 from timm.data import create_transform, resolve_data_config
 from timm.models.vision_transformer import VisionTransformer, checkpoint_filter_fn
-from torch.utils.data import Dataset, Subset
+from torch.utils.data import Dataset, Subset, TensorDataset
 
 from raptor import data
 from raptor.dynamics import DynamicsAccumulator, DynamicsSummary
 from raptor.paper import DMD_RANK
 from raptor.similarity import SimilarityAccumulator
+from raptor.storage.cache import planned_images
 from raptor.storage.checkpoint import mismatch, read_state_dict
 from raptor.structure import image_growth_nulls, image_phase_matrices
 from raptor.teachers import check_timm_name, head_classes, load_pretrained
@@ -115,19 +118,52 @@ class _Channels(Dataset):
 def image_data(source: str, model: VisionTransformer, *, root: str | None = None) -> Dataset:
     """The images ``source`` names, at the model's input size: the validation split of a dataset
     of :mod:`raptor.data` (its own normalisation; one channel repeated for an RGB model), or a
-    folder of image files preprocessed by timm's evaluation transform for ``model``."""
+    folder of image files preprocessed by timm's evaluation transform for ``model``. A folder's
+    other files, and image files PIL cannot identify, are left out with a warning naming them; a
+    dry run's plan (:func:`~raptor.storage.cache.planned_images`) stands in for a dataset's."""
     size = model.patch_embed.img_size[0]
     channels = model.patch_embed.proj.in_channels
     if source in data.DATASETS:
-        _, val = data.get_datasets(source, root=root, img_size=size)
         info = data.dataset_info(source)
+        planned = planned_images(source, size, min(info.val_size, 1_000), 0)  # a dry run's
+        if planned is not None:
+            return TensorDataset(planned[0].expand(-1, channels, -1, -1), planned[1])
+        _, val = data.get_datasets(source, root=root, img_size=size)
         return val if info.in_chans == channels else _Channels(val, channels)
     # the model's own size: a model built at another size than its timm default keeps that default
     # in its pretrained config
     config = resolve_data_config({"input_size": (channels, size, size)}, model=model)
     dataset = FolderImages(source, create_transform(**config))
-    dataset[0]  # an unreadable file is found before the pass, not in it
+    others = sorted(str(p) for p in dataset.root.rglob("*") if p.is_file()
+                    and p.suffix.lower() not in IMAGE_SUFFIXES and not p.name.startswith("."))
+    unreadable = [str(p) for p in unreadable_images(dataset.paths)]
+    dropped = set(unreadable)
+    for what, files in (("files that are not images", others),
+                        ("image files that cannot be read", unreadable)):
+        if files:
+            warnings.warn(f"images folder {dataset.root}: leaving out {len(files)} {what}: "
+                          f"{', '.join(files[:10])}{' …' if len(files) > 10 else ''}",
+                          stacklevel=2)
+    kept = [(p, y) for p, y in zip(dataset.paths, dataset.labels) if str(p) not in dropped]
+    if not kept:
+        raise ValueError(f"images folder {dataset.root} holds no readable image files")
+    dataset.paths, dataset.labels = (list(c) for c in zip(*kept))
     return dataset
+
+
+def unreadable_images(paths: Sequence[Path], threads: int = 16) -> list[Path]:
+    """The files of ``paths`` that PIL cannot identify as images or finds damaged (``verify``:
+    no decoding), in order; read by ``threads`` threads (a large folder on a network disk)."""
+    def bad(path: Path) -> bool:
+        try:
+            with Image.open(path) as image:
+                image.verify()
+        except Exception:  # PIL raises many kinds (OSError, SyntaxError, struct.error)
+            return True
+        return False
+
+    with ThreadPoolExecutor(threads) as pool:
+        return [p for p, b in zip(paths, pool.map(bad, paths)) if b]
 
 
 def split(dataset: Dataset, n: int, seed: int = 0) -> tuple[Dataset, Dataset]:

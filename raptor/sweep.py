@@ -2,31 +2,32 @@
 
 A chapter asks the cache (:mod:`raptor.storage.cache`) for every teacher and student it needs. To
 find them without training, :func:`plan` runs the chapter's ``compute(spec)`` inside
-:func:`raptor.storage.cache.planning`: each missing entry becomes a :class:`Job` (the
-configuration objects it was asked for with, :class:`~raptor.teachers.TeacherRequest` or
+:func:`raptor.storage.cache.planning`: each missing entry becomes a :class:`Job` (the configuration
+objects it was asked for with, :class:`~raptor.teachers.TeacherRequest` or
 :class:`~raptor.train.StudentRequest`, and its cache key) and the chapter gets an untrained
-stand-in, so ``compute`` runs to its end. A student's key holds its partition, which the chapter
-finds from its *trained* teacher, so a student is only ready once its teacher is in the cache.
-:func:`sweep` therefore runs in rounds — plan, submit the ready jobs as one job array, wait — until
-nothing is missing; then the chapter executes from the cache. Each job asks for its entry as the
-chapter did, from its configuration objects (:func:`train_job`), and the cache's per-entry lock
-makes two jobs racing for one key train it once, so a re-submitted sweep resumes where it stopped.
-A teacher job is one process; a student job with ``ranks`` > 1 runs ``torchrun`` on its node
-(:func:`torchrun_job`), whose ranks read the pickled job and distil with DDP (:func:`rank_job`),
-rank 0 storing the entry.
+stand-in, so ``compute`` runs to its end (a dry run: small stand-ins of the models and images,
+:mod:`raptor.book.experiment`, so no full-size model is built). A student's key holds its
+partition, which the chapter finds from its *trained* teacher, so a student is only ready once its
+teacher is in the cache. :func:`sweep` therefore runs in rounds — plan, submit the ready jobs as
+one job array, wait — until nothing is missing; then the chapter executes from the cache. Each job
+asks for its entry as the chapter did, from its configuration objects (:func:`train_job`), and the
+cache's per-entry lock makes two jobs racing for one key train it once, so a re-submitted sweep
+resumes where it stopped. A teacher job is one process; a student job with ``ranks`` > 1 runs
+``torchrun`` on its node (:func:`torchrun_job`), whose ranks read the pickled job and distil with
+DDP (:func:`rank_job`), rank 0 storing the entry.
 
 Cost estimates: training FLOPs ≈ 6 × params × tokens × batch × steps (a Raptor applies its blocks
 as often as its teacher has layers, so it costs its teacher's params); GPU-hours from the training
 throughput that ``bench/gpu_check.py`` recorded in ``bench/gpu_check.json`` (``{"device": ...,
-"tflops": ...}``), when that record exists.
+"tflops": ...}``), when that record exists, else an estimate at :data:`ASSUMED_GPU`'s throughput.
 """
 
 from __future__ import annotations
 
 import collections
+import dataclasses
 import functools
 import json
-import math
 import pickle
 import shlex
 import subprocess
@@ -40,6 +41,7 @@ import torch
 
 from raptor import atlas
 from raptor.book.chapters import chapter
+from raptor.book.experiment import DRY_BOOT, planned_record
 from raptor.book.inputs import missing_inputs
 from raptor.book.runner import RunnerError, resolve
 from raptor.book.spec import Machine
@@ -47,12 +49,15 @@ from raptor.storage.cache import Tensors, entry_name, load_entry, planning
 from raptor.data import DatasetNotFoundError, _find, dataset_info
 from raptor.distributed import init_distributed
 from raptor.loop import resolve_device
-from raptor.teachers import TeacherRequest, build_teacher, get_teacher, teacher_key
+from raptor.teachers import TeacherConfig, TeacherRequest, build_teacher, get_teacher, teacher_key
 from raptor.train import StudentRequest, build_student, get_student
 
 EXECUTORS = ("local", "slurm", "debug")
 GPU_RECORD = Path(__file__).resolve().parents[1] / "bench" / "gpu_check.json"
-DRY_IMAGES = 8  # stand-in images per request in a dry run (the right shape; ≥ 4 for C1's halves)
+# Without a measured record: an H100/H200 SXM (989 TFLOP/s dense bf16 peak, the same on both) at
+# an assumed 40% of its peak, a fair utilisation for ViT-B training in bf16 (small models reach
+# less).
+ASSUMED_GPU = ("H100/H200 SXM", 989.0, 0.40)
 MAX_ROUNDS = 10
 Request = TeacherRequest | StudentRequest
 
@@ -186,27 +191,30 @@ def _stand_in(request: Request) -> tuple[Tensors, dict[str, Any]]:
         t = request.teacher
         student = build_student(build_teacher(t.cfg, t.seed), request.cfg)
         return dict(student.blocks.state_dict()), {"planned": True}
-    train = request.train
     state = build_teacher(request.cfg, request.seed).state_dict()
     tensors = dict(state)
-    for step in train.snapshot_steps:
+    for step in request.train.snapshot_steps:
         tensors.update({f"snapshot.{step}.{k}": v for k, v in state.items()})
-    evals = [s for s in range(1, train.steps + 1) if s % train.eval_every == 0 or s == train.steps]
-    return tensors, {"planned": True, "val": [{"step": s, "acc": math.nan, "loss": math.nan}
-                                              for s in evals]}
+    return tensors, planned_record(request.train)
 
 
 def _flops(request: Request) -> float:
     """Training FLOPs ≈ 6 × params × tokens × batch × steps (params: the teacher's)."""
     t = _teacher(request)
-    with torch.device("meta"):
-        params = sum(p.numel() for p in build_teacher(t.cfg, t.seed).parameters())
+    params = _params(dataclasses.replace(t.cfg, p=0.0, residual=True))
     tokens = (t.cfg.img_size // t.cfg.patch_size) ** 2 + 1 + t.cfg.reg_tokens
     if isinstance(request, StudentRequest):
         batch, steps = request.cfg.batch_size, request.cfg.stage1_steps + request.cfg.stage2_steps
     else:
         batch, steps = t.train.batch_size, t.train.steps
     return 6.0 * params * tokens * batch * steps
+
+
+@functools.cache
+def _params(cfg: TeacherConfig) -> int:
+    """The parameters of a teacher of ``cfg``, counted on the meta device (nothing allocated)."""
+    with torch.device("meta"):
+        return sum(p.numel() for p in build_teacher(cfg).parameters())
 
 
 def _label(request: Request) -> str:
@@ -228,21 +236,24 @@ def _label(request: Request) -> str:
 
 def _dry_images(dataset: str, img_size: int | None, n: int, seed: int
                 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """A dry run reads no data: every chapter's images are a few random ones of the right shape."""
+    """A dry run reads no data: a chapter's ``n`` images are random ones of the dataset's channels
+    at the stand-in models' size, every class in turn."""
     info = dataset_info(dataset)
     size = img_size or info.image_size
     g = torch.Generator().manual_seed(seed)
-    n = min(n, DRY_IMAGES)
-    return (torch.rand(n, info.in_chans, size, size, generator=g),
-            torch.randint(0, info.num_classes, (n,), generator=g))
+    return torch.rand(n, info.in_chans, size, size, generator=g), torch.arange(n) % info.num_classes
 
 
 def plan(name: str, profile: str, overrides: Mapping[str, Any] | None = None, *,
          dry: bool = False) -> tuple[list[Job], str | None]:
     """The chapter's missing trainings, in the order it asks for them, and why planning stopped
-    early (``None`` when ``compute`` ran to its end). ``dry``: on stand-in images (no data read);
-    a student's partition then is not its real one, so no student is ready."""
+    early (``None`` when ``compute`` ran to its end). A student is ready once its teacher is
+    cached. ``dry``: on small stand-in models and images (no data read, no full-size model built:
+    :mod:`raptor.book.experiment`); a student's partition then is a stand-in's, its key not its
+    real one, and one already cached is listed as missing."""
     spec = resolve(name, profile, overrides)
+    if dry and hasattr(spec, "n_boot"):  # resamples of statistics no dry run reads
+        spec = dataclasses.replace(spec, n_boot=DRY_BOOT)
     asked: dict[str, tuple[Mapping[str, Any], Request]] = {}
 
     def stand_in(kind: str, key: Mapping[str, Any], request: object
@@ -251,7 +262,7 @@ def plan(name: str, profile: str, overrides: Mapping[str, Any] | None = None, *,
             raise RunnerError(f"the chapter asked for {entry_name(kind, key)} without its "
                               f"configuration objects, so no job can train it")
         asked[entry_name(kind, key)] = (key, request)
-        return _stand_in(request)
+        return ({}, {"planned": True}) if dry else _stand_in(request)
 
     stopped = None
     with planning(stand_in, _dry_images if dry else None):
@@ -263,8 +274,8 @@ def plan(name: str, profile: str, overrides: Mapping[str, Any] | None = None, *,
             stopped = f"{type(err).__name__}: {err}"
     jobs = []
     for key, request in asked.values():
-        waits = isinstance(request, StudentRequest) and (
-            dry or entry_name("teacher", key["teacher"]) in asked)
+        waits = (isinstance(request, StudentRequest)
+                 and entry_name("teacher", key["teacher"]) in asked)
         jobs.append(Job(request, key, _label(request), _flops(request), ready=not waits))
     return jobs, stopped
 
@@ -279,23 +290,36 @@ def gpu_throughput(record: Path = GPU_RECORD) -> tuple[str, float] | None:
     return str(data["device"]), float(data["tflops"])
 
 
-def describe(jobs: Sequence[Job], throughput: tuple[str, float] | None) -> str:
-    """The job table (when it can start, kind, TFLOPs, GPU-hours, what) and the totals."""
-    rows = [f"  {'start':<6}{'kind':<9}{'TFLOP':>11}{'GPU-h':>9}  what"]
-    for job in jobs:
-        hours = (f"{job.flops / throughput[1] / 1e12 / 3600:9.2f}" if throughput
-                 else f"{'-':>9}")
-        rows.append(f"  {'now' if job.ready else 'later':<6}{job.kind:<9}{job.flops / 1e12:11.4g}"
-                    f"{hours}  {job.label}")
-    total = sum(j.flops for j in jobs)
-    first = sum(j.flops for j in jobs if j.ready)
-    rows.append(f"  total: {len(jobs)} trainings, {total / 1e15:.4g} PFLOP "
-                f"(now: {sum(j.ready for j in jobs)}, {first / 1e15:.4g} PFLOP)")
-    if throughput:
-        rows.append(f"  GPU-hours at {throughput[1]:.4g} TFLOP/s ({throughput[0]}, "
-                    f"bench/gpu_check.py): {total / throughput[1] / 1e12 / 3600:.4g} in all")
-    else:
-        rows.append(f"  GPU-hours: none (no record {GPU_RECORD.name} from bench/gpu_check.py)")
+def assumed_throughput() -> tuple[str, float]:
+    """``(what, TFLOP/s)`` of :data:`ASSUMED_GPU`, for an estimate where nothing was measured."""
+    name, peak, utilisation = ASSUMED_GPU
+    return (f"an estimate: {name} at an assumed {utilisation:.0%} of its {peak:g} TFLOP/s dense "
+            f"bf16 peak; no {GPU_RECORD.name} from bench/gpu_check.py here"), peak * utilisation
+
+
+def describe(jobs: Sequence[Job], throughput: tuple[str, float] | None, first: int = 1) -> str:
+    """The job table (its round, counting the ready ones' as ``first``; kind, TFLOPs, GPU-hours,
+    what) and the totals; GPU-hours at the measured ``throughput``, else estimated
+    (:func:`assumed_throughput`, marked ``~``)."""
+    source, tflops = throughput or assumed_throughput()
+    mark = "" if throughput else "~"
+    hours = [j.flops / tflops / 1e12 / 3600 for j in jobs]
+    rows = [f"  {'round':<6}{'kind':<9}{'TFLOP':>11}{'GPU-h':>10}  what"]
+    for job, h in zip(jobs, hours):
+        rows.append(f"  {first + (not job.ready):<6}{job.kind:<9}{job.flops / 1e12:11.4g}"
+                    f"{mark + format(h, '.3g'):>10}  {job.label}")
+    for later in (False, True):
+        group = [(j, h) for j, h in zip(jobs, hours) if j.ready != later]
+        if group:
+            rows.append(f"  round {first + later}: {len(group)} trainings, "
+                        f"{sum(j.flops for j, _ in group) / 1e15:.4g} PFLOP, "
+                        f"{mark}{sum(h for _, h in group):.4g} GPU-hours")
+    rows.append(f"  total: {len(jobs)} trainings, {sum(j.flops for j in jobs) / 1e15:.4g} PFLOP, "
+                f"{mark}{sum(hours):.4g} GPU-hours at {tflops:.4g} TFLOP/s ("
+                + (f"{source}, bench/gpu_check.py" if throughput else source) + ")")
+    if any(not j.ready for j in jobs):
+        rows.append(f"  round {first + 1}: a student's partition is its trained teacher's max-cut, "
+                    f"so it starts once that teacher (round {first}) is trained")
     return "\n".join(rows)
 
 
@@ -345,9 +369,12 @@ def sweep(name: str, profile: str, overrides: Mapping[str, Any] | None = None,
         jobs, stopped = plan(name, profile, overrides, dry=True)
         out(f"dry run of chapter {name} at profile {profile}: parameters checked")
         out("\n".join(["inputs missing:", *problems]) if problems else "inputs: all found")
-        out(describe(jobs, gpu_throughput()) if jobs else "nothing to train: all cached")
+        out(describe(jobs, gpu_throughput()) if jobs else
+            "nothing to train: every model it asks for is cached, or it asks for none")
         if _uneven(jobs, opts.ranks):
             out(_uneven(jobs, opts.ranks))
+        if any(j.kind == "student" for j in jobs):
+            out("  (a dry run keys students on stand-in partitions: one already cached is listed)")
         if stopped:
             out(f"(planning on stand-in images stopped at {stopped}; later rounds may add jobs)")
         return 0
@@ -369,7 +396,7 @@ def sweep(name: str, profile: str, overrides: Mapping[str, Any] | None = None,
         if _uneven(ready, opts.ranks):
             raise RunnerError(_uneven(ready, opts.ranks))
         out(f"round {round_}: {len(ready)} of {len(jobs)} missing trainings ready\n"
-            + describe(ready, gpu_throughput()))
+            + describe(ready, gpu_throughput(), round_))
         running = []
         for kind in ("teacher", "student"):  # one array each: a teacher is one process, one GPU
             group = [j for j in ready if j.kind == kind]
@@ -425,7 +452,8 @@ def atlas_sweep(cells: Sequence[atlas.Cell], opts: Options = Options(), *,
     out(f"atlas: {len(cells) - len(todo)} of {len(cells)} cells stored in {folder}")
     if not jobs:
         return 0
-    out(describe(jobs, gpu_throughput()) + "\n  (FLOPs: each cell's whole budget)")
+    out(describe(jobs, gpu_throughput()) + "\n  (FLOPs: each cell's whole budget; GPU-hours: a "
+        "lower bound, as ViTs this small keep a GPU far below its peak)")
     if dry_run:
         return 0
     executor = _executor(opts, min(opts.gpus_per_node, 1))

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from raptor.storage import artifacts
 from raptor.storage.artifacts import ArtifactError, export, tier_entry, verify
-from raptor.storage.cache import entry_name, entry_path, get_or_build
+from raptor.storage.cache import builds_reported, entry_name, entry_path, get_or_build
 
 
 def _build(value: float):
@@ -106,6 +106,50 @@ def test_a_tier_file_its_manifest_lists_but_the_disk_lacks_is_an_error(tier):
         raise AssertionError("must not retrain a tier entry")
     with pytest.raises(ArtifactError, match=f"{path} is listed in .* but missing: restore it"):
         get_or_build("teacher", {"a": 1}, fail)
+
+
+@pytest.mark.parametrize("damage", ["missing", "corrupt"])
+def test_retrain_missing_retrains_a_missing_or_damaged_tier_file_and_says_so(
+        tier, damage, monkeypatch):
+    """``--retrain-missing``: the entry is retrained, with a warning naming the file, and the
+    build is reported with why; the tier is left as it was."""
+    root, _ = tier
+    path = root / (entry_name("teacher", {"a": 1}) + ".xz")
+    if damage == "missing":
+        path.unlink()
+    else:
+        path.write_bytes(path.read_bytes()[:-4] + b"oops")
+    before = path.read_bytes() if path.exists() else None
+    monkeypatch.setenv(artifacts.RETRAIN_MISSING, "1")
+    with builds_reported() as built:
+        with pytest.warns(UserWarning, match=f"{path} .*; retraining it \\(--retrain-missing\\)"):
+            tensors, _ = get_or_build("teacher", {"a": 1}, _build(5.0))
+        assert built() == [f"{entry_name('teacher', {'a': 1})}: its tier file in {root} was "
+                           "missing or damaged (--retrain-missing)"]
+        assert built() == []  # each line once
+    assert torch.equal(tensors["w"], torch.full((3, 2), 5.0))
+    assert (path.read_bytes() if path.exists() else None) == before
+    # the student, whose tier file is intact, still comes from the tier
+    tensors, _ = get_or_build("student", {"a": 2}, _build(7.0))
+    assert torch.equal(tensors["w"], torch.full((3, 2), 2.0))
+
+
+def test_without_retrain_missing_a_corrupt_tier_file_is_an_error_naming_both_ways_out(tier):
+    root, _ = tier
+    path = root / (entry_name("teacher", {"a": 1}) + ".xz")
+    path.write_bytes(path.read_bytes()[:-4] + b"oops")
+    with pytest.raises(ArtifactError, match=f"{path} does not match its sha256 .* "
+                                            "--retrain-missing"):
+        get_or_build("teacher", {"a": 1}, _build(5.0))
+
+
+def test_the_command_line_flag_reaches_the_kernels_it_starts(monkeypatch, capsys):
+    from raptor.__main__ import main
+
+    monkeypatch.delenv(artifacts.RETRAIN_MISSING, raising=False)
+    assert main(["run", "--chapter", "claims", "-p", "k", "2", "--retrain-missing"]) == 2
+    assert "take no parameters" in capsys.readouterr().err
+    assert artifacts.retrain_missing()
 
 
 def test_a_damaged_cache_copy_falls_back_to_the_verified_tier_copy(tier):

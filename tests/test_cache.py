@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from torch.utils.data import TensorDataset
 
 from raptor.storage.artifacts import cache_root
-from raptor.storage.cache import (digest, entry_path, get_or_build, load_entry, planned_images,
-                                  planning)
+from raptor.storage.cache import (builds_reported, digest, dry_planning, entry_name, entry_path,
+                                  get_or_build, load_entry, plan_entry, planned_images, planning)
 
 CONFIG = {"model": "toy", "width": 4, "seed": 0}
 pytestmark = pytest.mark.usefixtures("fresh_cache")
@@ -185,6 +185,22 @@ def test_planning_stands_in_inside_its_block_only_even_when_it_raises() -> None:
         assert planned_images("mnist", None, 4, 1) is None
 
 
+def test_a_dry_plan_notes_missing_entries_once_and_stored_ones_not_at_all() -> None:
+    get_or_build("toy", CONFIG, Builder())  # stored
+    noted: list[object] = []
+    assert not dry_planning()
+    with pytest.raises(RuntimeError, match="outside planning"):
+        plan_entry("toy", CONFIG, "asked")
+    with planning(lambda kind, config, request: noted.append(request) or ({}, {})):
+        assert not dry_planning()  # a plan that reads images
+    with planning(lambda kind, config, request: noted.append(request) or ({}, {}), _images):
+        assert dry_planning()
+        for _ in range(2):
+            plan_entry("toy", CONFIG, "stored")
+            plan_entry("toy", {**CONFIG, "seed": 1}, "missing")
+    assert noted == ["missing"]
+
+
 def test_a_plan_holds_in_its_own_context_only() -> None:
     """The plan is a context variable: another thread does not plan, and plans of its own."""
     found: list[object] = []
@@ -341,3 +357,20 @@ def test_the_ranks_of_a_process_group_build_an_entry_together(tmp_path: Path) ->
     assert record["total"] == 3 and torch.equal(tensors["w"], torch.arange(4.0) * 3)
     path = entry_path("toy", {"model": "ranks"})
     assert [p.name for p in path.parent.iterdir()] == [path.name]  # no lock, no work file
+
+
+def test_every_build_is_reported_with_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                          ) -> None:
+    """A new entry, then a rebuilt damaged one: each named, with its reason, once."""
+    monkeypatch.setenv("RAPTOR_ARTIFACTS", "")
+    path = entry_path("toy", CONFIG)
+    with builds_reported() as built:
+        get_or_build("toy", CONFIG, lambda _: ({"w": torch.ones(2)}, {}))
+        get_or_build("toy", CONFIG, lambda _: ({"w": torch.ones(2)}, {}))  # loaded: no report
+        path.write_bytes(b"damaged")
+        with pytest.warns(UserWarning, match="it will be rebuilt"):
+            get_or_build("toy", CONFIG, lambda _: ({"w": torch.ones(2)}, {}))
+        name = entry_name("toy", CONFIG)
+        assert built() == [f"{name}: neither the cache nor the artifact tier held it",
+                           f"{name}: its cache copy {path} was damaged"]
+

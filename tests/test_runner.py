@@ -182,6 +182,26 @@ def test_a_successful_run_replaces_the_notebook_and_its_claims(book: Path) -> No
                                    "claims/toy.json"]  # no .running or .failed notebook
 
 
+def test_a_run_reports_each_model_its_kernel_trained_and_why(
+        book: Path, fresh_cache: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The kernel (another process) trains a cache entry; the run names it after the chapter,
+    with why, and a second run, which loads it, names nothing."""
+    monkeypatch.setenv("RAPTOR_ARTIFACTS", "")
+    path = book / "chapters" / "toy.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    nb.cells.append(new_code_cell(
+        "import torch\nfrom raptor.storage.cache import get_or_build\n"
+        "get_or_build('toy', {'n': n}, lambda work: ({'w': torch.ones(1)}, {}))"))
+    nbformat.write(nb, path)
+    run("cpu", ["toy"], {"n": 4}, build=False, book=book, out=book.parent / "out")
+    (entry,) = fresh_cache.glob("toy/*.safetensors")
+    assert (f"[raptor] toy trained toy/{entry.name}: neither the cache nor the artifact tier "
+            "held it") in capsys.readouterr().out
+    run("cpu", ["toy"], {"n": 4}, build=False, book=book, out=book.parent / "out")
+    assert "trained" not in capsys.readouterr().out
+
+
 def test_a_failing_chapter_leaves_the_book_untouched(book: Path) -> None:
     notebook, claims = book / "chapters" / "toy.ipynb", book / "claims" / "toy.json"
     before = notebook.read_bytes(), claims.read_bytes()

@@ -14,7 +14,7 @@ import torch
 from torch.utils.data import TensorDataset
 
 from raptor.__main__ import main
-from raptor.book.chapters import chapter
+from raptor.book.chapters import MODULES, chapter
 from raptor.book.runner import RunnerError
 from raptor.storage.cache import entry_name, entry_path, planning
 from raptor import atlas
@@ -158,8 +158,49 @@ def test_dry_run_at_paper_lists_jobs_and_costs_and_trains_nothing(
     out = capsys.readouterr().out
     assert "inputs missing:" in out and "dataset 'cifar100' not found" in out
     assert "teacher" in out and "ViT L=12 D=768 224px on cifar100, 8000 steps x 256" in out
-    assert "later student" in out and "GPU-hours: none" in out
+    assert "  2     student" in out and "GPU-hours at 395.6 TFLOP/s (an estimate: H100/H200" in out
+    assert "stopped" not in out
     assert not fresh_cache.exists() or not list(fresh_cache.rglob("*.safetensors"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(MODULES))
+def test_every_chapter_dry_run_at_paper_lists_every_job_with_gpu_hours_within_a_minute(
+        name: str, tmp_path: Path) -> None:
+    """The command as a user runs it, in its own process (imports included), on no data: small
+    stand-ins for the models and images, so no full-size forward pass."""
+    env = {**os.environ, "RAPTOR_CACHE": str(tmp_path / "cache"), "RAPTOR_DATA": str(tmp_path)}
+    start = time.perf_counter()
+    run = subprocess.run([sys.executable, "-m", "raptor", "sweep", "--chapter", name, "--profile",
+                          "paper", "--dry-run"], capture_output=True, text=True, env=env,
+                         timeout=300)
+    seconds = time.perf_counter() - start
+    assert run.returncode == 0, run.stderr[-2000:]
+    out = run.stdout
+    assert "stopped" not in out and "Traceback" not in run.stderr
+    if name in ("atlas", "claims"):  # they read stored results and train nothing
+        assert "nothing to train" in out
+    else:
+        rows = [r for r in out.splitlines() if r.startswith(("  1 ", "  2 "))]
+        assert rows and all(" ~" in r for r in rows)  # every job's GPU-hours, estimated
+        assert "GPU-hours at 395.6 TFLOP/s (an estimate" in out
+    assert not list((tmp_path / "cache").rglob("*.safetensors"))
+    assert seconds < 60, f"{name}: {seconds:.0f} s"
+
+
+def test_a_dry_plan_asks_for_the_trainings_a_real_plan_asks_for(fresh_cache: Path) -> None:
+    """The dry plan's small stand-ins note each teacher with the key and request of a real plan
+    (full-size stand-ins), and as many students, of the same cost; only a student's key differs
+    (its partition is a stand-in's)."""
+    for name in ("raptor", "functional-phases"):
+        real, stopped = plan(name, "smoke")
+        dry, dry_stopped = plan(name, "smoke", dry=True)
+        assert stopped is dry_stopped is None
+        teachers = [(j.key, j.request, j.flops, j.ready) for j in real if j.kind == "teacher"]
+        assert teachers == [(j.key, j.request, j.flops, j.ready) for j in dry
+                            if j.kind == "teacher"]
+        assert sorted((j.flops, j.ready) for j in real if j.kind == "student") == sorted(
+            (j.flops, j.ready) for j in dry if j.kind == "student")
 
 
 def test_a_sweep_lacking_its_data_submits_nothing(fresh_cache: Path, isolated_data: None,
@@ -179,8 +220,14 @@ def test_cost_is_six_params_tokens_batch_steps(tmp_path: Path) -> None:
     jobs = [Job(TEACHER, {}, "a", 3.6e15, True),
             Job(StudentRequest(TEACHER, DISTILL), {}, "b", 7.2e15, False)]
     text = describe(jobs, ("H200", 1.0))
-    assert "total: 2 trainings, 10.8 PFLOP (now: 1, 3.6 PFLOP)" in text
-    assert "3 in all" in text and "1.00  a" in text  # 3.6e15 FLOP at 1 TFLOP/s: 1 h
+    assert "round 1: 1 trainings, 3.6 PFLOP, 1 GPU-hours" in text
+    assert "round 2: 1 trainings, 7.2 PFLOP, 2 GPU-hours" in text
+    assert "total: 2 trainings, 10.8 PFLOP, 3 GPU-hours at 1 TFLOP/s (H200" in text
+    assert "  1     teacher" in text and "  2     student" in text and "~" not in text
+    # nothing measured: an estimate at an assumed utilisation of a named GPU, marked as such
+    text = describe(jobs, None)
+    assert "total: 2 trainings, 10.8 PFLOP, ~0.007583 GPU-hours at 395.6 TFLOP/s" in text
+    assert "an estimate: H100/H200 SXM at an assumed 40% of its 989 TFLOP/s dense bf16" in text
     record = tmp_path / "gpu_check.json"
     assert gpu_throughput(record) is None
     record.write_text('{"device": "H200", "tflops": 412.5}')
@@ -335,6 +382,8 @@ def test_an_atlas_sweep_stores_each_cell_once(short_atlas: Path, tmp_path: Path)
     assert atlas_sweep([ATLAS_CELL], opts, folder=short_atlas, device="cpu",
                        dry_run=True, out=lines.append) == 0
     assert "0 of 1 cells stored" in lines[0] and ATLAS_CELL.name in lines[1]
+    assert "GPU-hours at 395.6 TFLOP/s (an estimate: H100/H200" in lines[1]  # none measured
+    assert "a lower bound" in lines[1]
     assert not short_atlas.exists()
     assert atlas_sweep([ATLAS_CELL], opts, folder=short_atlas, device="cpu",
                        out=lines.append) == 1

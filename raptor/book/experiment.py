@@ -1,6 +1,12 @@
 """Steps every experiment shares: a chapter's teachers, students and evaluation images from its
 spec, a model's trajectories on images held in memory, in batches, the walk from a teacher to its
-phases (§2, App. A.1), and a linear probe's accuracy."""
+phases (§2, App. A.1), and a linear probe's accuracy.
+
+In a dry run's plan (:func:`raptor.storage.cache.dry_planning`, ``python -m raptor sweep
+--dry-run``) a chapter's models and images are small stand-ins of its depth, token groups and
+classes (:func:`stand_in_config`, :data:`DRY_SIZE`): each model asked for is noted as a job
+from its configuration (:func:`~raptor.storage.cache.plan_entry`), and ``compute`` runs to its end
+in seconds, with no full-size forward pass and no data read."""
 
 from __future__ import annotations
 
@@ -17,17 +23,52 @@ import torch
 from torch.utils.data import DataLoader
 
 from raptor import data
-from raptor.analysis import image_data, load_vit, split
+from raptor.analysis import image_data, load_vit, split, vit_shape
 from raptor.book.spec import Pretrained, SpecError
 from raptor.loop import resolve_device
 from raptor.phases import Partition, maxcut, partition_to_repeats
 from raptor.probes import linear_probe, probe_features
 from raptor.similarity import layer_similarity, phase_matrix
 from raptor.structure import PhaseExcess, image_growth_nulls, image_phase_matrices, phase_excess
-from raptor.storage.cache import planned_images
-from raptor.teachers import get_teacher, teacher_snapshot
-from raptor.train import get_student
-from raptor.trajectories import TokenGroups, collect_trajectories
+from raptor.storage.cache import dry_planning, plan_entry, planned_images
+from raptor.teachers import (TeacherConfig, TeacherRequest, TrainConfig, build_teacher,
+                             get_teacher, teacher_key, teacher_snapshot)
+from raptor.train import DistillConfig, StudentRequest, build_student, get_student, student_key
+from raptor.trajectories import TokenGroups, collect_trajectories, trajectory_model
+
+
+DRY_SIZE = 8  # a dry run's images and stand-in models: 8 px, patches of 4 (four patch tokens)
+DRY_BOOT = 10  # bootstrap resamples of a dry run's walks
+DRY_IMAGES = 250  # a dry run's images per request: at most these, or one more than the largest
+# subset the spec draws from them (``image_counts``, C2)
+
+
+def stand_in_config(cfg: TeacherConfig) -> TeacherConfig:
+    """A dry run's stand-in for a teacher of ``cfg``: its depth, registers, classes and channels,
+    one head, 12 wide (DMD's rank 10 fits) and :data:`DRY_SIZE` px, so that its forward passes
+    cost nothing."""
+    return dataclasses.replace(cfg, embed_dim=12, num_heads=1, img_size=DRY_SIZE,
+                               patch_size=DRY_SIZE // 2)
+
+
+def planned_record(train: TrainConfig) -> dict[str, Any]:
+    """The training record of a planned (untrained) teacher: its evaluations, as NaN."""
+    evals = [s for s in range(1, train.steps + 1) if s % train.eval_every == 0 or s == train.steps]
+    return {"planned": True, "val": [{"step": s, "acc": math.nan, "loss": math.nan}
+                                     for s in evals]}
+
+
+def _planned_teacher(cfg: TeacherConfig, train: TrainConfig | None, seed: int, device: str
+                     ) -> tuple[torch.nn.Module, dict[str, Any]]:
+    """In a dry run: the teacher noted as a job (as :func:`~raptor.teachers.get_teacher` asks for
+    it) and its small stand-in."""
+    model = build_teacher(stand_in_config(cfg), seed).eval()
+    if train is None:
+        return model, {"untrained": True}
+    device = resolve_device(device)
+    plan_entry("teacher", teacher_key(cfg, train, seed, device),
+               TeacherRequest(cfg, train, seed, device))
+    return model, planned_record(train)
 
 
 # A chapter's spec nests ``teacher`` (TeacherConfig), ``train`` (TrainConfig), ``machine``
@@ -38,8 +79,10 @@ def teacher_of(spec: Any, p: float = 0.0, *, seed: int = 0, trained: bool = True
     """The chapter's teacher with stochastic depth ``p`` (trained through the cache, or untrained)
     and its training record; ``train_changes`` override its training's fields."""
     train = dataclasses.replace(spec.train, seed=seed, **train_changes) if trained else None
-    return get_teacher(dataclasses.replace(spec.teacher, p=p, residual=residual), train,
-                       seed=seed, data_root=spec.machine.data_root, progress=False,
+    cfg = dataclasses.replace(spec.teacher, p=p, residual=residual)
+    if dry_planning():
+        return _planned_teacher(cfg, train, seed, spec.machine.device)
+    return get_teacher(cfg, train, seed=seed, data_root=spec.machine.data_root, progress=False,
                        device=spec.machine.device)
 
 
@@ -54,22 +97,42 @@ def student_of(spec: Any, p: float, partition: Partition, *, seed: int = 0,
     cfg = dataclasses.replace(spec.distill, repeats=partition_to_repeats(partition),
                               dataset=spec.train.dataset, seed=seed,
                               **{"device": resolve_device(spec.machine.device), **changes})
-    return get_student(dataclasses.replace(spec.teacher, p=p, residual=residual), train, seed,
-                       cfg, data_root=spec.machine.data_root, snapshot=snapshot, progress=False)
+    teacher = dataclasses.replace(spec.teacher, p=p, residual=residual)
+    if dry_planning():
+        return _planned_student(teacher, train, seed, cfg, snapshot)
+    return get_student(teacher, train, seed, cfg, data_root=spec.machine.data_root,
+                       snapshot=snapshot, progress=False)
+
+
+def _planned_student(teacher: TeacherConfig, train: TrainConfig | None, seed: int,
+                     cfg: DistillConfig, snapshot: int | None
+                     ) -> tuple[torch.nn.Module, dict[str, Any]]:
+    """In a dry run: the student noted as a job, with its teacher, and its small stand-in. Its
+    key holds no teacher weights: its partition is a stand-in's, so it is not its real entry."""
+    model, _ = _planned_teacher(teacher, train, seed, cfg.device)
+    key = {**student_key(teacher, train, seed, cfg, "planned"), "snapshot": snapshot}
+    plan_entry("student", key, StudentRequest(TeacherRequest(teacher, train, seed, cfg.device),
+                                              cfg, snapshot))
+    return build_student(model, cfg).eval(), {"planned": True}
 
 
 def snapshot_of(spec: Any, p: float, step: int, *, seed: int = 0, **train_changes: Any
                 ) -> torch.nn.Module:
     """The teacher's weights at training ``step`` (one of its ``snapshot_steps``)."""
-    return teacher_snapshot(dataclasses.replace(spec.teacher, p=p),
-                            dataclasses.replace(spec.train, seed=seed, **train_changes), step,
-                            seed=seed, data_root=spec.machine.data_root,
+    cfg = dataclasses.replace(spec.teacher, p=p)
+    train = dataclasses.replace(spec.train, seed=seed, **train_changes)
+    if dry_planning():
+        return _planned_teacher(cfg, train, seed, spec.machine.device)[0]
+    return teacher_snapshot(cfg, train, step, seed=seed, data_root=spec.machine.data_root,
                             device=spec.machine.device)
 
 
 def images_of(spec: Any, n: int, seed: int = 0, split: str = "val"
               ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``n`` images and labels of the chapter's dataset (:func:`eval_images`)."""
+    """``n`` images and labels of the chapter's dataset (:func:`eval_images`); in a dry run at
+    most :data:`DRY_IMAGES`, or one more than the largest of the spec's ``image_counts``."""
+    if dry_planning():
+        n = min(n, max([DRY_IMAGES, *(c + 1 for c in getattr(spec, "image_counts", ()))]))
     return eval_images(spec.train.dataset, n, seed=seed, split=split,
                        root=spec.machine.data_root, img_size=spec.teacher.img_size)
 
@@ -78,8 +141,9 @@ def eval_images(dataset: str, n: int, *, seed: int = 0, split: str = "val",
                 root: str | None = None, img_size: int | None = None
                 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``n`` images and labels of ``split`` of ``dataset``: a seeded random subset, the same in
-    every chapter (:func:`raptor.data.eval_images`); a dry run's plan stands in for them."""
-    planned = planned_images(dataset, img_size, n, seed)
+    every chapter (:func:`raptor.data.eval_images`); a dry run's plan stands in for them, at
+    :data:`DRY_SIZE` px."""
+    planned = planned_images(dataset, DRY_SIZE, n, seed)
     if planned is not None:  # a dry run's plan (raptor.sweep): no data is read
         return planned
     try:
@@ -105,9 +169,15 @@ def trajectories_of(model: torch.nn.Module, images: torch.Tensor, labels: torch.
     if bad:
         warnings.warn(f"trajectories_of: {bad} of {len(images)} images hold NaN or infinite "
                       f"pixels; their trajectories will not be finite", stacklevel=2)
+    groups = TokenGroups.from_model(model)
+    if dry_planning():  # a stand-in's trajectories: random, of their shape (L+1 states, T tokens)
+        g = torch.Generator().manual_seed(len(images))
+        vit = trajectory_model(model).teacher
+        return torch.randn(len(images), len(vit.blocks) + 1, groups.patches.stop, vit.embed_dim,
+                           generator=g), groups
     traj, _ = collect_trajectories(model, batched(images, labels, batch_size), device=device,
                                    progress=False)
-    return traj, TokenGroups.from_model(model)
+    return traj, groups
 
 
 def batched(images: torch.Tensor, labels: torch.Tensor, batch_size: int = 250
@@ -163,6 +233,8 @@ def walk(teacher: tuple[torch.nn.Module, dict[str, Any]],
     C1)."""
     model, record = teacher
     images, labels = data
+    if dry_planning():  # a stand-in's numbers are not read: a few resamples give their shapes
+        n_boot = min(n_boot, DRY_BOOT)
     traj, groups = trajectories_of(model, images, labels, batch_size, device)
     similarity = layer_similarity(traj, groups)
     S = phase_matrix(similarity)
@@ -178,9 +250,16 @@ def pretrained_walk(pretrained: Pretrained, n_images: int, data_root: str | None
                     **kwargs: Any) -> Walk:
     """The timm ViT of ``pretrained`` walked on ``min(n_images, 1000)`` of its images (drawn as
     :func:`raptor.analysis.split` draws them), in batches of 50 (Fig. 1 for DINOv2-B on
-    ImageNet); ``kwargs`` go to :func:`walk`."""
-    model = load_vit(pretrained.model, Path(pretrained.weights).expanduser(),
-                     pretrained.input_size)
+    ImageNet); in a dry run, a stand-in of its depth and registers; ``kwargs`` go to
+    :func:`walk`."""
+    if dry_planning():
+        shape = vit_shape(pretrained.model, pretrained.input_size)
+        model = build_teacher(stand_in_config(TeacherConfig(
+            depth=len(shape.blocks), in_chans=3, num_classes=max(1, shape.num_classes),
+            reg_tokens=shape.num_reg_tokens))).eval()
+    else:
+        model = load_vit(pretrained.model, Path(pretrained.weights).expanduser(),
+                         pretrained.input_size)
     images, _ = split(image_data(pretrained.images, model, root=data_root), min(n_images, 1000))
     batch = next(iter(DataLoader(images, batch_size=len(images))))
     return walk((model, {}), batch, batch_size=50, **kwargs)

@@ -30,6 +30,7 @@ from raptor.book.chapters import MODULES, ChapterError, chapter, spec_for
 from raptor.book.inputs import missing_inputs, unwritable
 from raptor.book.spec import SpecError, fields_of, from_parameters, notebook_values
 from raptor.storage.artifacts import ArtifactError, artifacts_root, read_manifest
+from raptor.storage.cache import builds_reported
 
 BOOK = Path(__file__).resolve().parents[2] / "book"
 BOOK_PROFILE = "cpu"
@@ -176,8 +177,9 @@ def run(profile: str = BOOK_PROFILE, chapters: Sequence[str] | None = None,
     """Execute ``chapters`` (default: all, in book order) at ``profile``; then build the book.
 
     Every chapter's parameters, inputs and output folders are checked before the first one runs
-    (:func:`refusals`). Overrides apply to each chapter that has the parameter; one that no
-    selected chapter has is an error.
+    (:func:`refusals`). Each model a chapter trains is reported after it, with why
+    (:func:`~raptor.storage.cache.builds_reported`). Overrides apply to each chapter that has the
+    parameter; one that no selected chapter has is an error.
     """
     chapters = list(chapters or MODULES)
     overrides = dict(overrides or {})
@@ -197,10 +199,16 @@ def run(profile: str = BOOK_PROFILE, chapters: Sequence[str] | None = None,
     if problems:
         raise RunnerError("\n".join(["nothing was run:", *problems]))
     times = {}
-    for c, spec in specs.items():
-        print(f"[raptor] executing {c} at profile {profile} ...", flush=True)
-        times[c] = execute_chapter(c, spec, profile, book=book, update_book=update_book, out=out)
-        print(f"[raptor] {c}: {times[c]:.0f} s", flush=True)
+    with builds_reported() as built:
+        for c, spec in specs.items():
+            print(f"[raptor] executing {c} at profile {profile} ...", flush=True)
+            try:
+                times[c] = execute_chapter(c, spec, profile, book=book, update_book=update_book,
+                                           out=out)
+                print(f"[raptor] {c}: {times[c]:.0f} s", flush=True)
+            finally:
+                for line in built():
+                    print(f"[raptor] {c} trained {line}", flush=True)
     if build and out is None and (profile == BOOK_PROFILE or update_book):
         build_book(book)
     return times

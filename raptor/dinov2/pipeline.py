@@ -36,6 +36,7 @@ import dataclasses
 import json
 import sys
 import typing
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,7 +48,9 @@ import torch.distributed as dist
 from timm.models.vision_transformer import VisionTransformer
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
+from torchvision.datasets import ImageFolder
 
+from raptor.analysis import unreadable_images
 from raptor.data import DatasetNotFoundError, ThreadedImages, get_datasets, subset
 from raptor.dinov2.cli import add_options, field_defaults, numbers
 from raptor.dinov2.dense_data import ADE20k, NYUv2Depth
@@ -266,6 +269,29 @@ def _model_kwargs(cfg: PipelineConfig) -> dict[str, Any]:
     return {"img_size": cfg.img_size, "dynamic_img_size": True, **cfg.model_kwargs}
 
 
+def _readable(folder: ImageFolder) -> ImageFolder:
+    """``folder`` (ImageNet's split) without the image files PIL cannot read, with a warning
+    naming them and the split's files that are not images (which ImageFolder leaves out
+    silently); one with no readable image is an error. Checked before any training, so no
+    unreadable file stops it hours in."""
+    root, kept = Path(folder.root), set(map(Path, (p for p, _ in folder.samples)))
+    others = sorted(p for p in root.rglob("*") if p.is_file() and p not in kept
+                    and not p.name.startswith("."))
+    bad = set(unreadable_images([Path(p) for p, _ in folder.samples]))
+    for what, files in (("files that are not images", others),
+                        ("image files that cannot be read", sorted(bad))):
+        if files:
+            warnings.warn(f"{root}: leaving out {len(files)} {what}: "
+                          f"{', '.join(map(str, files[:10]))}{' …' if len(files) > 10 else ''}",
+                          stacklevel=2)
+    if bad:
+        folder.samples = [(p, y) for p, y in folder.samples if Path(p) not in bad]
+        folder.imgs, folder.targets = folder.samples, [y for _, y in folder.samples]
+    if not folder.samples:
+        raise ValueError(f"--imagenet: {root} holds no readable image files")
+    return folder
+
+
 def _datasets(cfg: PipelineConfig, patch: int
               ) -> tuple[Dataset, dict[str, tuple[Dataset, Dataset]], int]:
     """The distillation set, each probe's (train, val) sets and ImageNet's class count.
@@ -273,7 +299,8 @@ def _datasets(cfg: PipelineConfig, patch: int
     Every root given is opened (and its layout checked) here, before any training.
     """
     seed = cfg.distill.seed
-    train, val = get_datasets("imagenet", root=cfg.imagenet, img_size=cfg.img_size)
+    train, val = (_readable(d) for d in get_datasets("imagenet", root=cfg.imagenet,
+                                                     img_size=cfg.img_size))
     probe_train = train
     if not cfg.probe_cache_features:  # the recipe's augmentation (needs fresh features)
         probe_train = copy.copy(train)

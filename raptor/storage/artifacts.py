@@ -5,8 +5,9 @@
 ``artifacts/manifest.json`` lists each under its cache name with its configuration, the code
 version that trained it, the sha256 of the stored file, training wall time, machine and final
 metrics. The cache reads the tier read-only, after its own folder; a file whose sha256 differs
-from the manifest is an error naming the file, never a silent retrain. ``python -m raptor artifacts export`` fills the tier from the cache with
-the entries a book run used (listed by ``$RAPTOR_CACHE_LOG``); ``artifacts compare`` sets the
+from the manifest is an error naming the file, never a silent retrain (``--retrain-missing``,
+:func:`retrain_missing`: retrained with a warning). ``python -m raptor artifacts export`` fills the
+tier from the cache with the entries a book run used (listed by ``$RAPTOR_CACHE_LOG``); ``artifacts compare`` sets the
 entries of a cache retrained from scratch (``make reproduce``) beside the tier's.
 
 The cache (:mod:`raptor.storage.cache`) reads the tier, so this module imports nothing of it: the
@@ -19,6 +20,7 @@ import hashlib
 import json
 import lzma
 import os
+import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,7 @@ from raptor.storage.checkpoint import CheckpointError, atomic_write, metadata, t
 MANIFEST = "manifest.json"
 MAX_BYTES = 64_000_000  # the tier in all, manifest included: 64 MB
 PACKED = ".xz"  # a tier file is its cache name plus this suffix
+RETRAIN_MISSING = "RAPTOR_RETRAIN_MISSING"  # set: retrain a listed tier file that is missing
 
 
 class ArtifactError(RuntimeError):
@@ -88,21 +91,35 @@ def read_manifest(root: Path) -> dict[str, dict[str, Any]]:
                             "restore it (git checkout -- artifacts/)") from None
 
 
+def retrain_missing() -> bool:
+    """Whether ``$RAPTOR_RETRAIN_MISSING`` is set (``--retrain-missing``): a tier file the
+    manifest lists but the disk lacks, or whose sha256 differs, is retrained with a warning
+    instead of being an error."""
+    return os.environ.get(RETRAIN_MISSING, "") not in ("", "0")
+
+
 def tier_entry(name: str, config: Mapping[str, Any]
                ) -> tuple[dict[str, torch.Tensor], dict[str, Any]] | None:
     """The tier's entry ``name`` (its cache name, :func:`raptor.storage.cache.entry_name`) for
     ``config``, verified by sha256, or ``None`` if the tier lacks it; a file its manifest lists
-    but the disk lacks is an error."""
+    but the disk lacks, or one that fails its sha256, is an error (:func:`retrain_missing`: a
+    warning, and ``None``)."""
     root = artifacts_root()
     if root is None:
         return None
-    if not (root / (name + PACKED)).is_file():
-        if name in read_manifest(root):
-            raise ArtifactError(f"{root / (name + PACKED)} is listed in {root / MANIFEST} but "
-                                "missing: restore it (git checkout -- artifacts/) rather than "
-                                "retrain it silently")
+    try:
+        if not (root / (name + PACKED)).is_file():
+            if name in read_manifest(root):
+                raise ArtifactError(f"{root / (name + PACKED)} is listed in {root / MANIFEST} "
+                                    "but missing: restore it (git checkout -- artifacts/), or "
+                                    "retrain it with --retrain-missing")
+            return None
+        return _load(root, name, config)
+    except ArtifactError as err:
+        if not retrain_missing() or name not in read_manifest(root):
+            raise
+        warnings.warn(f"{err}; retraining it (--retrain-missing)", stacklevel=2)
         return None
-    return _load(root, name, config)
 
 
 def _load(root: Path, name: str, config: Mapping[str, Any] | None = None
@@ -115,7 +132,8 @@ def _load(root: Path, name: str, config: Mapping[str, Any] | None = None
     blob = path.read_bytes()
     if hashlib.sha256(blob).hexdigest() != entry["sha256"]:
         raise ArtifactError(f"{path} does not match its sha256 in {root / MANIFEST}: the file was "
-                            "changed or damaged; restore it (git checkout) or re-export the tier")
+                            "changed or damaged; restore it (git checkout) or re-export the tier, "
+                            "or retrain it with --retrain-missing")
     try:
         return tensors_from_bytes(unpack(blob), config, where=str(path))
     except CheckpointError as err:

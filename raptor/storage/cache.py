@@ -14,8 +14,9 @@ the trained models behind the committed book, each verified against the sha256 i
 
 A planner (:mod:`raptor.sweep`) runs a chapter inside :func:`planning`: then a missing entry is not
 built but stood in for, from what its requester asked for (``request``: the configuration objects
-behind its key), and in a dry run so are the evaluation images (:func:`planned_images`). The plan
-is a context variable, set for the ``with`` block alone.
+behind its key), and in a dry run so are the evaluation images (:func:`planned_images`); there the
+requester builds no full-size model either, but notes the entry (:func:`plan_entry`) and goes on
+with a small one of its own. The plan is a context variable, set for the ``with`` block alone.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import os
 import platform
 import subprocess
 import sys
+import tempfile
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping
@@ -37,7 +39,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from raptor.storage.artifacts import cache_root, tier_entry
+from raptor.storage.artifacts import artifacts_root, cache_root, read_manifest, tier_entry
 from raptor.storage.checkpoint import (CheckpointError, digest, fingerprint, load_tensors,
                                        save_tensors)
 
@@ -45,6 +47,7 @@ Tensors = dict[str, torch.Tensor]
 Builder = Callable[[Path], tuple[Tensors, dict[str, Any]]]
 StandIn = Callable[[str, Mapping[str, Any], object], tuple[Tensors, dict[str, Any]]]
 Images = Callable[[str, int | None, int, int], tuple[torch.Tensor, torch.Tensor]]
+BUILT_LOG = "RAPTOR_BUILT_LOG"  # where built entries are logged, with why (builds_reported)
 
 
 @dataclass(frozen=True)
@@ -141,7 +144,9 @@ def get_or_build(kind: str, config: Mapping[str, Any], build: Builder, *, reques
         found = load_entry(kind, config) if path.exists() else None
         if found is not None:  # built by the process this one waited for
             return found
+        why = _why_built(kind, config)
         built = _build(path, config, build)
+        _log_built(entry_name(kind, config), why)
         # Removed only once the entry exists: whoever still waits on it finds the entry then.
         path.with_suffix(".lock").unlink(missing_ok=True)
         return built
@@ -160,7 +165,9 @@ def _get_or_build_ranks(kind: str, config: Mapping[str, Any], build: Builder
         missing = [found is None]
         dist.broadcast_object_list(missing, src=0)
         if missing[0] and rank == 0:
+            why = _why_built(kind, config)
             found = _build(path, config, build)
+            _log_built(entry_name(kind, config), why)
             path.with_suffix(".lock").unlink(missing_ok=True)
         elif missing[0]:
             build(path.with_suffix(".work.safetensors"))
@@ -229,6 +236,23 @@ def planning(stand_in: StandIn, images: Images | None = None) -> Iterator[None]:
         _plan.reset(token)
 
 
+def dry_planning() -> bool:
+    """Whether this is a dry run's :func:`planning` (one that stands in for images too)."""
+    plan = _plan.get()
+    return plan is not None and plan.images is not None
+
+
+def plan_entry(kind: str, config: Mapping[str, Any], request: object) -> None:
+    """In :func:`planning`: hand the entry to the planner's stand-in (which notes it as a job)
+    unless it is stored or already noted; what the stand-in returns is not loaded into anything."""
+    plan = _plan.get()
+    if plan is None:
+        raise RuntimeError("plan_entry() outside planning()")
+    name = entry_name(kind, config)
+    if name not in plan.given and load_entry(kind, config) is None:
+        plan.given[name] = plan.stand_in(kind, config, request)
+
+
 def planned_images(dataset: str, img_size: int | None, n: int, seed: int
                    ) -> tuple[torch.Tensor, torch.Tensor] | None:
     """In a dry run's :func:`planning`, the planner's stand-in for ``n`` evaluation images of
@@ -238,6 +262,55 @@ def planned_images(dataset: str, img_size: int | None, n: int, seed: int
     if plan is None or plan.images is None:
         return None
     return plan.images(dataset, img_size, n, seed)
+
+
+def _why_built(kind: str, config: Mapping[str, Any]) -> str:
+    """Why a missing entry is built: its cache copy was damaged, its tier file was missing or
+    damaged (``--retrain-missing``), or neither held it."""
+    path, name, root = entry_path(kind, config), entry_name(kind, config), artifacts_root()
+    if path.exists():
+        return f"its cache copy {path} was damaged"
+    if root is not None and name in read_manifest(root):
+        return f"its tier file in {root} was missing or damaged (--retrain-missing)"
+    return "neither the cache nor the artifact tier held it"
+
+
+def _log_built(name: str, why: str) -> None:
+    """Append ``name: why`` to ``$RAPTOR_BUILT_LOG`` (:func:`builds_reported`)."""
+    log = os.environ.get(BUILT_LOG)
+    if log:
+        with open(log, "a") as f:
+            f.write(f"{name}: {why}\n")
+
+
+@contextmanager
+def builds_reported() -> Iterator[Callable[[], list[str]]]:
+    """Inside, every entry this process or its children (papermill kernels, sweep jobs) build is
+    logged with why (``$RAPTOR_BUILT_LOG``); yields a function that gives the lines logged since
+    its last call."""
+    own = BUILT_LOG not in os.environ
+    if own:
+        fd, name = tempfile.mkstemp(prefix="raptor-built-", suffix=".log")
+        os.close(fd)
+        os.environ[BUILT_LOG] = name
+    log = Path(os.environ[BUILT_LOG])
+    seen = [log.stat().st_size if log.exists() else 0]
+
+    def new() -> list[str]:
+        if not log.exists():
+            return []
+        with open(log, "rb") as f:
+            f.seek(seen[0])
+            text = f.read()
+        seen[0] += len(text)
+        return text.decode().splitlines()
+
+    try:
+        yield new
+    finally:
+        if own:
+            del os.environ[BUILT_LOG]
+            log.unlink(missing_ok=True)
 
 
 def _log_use(kind: str, config: Mapping[str, Any]) -> None:
