@@ -62,15 +62,22 @@ def spec_for(name: str, size: int, files: dict[str, Path], folder: Path, **chang
     return dataclasses.replace(chapter.Spec(), **{**values, **changes})
 
 
+def direct(name: str, size: int, files: dict[str, Path], folder: Path
+           ) -> tuple[torch.nn.Module, torch.Tensor, TokenGroups]:
+    """The model, its trajectories on every image of ``folder`` and its token groups, by the
+    package functions (the oracle the chapter is held to)."""
+    model = analysis.load_vit(name, files[name], size)
+    images = analysis.image_data(str(folder), model)
+    batch = next(iter(torch.utils.data.DataLoader(images, batch_size=len(images))))
+    traj, _ = collect_trajectories(model, [batch], device="cpu", progress=False)
+    return model, traj, TokenGroups.from_model(model)
+
+
 @pytest.mark.parametrize("name, size", SHAPES)
 def test_the_command_gives_the_package_functions_numbers(name: str, size: int, weights,
                                                          image_folder: Path) -> None:
     result = chapter.compute(spec_for(name, size, weights, image_folder))
-    model = analysis.load_vit(name, weights[name], size)
-    images = analysis.image_data(str(image_folder), model)
-    batch = next(iter(torch.utils.data.DataLoader(images, batch_size=len(images))))
-    traj, _ = collect_trajectories(model, [batch], device="cpu", progress=False)
-    groups = TokenGroups.from_model(model)
+    model, traj, groups = direct(name, size, weights, image_folder)
     assert result.n_images == 12 and result.depth == len(model.blocks)
     np.testing.assert_allclose(result.S, phase_matrix(layer_similarity(traj, groups)), atol=1e-6)
     per_image, growth = image_phase_matrices(traj, groups), image_growth_nulls(traj, groups)
@@ -157,11 +164,7 @@ def test_the_flow_is_the_dynamics_functions_on_the_same_images(weights,
                                                                image_folder: Path) -> None:
     name, size = SHAPES[2]
     result = chapter.compute(spec_for(name, size, weights, image_folder))
-    model = analysis.load_vit(name, weights[name], size)
-    images = analysis.image_data(str(image_folder), model)
-    batch = next(iter(torch.utils.data.DataLoader(images, batch_size=len(images))))
-    traj, _ = collect_trajectories(model, [batch], device="cpu", progress=False)
-    groups = TokenGroups.from_model(model)
+    model, traj, groups = direct(name, size, weights, image_folder)
     for metric, want in (("convergence", dynamics.directional_convergence(traj, groups)),
                          ("speed", dynamics.angular_speed(traj, groups)),
                          ("norms", dynamics.feature_norms(traj, groups))):
