@@ -341,7 +341,8 @@ def test_figures_show_what_the_claims_measure(smoke_result) -> None:
     title = chapter.low_rank_dmd_figure(result).axes[2].get_title()
     assert title == f"(C) DMD, rank {used}\n(paper: r = {result.spec.dmd_rank})"
     ax = chapter.perturbation_figure(result).axes[2]
-    assert ax.get_ylabel() == f"angle × ‖x_l‖ / ‖x_{run.perturb_layer}‖"
+    assert ax.get_ylabel() == (rf"angle $\times \Vert x_l \Vert / "
+                                rf"\Vert x_{{{run.perturb_layer}}} \Vert$")
     cls = run.relative_deviation["cls"]
     np.testing.assert_allclose(ax.lines[0].get_ydata(), cls[1::2].mean(axis=0))
 

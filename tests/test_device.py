@@ -30,6 +30,10 @@ DEFAULTED = (metrics.evaluate_student, metrics.head_accuracy, probes.probe_featu
 def fake_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
     """CUDA reported available (it is not), and ``"auto"`` the default of every forward path."""
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    # the optimizer's CUDA-graph check asks the pretended accelerator for its stream: not a
+    # forward path, and not the model's device
+    monkeypatch.setattr(torch.optim.Optimizer, "_accelerator_graph_capture_health_check",
+                        lambda self: None)
     for f in DEFAULTED:
         monkeypatch.setitem(inspect.unwrap(f).__kwdefaults__, "device", "auto")
 
