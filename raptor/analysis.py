@@ -27,6 +27,7 @@ from timm.models.vision_transformer import VisionTransformer, checkpoint_filter_
 from torch.utils.data import Dataset, Subset, TensorDataset
 
 from raptor import data
+from raptor.catalog import DATASETS
 from raptor.dynamics import DynamicsAccumulator, DynamicsSummary
 from raptor.paper import DMD_RANK
 from raptor.similarity import SimilarityAccumulator
@@ -79,7 +80,7 @@ class FolderImages(Dataset):
         self.root = Path(root)
         if not self.root.is_dir():
             raise ValueError(f"images {str(root)!r} is neither a dataset "
-                             f"({', '.join(data.DATASETS)}) nor a folder")
+                             f"({', '.join(DATASETS)}) nor a folder")
         self.paths = sorted(p for p in self.root.rglob("*")
                             if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file())
         if not self.paths:
@@ -123,7 +124,7 @@ def image_data(source: str, model: VisionTransformer, *, root: str | None = None
     dry run's plan (:func:`~raptor.storage.cache.planned_images`) stands in for a dataset's."""
     size = model.patch_embed.img_size[0]
     channels = model.patch_embed.proj.in_channels
-    if source in data.DATASETS:
+    if source in DATASETS:
         info = data.dataset_info(source)
         planned = planned_images(source, size, min(info.val_size, 1_000), 0)  # a dry run's
         if planned is not None:

@@ -7,7 +7,7 @@ smaller training sets (Nguyen, Raghu & Kornblith, *Do wide and deep networks lea
 things?*, ICLR 2021). A :class:`Cell` is one Fashion-MNIST teacher: depth, width, training-set
 size, stochastic-depth rate, patch size and seed. Each trains through the cache
 (:func:`~raptor.teachers.get_teacher`) until its validation loss stops falling
-(:attr:`~raptor.teachers.TrainConfig.patience`), within a budget of epochs that shrinks with the
+(:attr:`~raptor.config.TrainConfig.patience`), within a budget of epochs that shrinks with the
 training set (:func:`budget_epochs`). :func:`measure` then walks it on :data:`N_IMAGES` validation
 images and keeps what C1's :func:`~raptor.structure.phase_excess` reads — the per-image phase
 matrices and random-walk nulls, averaged within :data:`N_GROUPS` fixed groups of images (the test's

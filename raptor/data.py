@@ -1,11 +1,9 @@
 """Train/val datasets and loaders by name, with the paper's transforms.
 
 Three datasets: ``"fashion-mnist"`` (offline, small experiments), ``"cifar100"`` (the paper's
-small-scale experiments, §4) and ``"imagenet"`` (DINOv2 distillation and probes, §5). Each is
-looked up in ``root`` if given, else in ``$RAPTOR_DATA/<name>`` and ``$RAPTOR_DATA`` (and, for
-Fashion-MNIST, Debian's ``/usr/share/datasets/fashion-mnist``); the first folder holding the full
-expected layout wins. A missing dataset raises one :class:`DatasetNotFoundError` listing every
-folder tried and how to get the data; a corrupt file raises ``ValueError`` naming it. There is
+small-scale experiments, §4) and ``"imagenet"`` (DINOv2 distillation and probes, §5), found
+as :mod:`raptor.catalog` says; a missing dataset raises
+:class:`~raptor.catalog.DatasetNotFoundError`, a corrupt file ``ValueError`` naming it. There is
 no fallback to another dataset.
 
 Fashion-MNIST and CIFAR-100 are held in memory as uint8 tensors and converted a whole batch at a
@@ -19,7 +17,6 @@ import os
 import pickle
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,97 +27,8 @@ from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, Subset
 from torchvision import datasets, transforms
 
+from raptor.catalog import EXPECTED, DatasetInfo, dataset_info, find
 from raptor.paper import IMG_SIZE, RESIZE
-
-DATASETS: tuple[str, ...] = ("fashion-mnist", "cifar100", "imagenet")
-DEBIAN_FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
-_FASHION_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
-                  "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
-_CIFAR_FILES = ("train", "test", "meta")
-
-
-@dataclass(frozen=True)
-class DatasetInfo:
-    """Static facts about a dataset; ``image_size`` is the default ``img_size`` (for ImageNet,
-    the 224 px crop of §5, since its images vary in size); ``train_size`` and ``val_size`` the
-    images of the training and validation splits."""
-
-    name: str
-    num_classes: int
-    in_chans: int
-    image_size: int
-    mean: tuple[float, ...]
-    std: tuple[float, ...]
-    train_size: int
-    val_size: int
-
-
-_INFO = {
-    "fashion-mnist": DatasetInfo("fashion-mnist", 10, 1, 28, (0.2860,), (0.3530,), 60_000,
-                                 10_000),
-    "cifar100": DatasetInfo("cifar100", 100, 3, 32, (0.5071, 0.4865, 0.4409),
-                            (0.2673, 0.2564, 0.2762), 50_000, 10_000),
-    "imagenet": DatasetInfo("imagenet", 1000, 3, IMG_SIZE, (0.485, 0.456, 0.406),
-                            (0.229, 0.224, 0.225), 1_281_167, 50_000),
-}
-
-_EXPECTED = {
-    "fashion-mnist": "the files " + ", ".join(f + "[.gz]" for f in _FASHION_FILES)
-                     + " directly in the folder or in <folder>/FashionMNIST/raw/",
-    "cifar100": "<folder>/cifar-100-python/{train,test,meta} (torchvision's CIFAR100 format)",
-    "imagenet": "<folder>/train/<wnid>/*.JPEG and <folder>/val/<wnid>/*.JPEG (ImageFolder; "
-                "val sorted into one folder per class)",
-}
-
-_HOW_TO_GET = {
-    "fashion-mnist": "`apt install dataset-fashion-mnist`, or pass download=True (downloads "
-                     "through torchvision into root or $RAPTOR_DATA/fashion-mnist)",
-    "cifar100": "pass download=True (downloads through torchvision into root or "
-                "$RAPTOR_DATA/cifar100)",
-    "imagenet": "download ILSVRC-2012 from image-net.org (no automatic download: licence) and "
-                "arrange it as shown",
-}
-
-
-class DatasetNotFoundError(FileNotFoundError):
-    """No searched folder holds the dataset in its expected layout."""
-
-
-def dataset_info(name: str) -> DatasetInfo:
-    """Facts about dataset ``name`` (one of :data:`DATASETS`)."""
-    if name not in _INFO:
-        raise ValueError(f"name must be one of {', '.join(DATASETS)}; got {name!r}")
-    return _INFO[name]
-
-
-def data_root_candidates(name: str, root: str | os.PathLike[str] | None = None) -> list[Path]:
-    """The folders searched for ``name``, in order: ``root`` alone if given, else
-    ``$RAPTOR_DATA/<name>``, ``$RAPTOR_DATA`` and (Fashion-MNIST) Debian's folder."""
-    dataset_info(name)
-    if root is not None:
-        return [Path(root).expanduser()]
-    env = os.environ.get("RAPTOR_DATA")
-    found = [Path(env).expanduser() / name, Path(env).expanduser()] if env else []
-    return found + ([DEBIAN_FASHION_MNIST] if name == "fashion-mnist" else [])
-
-
-def _layout(name: str, folder: Path) -> tuple[Path | None, str]:
-    """(folder to load from, "") if ``folder`` holds ``name``, else (None, what is wrong)."""
-    if not folder.is_dir():
-        return None, "does not exist"
-    if name == "fashion-mnist":
-        for sub in (folder, folder / "FashionMNIST" / "raw"):
-            if all((sub / f).is_file() or (sub / f"{f}.gz").is_file() for f in _FASHION_FILES):
-                return sub, ""
-        missing = [f for f in _FASHION_FILES
-                   if not ((folder / f).is_file() or (folder / f"{f}.gz").is_file())]
-    elif name == "cifar100":
-        missing = [f"cifar-100-python/{f}" for f in _CIFAR_FILES
-                   if not (folder / "cifar-100-python" / f).is_file()]
-    else:
-        missing = [f"{s}/<wnid>/" for s in ("train", "val")
-                   if not any(p.is_dir() for p in (folder / s).glob("*"))]
-    return (None, "missing " + ", ".join(missing)) if missing else (folder, "")
 
 
 def _download(name: str, root: str | os.PathLike[str] | None) -> Path:
@@ -134,27 +42,6 @@ def _download(name: str, root: str | os.PathLike[str] | None) -> Path:
     else:
         datasets.CIFAR100(str(target), download=True)
     return target
-
-
-def _find(name: str, root: str | os.PathLike[str] | None, download: bool) -> Path:
-    """The folder to load ``name`` from, downloading it first if allowed and needed."""
-    tried = []
-    for folder in data_root_candidates(name, root):
-        found, problem = _layout(name, folder)
-        if found is not None:
-            return found
-        tried.append(f"  - {folder}: {problem}")
-    if download and name != "imagenet":
-        target = _download(name, root)
-        found, problem = _layout(name, target)
-        if found is not None:
-            return found
-        tried.append(f"  - {target} (after download): {problem}")
-    if root is None and not os.environ.get("RAPTOR_DATA"):
-        tried.append("  - ($RAPTOR_DATA is not set)")
-    raise DatasetNotFoundError(
-        f"dataset {name!r} not found. Looked in:\n" + "\n".join(tried)
-        + f"\nExpected layout: {_EXPECTED[name]}.\nTo get it: {_HOW_TO_GET[name]}.")
 
 
 def read_idx(path: Path) -> np.ndarray:
@@ -217,7 +104,7 @@ def _load_fashion(folder: Path, train: bool, img_size: int) -> InMemoryImages:
         raise ValueError(f"{folder}: {split} images {images.shape} and labels {labels.shape} "
                          "do not form a Fashion-MNIST split (N×28×28 images, N labels in 0..9)")
     return InMemoryImages(torch.from_numpy(images.copy())[:, None], torch.from_numpy(labels.copy()),
-                          _INFO["fashion-mnist"], img_size, "bilinear")
+                          dataset_info("fashion-mnist"), img_size, "bilinear")
 
 
 class _CIFAR100Files(datasets.CIFAR100):
@@ -238,13 +125,13 @@ def _load_cifar(folder: Path, train: bool, img_size: int) -> InMemoryImages:
     if len(ds.classes) != 100 or targets.min() < 0 or targets.max() > 99:
         raise ValueError(f"{folder / 'cifar-100-python'}: not CIFAR-100 (expected 100 classes)")
     images = torch.from_numpy(ds.data).permute(0, 3, 1, 2).contiguous()
-    return InMemoryImages(images, targets, _INFO["cifar100"], img_size, "bicubic")
+    return InMemoryImages(images, targets, dataset_info("cifar100"), img_size, "bicubic")
 
 
 def imagenet_transform(img_size: int = IMG_SIZE) -> transforms.Compose:
     """§5 (and the authors' code): Resize 256 bicubic + CenterCrop 224 + normalise, for train (no
     augmentation in distillation) and val; both sizes scale with ``img_size``."""
-    info = _INFO["imagenet"]
+    info = dataset_info("imagenet")
     return transforms.Compose([
         transforms.Resize(round(img_size * RESIZE / IMG_SIZE),
                           interpolation=transforms.InterpolationMode.BICUBIC),
@@ -257,7 +144,7 @@ def _load_imagenet(folder: Path, train: bool, img_size: int) -> datasets.ImageFo
     try:
         return datasets.ImageFolder(str(split), transform=imagenet_transform(img_size))
     except FileNotFoundError as err:
-        raise ValueError(f"{split}: {err}. Expected {_EXPECTED['imagenet']}") from err
+        raise ValueError(f"{split}: {err}. Expected {EXPECTED['imagenet']}") from err
 
 
 def class_balanced_indices(targets: np.ndarray | list[int], limit: int, seed: int) -> np.ndarray:
@@ -341,7 +228,7 @@ def get_datasets(name: str, *, root: str | os.PathLike[str] | None = None,
                          (val_limit, "val_limit")):
         _check_int(value, param, 1)
     _check_int(seed, "seed", 0, optional=False)
-    folder = _find(name, root, download)
+    folder = find(name, root, _download if download else None)
     load = {"fashion-mnist": _load_fashion, "cifar100": _load_cifar,
             "imagenet": _load_imagenet}[name]
     splits = [load(folder, train, img_size or info.image_size) for train in (True, False)]

@@ -14,43 +14,25 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 from tqdm import tqdm
 
+from raptor.config import Optimisation, check_device
 from raptor.storage.checkpoint import CheckpointError, load_training_state
 
 Batch = TypeVar("Batch")
 
 
-class Optimisation(Protocol):
-    """The optimisation fields of every training configuration (same names everywhere)."""
-
-    @property
-    def lr(self) -> float: ...
-    @property
-    def weight_decay(self) -> float: ...
-    @property
-    def warmup_steps(self) -> int: ...
-    @property
-    def min_lr(self) -> float: ...
-    @property
-    def grad_clip(self) -> float | None: ...
-
-
 def resolve_device(device: str) -> str:
-    """``device`` checked: ``"auto"`` is ``"cuda"`` when CUDA is available, else ``"cpu"``;
-    ``"cpu"``, ``"cuda"`` and ``"cuda:<index>"`` are kept (CUDA must then be available)."""
+    """``device`` checked (:func:`~raptor.config.check_device`): ``"auto"`` is ``"cuda"`` when
+    CUDA is available, else ``"cpu"``; any other is kept."""
+    check_device(device)
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
-    kind, _, index = device.partition(":") if isinstance(device, str) else ("", "", "")
-    if kind not in ("cpu", "cuda") or (index and (kind == "cpu" or not index.isdigit())):
-        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:<index>', got {device!r}")
-    if kind == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device={device!r} but CUDA is not available here; use 'auto' or 'cpu'")
     return device
 
 
@@ -64,31 +46,6 @@ def on_device(model: nn.Module, device: str | torch.device) -> Iterator[torch.de
         yield on
     finally:
         model.to(home)
-
-
-def check_recipe(recipe: Optimisation) -> None:
-    """Raise :class:`ValueError` naming the field unless ``lr`` is finite and > 0, ``min_lr`` in
-    [0, lr], ``weight_decay`` finite and >= 0, ``warmup_steps`` an integer >= 0 and ``grad_clip``
-    finite and > 0 or None (no clipping)."""
-    def number(name: str, low: float, high: float, open_low: bool, none: bool = False) -> None:
-        value = getattr(recipe, name)
-        if none and value is None:
-            return
-        if (not isinstance(value, (int, float)) or isinstance(value, bool)
-                or not math.isfinite(value) or not low <= value <= high
-                or (open_low and value == low)):
-            span = f"{'(' if open_low else '['}{low}, {high}{']' if high < math.inf else ')'}"
-            raise ValueError(f"{name} must be a finite number in {span}"
-                             f"{' or None' if none else ''}, got {value!r}")
-
-    number("lr", 0, math.inf, True)
-    lr = recipe.lr
-    number("min_lr", 0, lr, False)
-    number("weight_decay", 0, math.inf, False)
-    number("grad_clip", 0, math.inf, True, none=True)
-    warmup = recipe.warmup_steps
-    if not isinstance(warmup, int) or isinstance(warmup, bool) or warmup < 0:
-        raise ValueError(f"warmup_steps must be an integer >= 0, got {warmup!r}")
 
 
 def warmup_cosine(step: int, total: int, warmup: int, base_lr: float, min_lr: float = 0.0) -> float:

@@ -6,7 +6,7 @@ All losses are per-layer MSEs against the teacher's trajectory ``a`` (``(N, L+1,
   over the layers of its segment;
 - autoregressive (AR) over a segment ``(s, e]``: ``x_0 = a_s``, ``x_{i+1} = B(x_i, z = s+i+1)``,
   ``(1/n) Σ_i MSE(x_{i+1}, a_{s+i+1})``;
-- stage 1 mixes them per block, ``λ·TF + (1 − λ)·AR`` with ``λ`` from :func:`tf_lambda`;
+- stage 1 mixes them per block, ``λ·TF + (1 − λ)·AR`` with ``λ`` from :func:`raptor.config.tf_lambda`;
   stage 2 chains all blocks from layer 0 to ``L``, AR only.
 
 Token-group weighting (Eq. 3, from the authors' code): ``Σ_g w_g · MSE_g``, each ``MSE_g`` a mean
@@ -49,14 +49,6 @@ def token_mse(pred: torch.Tensor, target: torch.Tensor, groups: TokenGroups,
     if weights is None:
         return err.mean()
     return sum(w * err[..., s, :].mean() for s, w in present_weights(groups, weights))
-
-
-def tf_lambda(step: int, total: int, anneal_frac: float) -> float:
-    """Teacher-forcing weight ``λ = max(0, 1 − step / (anneal_frac · total))`` (§3)."""
-    if total < 1 or not 0 < anneal_frac <= 1:
-        raise ValueError(f"need total >= 1 and 0 < anneal_frac <= 1, got total={total}, "
-                         f"anneal_frac={anneal_frac}")
-    return max(0.0, 1.0 - step / (anneal_frac * total))
 
 
 def teacher_forced_loss(block: RaptorBlock, traj: torch.Tensor, start: int, stop: int,

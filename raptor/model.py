@@ -45,11 +45,9 @@ from timm.layers import LayerScale, SwiGLU
 from timm.models.vision_transformer import Attention, Block, VisionTransformer
 from torch import nn
 
+from raptor.config import INITS, MLP_VARIANTS, check_repeats
 from raptor.paper import DEPTH_HIDDEN, DEPTH_INIT_STD
 from raptor.trajectories import TokenGroups, ViTTeacher, layer_stop
-
-MLP_VARIANTS = ("teacher", "swiglu", "swiglu-wide")
-INITS = ("teacher", "random")
 
 Partition = tuple[tuple[int, int], ...]
 Scales = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # (s_attn, s_mlp, s_out) of one layer
@@ -214,14 +212,6 @@ def repeats_from_partition(partition: Sequence[Sequence[int]], depth: int) -> tu
         raise ValueError(f"partition must be contiguous non-empty (start, stop) pairs covering "
                          f"0..{depth}, got {partition!r}")
     return tuple(b - a for a, b in pairs)
-
-
-def check_repeats(repeats: object) -> tuple[int, ...]:
-    """``repeats`` as a tuple; ValueError unless it is a non-empty sequence of positive ints."""
-    if not isinstance(repeats, (list, tuple)) or not repeats or any(
-            not isinstance(n, int) or isinstance(n, bool) or n < 1 for n in repeats):
-        raise ValueError(f"repeats must be a non-empty sequence of positive ints, got {repeats!r}")
-    return tuple(repeats)
 
 
 class Raptor(nn.Module):

@@ -51,7 +51,7 @@ LAYERSCALE_INIT = 1e-5  # LayerScale init of the authors' Raptor blocks (authors
 class Recipe:
     """Two-stage distillation of DINOv2-B on ImageNet-1k (§3, Fig. 6, Eq. 2–3; authors' code).
 
-    Field names are those of :class:`raptor.train.DistillConfig`. ``anneal_frac``: the
+    Field names are those of :class:`raptor.config.DistillConfig`. ``anneal_frac``: the
     teacher-forcing weight falls linearly from 1 to 0 over that fraction of stage 1; stage 2 is
     autoregressive only (λ = 0, §3). Weights are (cls, registers, patches) per Eq. 3: stage 1's
     apply to the block that ends at the last layer ("up-weighting the cls token loss in the final

@@ -46,7 +46,7 @@ from raptor.book.inputs import missing_inputs
 from raptor.book.runner import RunnerError, resolve
 from raptor.book.spec import Machine
 from raptor.storage.cache import Tensors, entry_name, load_entry, planning
-from raptor.data import DatasetNotFoundError, _find, dataset_info
+from raptor.catalog import DatasetNotFoundError, dataset_info, find
 from raptor.distributed import init_distributed
 from raptor.loop import resolve_device
 from raptor.teachers import TeacherConfig, TeacherRequest, build_teacher, get_teacher, teacher_key
@@ -440,7 +440,7 @@ def atlas_sweep(cells: Sequence[atlas.Cell], opts: Options = Options(), *,
     one GPU); ``dry_run`` lists them with their cost bound (the whole budget; the criterion
     usually stops sooner). Returns the number of jobs submitted."""
     try:
-        _find(atlas.DATASET, data_root, download=False)
+        find(atlas.DATASET, data_root)
     except DatasetNotFoundError as err:
         raise RunnerError(str(err)) from None
     todo = atlas.missing(cells, folder)

@@ -15,7 +15,7 @@ import math
 import time
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,8 @@ from raptor import data
 from raptor.storage.cache import get_or_build, load_entry
 from raptor.storage.checkpoint import (load_state_checked, load_tensors, read_state_dict,
                                        save_tensors, save_training_state)
-from raptor.loop import adamw, batches_from, check_recipe, resolve_device, resume, train
+from raptor.config import TeacherConfig, TrainConfig
+from raptor.loop import adamw, batches_from, resolve_device, resume, train
 
 DINOV2_B = "vit_base_patch14_reg4_dinov2.lvd142m"
 CONVERGENCE_TOL = 1e-3  # the relative fall of the validation loss that counts (see patience)
@@ -62,88 +63,6 @@ class TeacherBlock(Block):
         keep = 1.0 - self.layer_drop
         mask = torch.rand(x.shape[0], 1, 1, device=x.device, dtype=x.dtype) < keep
         return x + update * mask / keep
-
-
-@dataclass(frozen=True)
-class TeacherConfig:
-    """Architecture of a ViT teacher (timm ``VisionTransformer`` arguments, paper names)."""
-
-    depth: int = 8
-    embed_dim: int = 64
-    num_heads: int = 4
-    patch_size: int = 4
-    img_size: int = 28
-    in_chans: int = 1
-    num_classes: int = 10
-    reg_tokens: int = 0
-    mlp_ratio: float = 4.0
-    layerscale: float | None = None
-    p: float = 0.0
-    residual: bool = True
-
-    def __post_init__(self) -> None:
-        for name in ("depth", "embed_dim", "num_heads", "patch_size", "img_size", "in_chans",
-                     "num_classes"):
-            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
-                raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
-        if self.embed_dim % self.num_heads:
-            raise ValueError(f"embed_dim={self.embed_dim} must be divisible by "
-                             f"num_heads={self.num_heads}")
-        if self.img_size % self.patch_size:
-            raise ValueError(f"img_size={self.img_size} must be divisible by "
-                             f"patch_size={self.patch_size}")
-        if not 0.0 <= self.p < 1.0:
-            raise ValueError(f"stochastic-depth rate p must be in [0, 1), got {self.p}")
-        if self.reg_tokens < 0:
-            raise ValueError(f"reg_tokens must be >= 0, got {self.reg_tokens}")
-        if self.layerscale is not None and self.layerscale <= 0:
-            raise ValueError(f"layerscale must be None or > 0, got {self.layerscale}")
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """Classifier training: AdamW + warmup/cosine on a named dataset (see :mod:`raptor.data`);
-    ``grad_clip=None`` trains without clipping.
-
-    ``patience`` set: training stops once the validation loss (every ``eval_every`` steps) has
-    not fallen by a relative :data:`CONVERGENCE_TOL` for ``patience`` evaluations in a row, and
-    the weights of its lowest are kept — the convergence criterion; ``steps`` is then the
-    budget (and the cosine's length). ``None``: all ``steps``, the last weights.
-    """
-
-    dataset: str = "fashion-mnist"
-    steps: int = 600
-    batch_size: int = 128
-    lr: float = 1e-3
-    weight_decay: float = 0.05
-    warmup_steps: int = 50
-    min_lr: float = 1e-5
-    grad_clip: float | None = 1.0
-    seed: int = 0
-    train_limit: int | None = None
-    eval_every: int = 200
-    val_limit: int | None = 2000
-    snapshot_steps: tuple[int, ...] = field(default_factory=tuple)
-    patience: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.dataset not in data.DATASETS:
-            raise ValueError(f"dataset must be one of {data.DATASETS}, got {self.dataset!r}")
-        for name, low, none in (("steps", 1, False), ("batch_size", 1, False),
-                                ("eval_every", 1, False), ("seed", 0, False),
-                                ("train_limit", 1, True), ("val_limit", 1, True),
-                                ("patience", 1, True)):
-            value = getattr(self, name)
-            if not (none and value is None) and (
-                    not isinstance(value, int) or isinstance(value, bool) or value < low):
-                raise ValueError(f"{name} must be an integer >= {low}{' or None' if none else ''}"
-                                 f", got {value!r}")
-        check_recipe(self)
-        if any(not 0 < s <= self.steps for s in self.snapshot_steps):
-            raise ValueError(f"snapshot_steps must lie in [1, steps={self.steps}], "
-                             f"got {self.snapshot_steps}")
-        if self.patience is not None and self.snapshot_steps:
-            raise ValueError("snapshot_steps need a fixed length: set patience=None")
 
 
 def build_teacher(cfg: TeacherConfig, seed: int = 0) -> VisionTransformer:

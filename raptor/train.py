@@ -23,7 +23,6 @@ to ``L``, autoregressively (losses in :mod:`raptor.losses`). Both stages run the
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import time
 from collections.abc import Iterator
@@ -43,118 +42,15 @@ from tqdm import tqdm
 from raptor import data
 from raptor.storage.cache import digest, get_or_build
 from raptor.storage.checkpoint import save_training_state
-from raptor.loop import adamw, batches_from, check_recipe, resume, train
-from raptor.losses import Objective, Weights, present_weights, tf_lambda
-from raptor.model import (INITS, MLP_VARIANTS, Raptor, check_repeats, count_parameters,
-                          flops_per_image)
-from raptor.paper import RECIPE
+from raptor.loop import adamw, batches_from, resume, train
+from raptor.losses import Objective, present_weights
+from raptor.model import Raptor, count_parameters, flops_per_image
+from raptor.config import DistillConfig, check_int
 from raptor.teachers import (TeacherConfig, TeacherRequest, TrainConfig, get_teacher, teacher_key,
                              teacher_snapshot)
 from raptor.trajectories import TokenGroups, ViTTeacher, trajectory
 
 CACHE_LIMIT_BYTES = 8 * 2**30
-
-
-@dataclass(frozen=True)
-class DistillConfig:
-    """Everything that defines a distilled student (a notebook fills it from papermill).
-
-    ``repeats`` gives ``n_j`` per block (a partition's segment lengths). ``stage1_weights`` apply
-    to the stage-1 block that ends at the last layer, other stage-1 blocks use the plain MSE (as
-    in the authors' runs); ``stage2_weights`` apply in stage 2; ``weighted=False`` uses the plain
-    MSE everywhere (Table 2 before "+ cls weighting"). ``teacher_forcing`` / ``autoregressive``
-    select stage 1's losses: both anneal TF into AR over ``anneal_frac`` of stage 1, one alone is
-    used throughout (Table 2's "TF only"). ``stage2=False`` skips stage 2 (``stage2_steps`` is
-    then set to 0). ``init="random"`` follows the authors' randomly initialised blocks.
-    ``grad_clip=None`` trains without clipping. ``dataset`` and ``train_limit`` choose the
-    training images in :func:`get_student` (:func:`distill` is given its dataset).
-    ``cache_teacher`` keeps the teacher's trajectories of the whole training set in memory.
-    ``bf16`` (autocast, teacher included) and ``compile`` (each block) are CUDA-only.
-    """
-
-    repeats: tuple[int, ...]
-    stage1_steps: int = 1000
-    stage2_steps: int = 1000
-    batch_size: int = 128
-    lr: float = RECIPE.lr
-    weight_decay: float = RECIPE.weight_decay
-    warmup_steps: int = 100
-    min_lr: float = RECIPE.min_lr
-    grad_clip: float | None = RECIPE.grad_clip
-    anneal_frac: float = RECIPE.anneal_frac
-    stage1_weights: Weights = RECIPE.stage1_weights
-    stage2_weights: Weights = RECIPE.stage2_weights
-    weighted: bool = True
-    depth_scaling: bool = True
-    teacher_forcing: bool = True
-    autoregressive: bool = True
-    stage2: bool = True
-    mlp: str = "teacher"
-    init: str = "random"
-    seed: int = 0
-    dataset: str = "fashion-mnist"
-    train_limit: int | None = None
-    cache_teacher: bool = False
-    device: str = "cpu"
-    bf16: bool = False
-    compile: bool = False
-
-    def __post_init__(self) -> None:
-        set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731
-        set_("repeats", check_repeats(self.repeats))
-        for name in ("stage1_steps", "stage2_steps", "seed"):
-            _check_int(name, getattr(self, name), 0)
-        _check_int("batch_size", self.batch_size, 1)
-        if self.train_limit is not None:
-            _check_int("train_limit", self.train_limit, 1)
-        check_recipe(self)
-        if (not isinstance(self.anneal_frac, (int, float)) or isinstance(self.anneal_frac, bool)
-                or not 0 < self.anneal_frac <= 1):
-            raise ValueError(f"anneal_frac must be a number in (0, 1], got {self.anneal_frac!r}")
-        for name in ("stage1_weights", "stage2_weights"):
-            value = getattr(self, name)
-            if (not isinstance(value, (list, tuple)) or len(value) != 3
-                    or any(not isinstance(w, (int, float)) or not 0 <= w < math.inf
-                           for w in value) or sum(value) <= 0):
-                raise ValueError(f"{name} must be 3 non-negative numbers (cls, registers, "
-                                 f"patches) with a positive sum, got {value!r}")
-            set_(name, tuple(float(w) for w in value))
-        for name in ("weighted", "depth_scaling", "teacher_forcing", "autoregressive", "stage2",
-                     "cache_teacher", "bf16", "compile"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
-        if self.mlp not in MLP_VARIANTS:
-            raise ValueError(f"mlp must be one of {MLP_VARIANTS}, got {self.mlp!r}")
-        if self.init not in INITS:
-            raise ValueError(f"init must be one of {INITS}, got {self.init!r}")
-        if self.init == "teacher" and self.mlp != "teacher":
-            raise ValueError(f"init='teacher' needs mlp='teacher', got mlp={self.mlp!r}")
-        if self.dataset not in data.DATASETS:
-            raise ValueError(f"dataset must be one of {data.DATASETS}, got {self.dataset!r}")
-        if not isinstance(self.device, str) or self.device.split(":")[0] not in ("cpu", "cuda"):
-            raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:<index>', got {self.device!r}")
-        if (self.bf16 or self.compile) and not self.device.startswith("cuda"):
-            raise ValueError(f"bf16 and compile are CUDA-only, got bf16={self.bf16}, "
-                             f"compile={self.compile} on device={self.device!r}")
-        if not self.stage2:
-            set_("stage2_steps", 0)
-        if self.stage1_steps + self.stage2_steps == 0:
-            raise ValueError("nothing to train: stage1_steps and stage2_steps (with stage2) are 0")
-        if self.stage1_steps and not (self.teacher_forcing or self.autoregressive):
-            raise ValueError("stage 1 needs teacher_forcing or autoregressive (or both)")
-
-    def stage1_lambda(self, step: int) -> float:
-        """The TF weight ``λ`` at stage-1 ``step`` (1 for TF alone, 0 for AR alone)."""
-        if not self.autoregressive:
-            return 1.0
-        if not self.teacher_forcing:
-            return 0.0
-        return tf_lambda(step, self.stage1_steps, self.anneal_frac)
-
-
-def _check_int(name: str, value: object, low: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
 
 
 def build_student(teacher: nn.Module, cfg: DistillConfig) -> Raptor:
@@ -198,7 +94,7 @@ def distill(teacher: nn.Module, train_set: Dataset, cfg: DistillConfig, *,
     """
     if not isinstance(cfg, DistillConfig):
         raise TypeError(f"cfg must be a DistillConfig, got {type(cfg).__name__}")
-    _check_int("checkpoint_every", checkpoint_every, 1)
+    check_int("checkpoint_every", checkpoint_every, 1)
     rank, world = (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
     depth = ViTTeacher(teacher).depth
     if sum(cfg.repeats) != depth:

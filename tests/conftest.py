@@ -31,10 +31,10 @@ os.environ["RAPTOR_ARTIFACTS"] = ""
 @pytest.fixture
 def isolated_data(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """No dataset is found by accident: ``$RAPTOR_DATA`` unset, Debian's Fashion-MNIST hidden."""
-    from raptor import data
+    from raptor import catalog
 
     monkeypatch.delenv("RAPTOR_DATA", raising=False)
-    monkeypatch.setattr(data, "DEBIAN_FASHION_MNIST", tmp_path / "no-debian")
+    monkeypatch.setattr(catalog, "DEBIAN_FASHION_MNIST", tmp_path / "no-debian")
 
 
 @pytest.fixture

@@ -20,7 +20,8 @@ from safetensors.torch import save_file
 from raptor import analysis, dynamics
 from raptor.book.chapters import analyze as chapter
 from raptor.book.experiment import pretrained_walk
-from raptor.book.spec import Machine, Pretrained, SpecError
+from raptor.book.pretrained import Pretrained
+from raptor.book.spec import Machine, SpecError
 from raptor.similarity import layer_similarity, phase_matrix
 from raptor.structure import image_growth_nulls, image_phase_matrices, phase_excess
 from raptor.trajectories import TokenGroups, collect_trajectories

@@ -16,8 +16,9 @@ from hypothesis import strategies as st
 from PIL import Image
 from torch.utils.data import Subset
 
-from raptor import data
-from raptor.data import (DatasetNotFoundError, ThreadedImages, dataset_info, get_datasets,
+from raptor import catalog, data
+from raptor.catalog import DatasetNotFoundError
+from raptor.data import ( ThreadedImages, dataset_info, get_datasets,
                          get_loaders, subset)
 
 pytestmark = pytest.mark.usefixtures("isolated_data")
@@ -77,7 +78,7 @@ def denormalise(x: torch.Tensor, name: str) -> torch.Tensor:
 # ---------------------------------------------------------------- names and parameters
 
 def test_dataset_info() -> None:
-    assert data.DATASETS == ("fashion-mnist", "cifar100", "imagenet")
+    assert catalog.DATASETS == ("fashion-mnist", "cifar100", "imagenet")
     assert dataset_info("fashion-mnist") == data.DatasetInfo("fashion-mnist", 10, 1, 28,
                                                              (0.2860,), (0.3530,), 60_000,
                                                              10_000)
@@ -92,7 +93,7 @@ def test_dataset_info() -> None:
     lambda: dataset_info("mnist"),
     lambda: get_datasets("cifar10"),
     lambda: get_loaders("ImageNet", batch_size=2),
-    lambda: data.data_root_candidates("svhn"),
+    lambda: catalog.data_root_candidates("svhn"),
 ])
 def test_unknown_name_lists_valid_names(call) -> None:
     with pytest.raises(ValueError, match="fashion-mnist, cifar100, imagenet"):
@@ -218,16 +219,16 @@ def test_missing_root_is_the_only_place_looked(tmp_path: Path) -> None:
 
 def test_search_order(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     make_fashion(tmp_path / "debian", n_train=30)
-    monkeypatch.setattr(data, "DEBIAN_FASHION_MNIST", tmp_path / "debian")
+    monkeypatch.setattr(catalog, "DEBIAN_FASHION_MNIST", tmp_path / "debian")
     assert len(get_datasets("fashion-mnist")[0]) == 30
     monkeypatch.setenv("RAPTOR_DATA", str(tmp_path / "env"))
     make_fashion(tmp_path / "env", n_train=40)
     assert len(get_datasets("fashion-mnist")[0]) == 40
     make_fashion(tmp_path / "env" / "fashion-mnist", n_train=50)
     assert len(get_datasets("fashion-mnist")[0]) == 50
-    assert data.data_root_candidates("fashion-mnist") == [
+    assert catalog.data_root_candidates("fashion-mnist") == [
         tmp_path / "env" / "fashion-mnist", tmp_path / "env", tmp_path / "debian"]
-    assert data.data_root_candidates("cifar100", "x") == [Path("x")]
+    assert catalog.data_root_candidates("cifar100", "x") == [Path("x")]
 
 
 def test_download_goes_through_torchvision(monkeypatch: pytest.MonkeyPatch,

@@ -12,7 +12,7 @@ import pytest
 import torch
 from PIL import Image
 
-from raptor.data import DatasetNotFoundError, dataset_info
+from raptor.catalog import DatasetNotFoundError, dataset_info
 from raptor.dinov2.dense_data import ADE20k, NYUv2Depth, reduce_zero_label
 
 MEAN = torch.tensor(dataset_info("imagenet").mean)[:, None, None]

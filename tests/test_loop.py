@@ -19,7 +19,8 @@ from torch import nn
 from torch.utils.data import TensorDataset
 
 from raptor.storage.checkpoint import CheckpointError, save_training_state
-from raptor.loop import (adamw, batches_from, check_recipe, resolve_device, resume, train,
+from raptor.config import check_recipe
+from raptor.loop import (adamw, batches_from, resolve_device, resume, train,
                          warmup_cosine)
 from raptor.losses import Objective
 from raptor.teachers import TeacherConfig, TrainConfig, build_teacher, evaluate, train_classifier

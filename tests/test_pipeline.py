@@ -26,7 +26,8 @@ from safetensors.torch import save_file
 from torch.utils.data import DataLoader, Dataset
 
 from raptor.storage.checkpoint import CheckpointError, load_tensors
-from raptor.data import DatasetNotFoundError, get_datasets
+from raptor.catalog import DatasetNotFoundError
+from raptor.data import get_datasets
 from raptor.dinov2.pipeline import (PipelineConfig, _readable, build_parser, main, paper_distill,
                                     parse_args, published_repeats, run_pipeline)
 from raptor.probes import ProbeConfig, train_linear_probe

@@ -6,6 +6,9 @@ import ast
 import dataclasses
 import importlib
 import re
+import subprocess
+import sys
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +22,7 @@ from raptor.book.chapters import MODULES, chapter
 from raptor.book.profiles import DISTILL, PHASE_TEACHER, PHASE_TRAIN, TEACHER, TRAIN
 from raptor.book.spec import (Machine, SpecError, diff, fields_of, from_parameters, nested, param,
                               parameters, parameters_cell, require, require_data)
-from raptor.data import DATASETS
+from raptor.catalog import DATASETS
 from raptor.teachers import TeacherConfig, TrainConfig
 from raptor.train import DistillConfig
 
@@ -302,3 +305,42 @@ def test_chapters_nest_the_profiles_objects() -> None:
                 value = getattr(spec, f.name)
                 if isinstance(value, (TeacherConfig, TrainConfig, DistillConfig)):
                     assert id(value) in shared, f"{name}: {f.name} is not a profile's object"
+
+
+def test_parameters_and_inputs_are_checked_without_torch() -> None:
+    """A spec's parameters, its configurations' values and its inputs are checked with no torch,
+    timm, matplotlib or pandas imported (the refusal of a bad value comes at the interpreter's
+    start, not after the science's imports)."""
+    script = textwrap.dedent("""
+        import sys
+        from dataclasses import dataclass
+        from raptor.book.inputs import missing_inputs
+        from raptor.book.profiles import DISTILL, TEACHER, TRAIN
+        from raptor.book.spec import Machine, SpecError, from_parameters, nested
+        from raptor.config import DistillConfig, TeacherConfig, TrainConfig
+
+        @dataclass(frozen=True)
+        class Spec:
+            teacher: TeacherConfig = nested(TEACHER)
+            train: TrainConfig = nested(TRAIN)
+            distill: DistillConfig = nested(DISTILL)
+            n_images: int = 10
+            machine: Machine = nested(Machine)
+
+        refused = []
+        for name, value in (("L", 0), ("distill_lr", -1e-3), ("dataset", "mnist"),
+                            ("device", "tpu")):
+            try:
+                from_parameters(Spec, {name: value})
+            except SpecError as err:
+                refused.append(str(err))
+        spec = from_parameters(Spec, {"n_images": 10_000_000, "data_root": "/nowhere"})
+        problems = missing_inputs(spec)
+        heavy = [m for m in ("torch", "timm", "torchvision", "matplotlib", "pandas", "scipy")
+                 if m in sys.modules]
+        print(len(refused), len(problems), heavy)
+        """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["4", "2", "[]"], done.stdout

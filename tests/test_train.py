@@ -16,8 +16,9 @@ import raptor.data
 import raptor.train
 from raptor.storage.cache import entry_path, load_entry
 from raptor.storage.checkpoint import digest, fingerprint, load_tensors, save_tensors
+from raptor.config import tf_lambda
 from raptor.losses import (Objective, autoregressive_loss, present_weights, teacher_forced_loss,
-                           tf_lambda, token_mse)
+                           token_mse)
 from raptor.model import Raptor
 from raptor.teachers import TeacherConfig, build_teacher
 from raptor.train import DistillConfig, distill, get_student, student_key

@@ -24,7 +24,8 @@ from torch.utils.data import DataLoader
 
 from raptor import data
 from raptor.analysis import image_data, load_vit, split, vit_shape
-from raptor.book.spec import Pretrained, SpecError
+from raptor.book.pretrained import Pretrained
+from raptor.book.spec import SpecError
 from raptor.loop import resolve_device
 from raptor.phases import Partition, maxcut, partition_to_repeats
 from raptor.probes import linear_probe, probe_features

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from raptor.book.spec import parameters
-from raptor.data import DATASETS, DatasetNotFoundError, _find, dataset_info
-from raptor.teachers import TrainConfig
+from raptor.catalog import DATASETS, DatasetNotFoundError, dataset_info, find
+from raptor.config import TrainConfig
 
 # Parameters that count images of a split of the chapter's dataset.
 IMAGE_COUNTS = {"n_images": "val", "probe_images": "train"}
@@ -29,7 +29,7 @@ def missing_inputs(spec: Any) -> list[str]:
         wanted.append((pretrained.images, spec.machine.data_root, "images / data_root"))
     for dataset, root, param in wanted:
         try:
-            _find(dataset, root, download=False)
+            find(dataset, root)
         except DatasetNotFoundError as err:
             problems.append(f"parameter {param}: {err}")
     for param, value in values.items():

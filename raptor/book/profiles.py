@@ -14,8 +14,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from raptor.paper import RECIPE
-from raptor.teachers import TeacherConfig, TrainConfig
-from raptor.train import DistillConfig
+from raptor.config import DistillConfig, TeacherConfig, TrainConfig
 
 # ViTs of 8 blocks of width 64 on Fashion-MNIST, trained for 400 steps [ours: a 2-core budget]:
 # 4 × 4 patches of a 28-px image, and registers, as DINOv2-B has (§3).

@@ -1,8 +1,8 @@
 """Chapter specs: frozen dataclasses whose flattened fields are a notebook's papermill parameters.
 
 A chapter's ``Spec`` nests the science's own configurations — the teacher's architecture
-(:class:`~raptor.teachers.TeacherConfig`), its training (:class:`~raptor.teachers.TrainConfig`),
-the Raptor's distillation (:class:`~raptor.train.DistillConfig`) — and the :class:`Machine` it
+(:class:`~raptor.config.TeacherConfig`), its training (:class:`~raptor.config.TrainConfig`),
+the Raptor's distillation (:class:`~raptor.config.DistillConfig`) — and the :class:`Machine` it
 runs on. :data:`PARAMETERS` names the fields of each configuration a notebook sets, with the
 paper's names where it has one (``L`` for depth, ``D`` for width); a chapter's own fields are
 parameters under their names, or those :func:`param` gives. Types and unknown names are checked
@@ -17,15 +17,10 @@ import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from raptor import analysis
-from raptor.data import DATASETS, dataset_info
-from raptor.loop import resolve_device
-from raptor.storage.checkpoint import CheckpointError
-from raptor.teachers import DINOV2_B, TeacherConfig, TrainConfig
-from raptor.train import DistillConfig
+from raptor.catalog import DATASETS, dataset_info
+from raptor.config import DistillConfig, TeacherConfig, TrainConfig, check_device
 
 
 class SpecError(ValueError):
@@ -83,57 +78,9 @@ class Machine:
 
     def __post_init__(self) -> None:
         try:
-            resolve_device(self.device)
+            check_device(self.device)
         except ValueError as err:
             raise SpecError(f"parameter 'device': {err}") from None
-
-
-def require_vit(model: str, weights: str | None, input_size: int | None = None) -> int:
-    """The depth of the timm ViT ``model``, after checking, on the meta device and before any
-    work, that it is one and that the local file ``weights`` fits it (:class:`SpecError` naming
-    the parameter otherwise)."""
-    try:
-        depth = len(analysis.vit_shape(model, input_size).blocks)
-    except ValueError as err:
-        raise SpecError(f"parameter 'model': {err}") from None
-    require(weights is not None, "weights", f"a local weights file of {model}", weights)
-    try:
-        analysis.check_weights(model, Path(weights).expanduser(), input_size)
-    except CheckpointError as err:
-        raise SpecError(f"parameter 'weights': {err}") from None
-    return depth
-
-
-def require_images(images: str) -> None:
-    """:func:`require` that ``images`` names a dataset of :mod:`raptor.data` or a folder."""
-    require(images in DATASETS or Path(images).expanduser().is_dir(), "images",
-            f"one of {', '.join(DATASETS)} or a folder of images", images)
-
-
-@dataclass(frozen=True)
-class Pretrained:
-    """A pretrained timm ViT walked beside a chapter's teachers: ``model`` (a timm name) with its
-    local ``weights`` file (``None``: no such model), on ``images`` — a dataset of
-    :mod:`raptor.data` (its validation split) or a folder of image files — at ``input_size``
-    (``None``: the model's own; default DINOv2-B, the paper's model, on ImageNet at 224 px as in
-    the paper's §3)."""
-
-    model: str = DINOV2_B
-    weights: str | None = None
-    images: str = "imagenet"
-    input_size: int | None = 224
-
-    def __post_init__(self) -> None:
-        require(self.input_size is None or self.input_size >= 1, "input_size", "None or ≥ 1",
-                self.input_size)
-        if self.weights is not None:
-            require_vit(self.model, self.weights, self.input_size)
-            require_images(self.images)
-
-    @property
-    def label(self) -> str:
-        """The model's name in tables and figures."""
-        return "DINOv2-B" if self.model == DINOV2_B else self.model
 
 
 @dataclass(frozen=True)

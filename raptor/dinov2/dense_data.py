@@ -5,7 +5,7 @@ Two readers, each a map-style :class:`~torch.utils.data.Dataset` yielding
 DINOv2's are. A dataset is looked up in ``root`` if given, else in the folders under
 ``$RAPTOR_DATA`` named by :data:`ADE20K_DIRS` / :data:`NYUV2_DIRS`; the first folder with the
 full layout wins. A missing dataset or a folder with the wrong layout raises
-:class:`~raptor.data.DatasetNotFoundError` naming every folder tried and what each lacks.
+:class:`~raptor.catalog.DatasetNotFoundError` naming every folder tried and what each lacks.
 
 **ADE20k** (SceneParsing / ADEChallengeData2016, 150 classes)::
 
@@ -49,7 +49,7 @@ from torch.utils.data import Dataset
 from torchvision.transforms import InterpolationMode
 from torchvision.transforms import functional as TF
 
-from raptor.data import DatasetNotFoundError, dataset_info
+from raptor.catalog import DatasetNotFoundError, dataset_info
 from raptor.paper import ADE20K_SIZE
 
 ADE20K_NUM_CLASSES = 150

@@ -51,7 +51,8 @@ from torch.utils.data import DataLoader, Dataset
 from torchvision.datasets import ImageFolder
 
 from raptor.analysis import unreadable_images
-from raptor.data import DatasetNotFoundError, ThreadedImages, get_datasets, subset
+from raptor.catalog import DatasetNotFoundError
+from raptor.data import ThreadedImages, get_datasets, subset
 from raptor.dinov2.cli import add_options, field_defaults, numbers
 from raptor.dinov2.dense_data import ADE20k, NYUv2Depth
 from raptor.dinov2.dense_probes import train_depth_probe, train_segmentation_probe
@@ -187,7 +188,7 @@ class _Plan:
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line of ``python -m raptor.dinov2.pipeline``: one option per field of
-    :class:`PipelineConfig` and of :class:`~raptor.train.DistillConfig` (:mod:`raptor.dinov2.cli`;
+    :class:`PipelineConfig` and of :class:`~raptor.config.DistillConfig` (:mod:`raptor.dinov2.cli`;
     defaults: the paper's §3/§5 run), ``--k`` / ``--partition`` for the repeats and ``--quiet``."""
     p = argparse.ArgumentParser(prog="python -m raptor.dinov2.pipeline", description=__doc__.split(
         "\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)

@@ -32,8 +32,9 @@ from raptor.book.claims import EXCESS_MIN, Claim, versus
 from raptor.book.experiment import teacher_of
 from raptor.book.profiles import (DISTILL, PAPER_DISTILL, PAPER_TEACHER, PAPER_TRAIN,
                                   SMOKE_DISTILL, SMOKE_TEACHER, SMOKE_TRAIN, TEACHER, TRAIN)
-from raptor.book.spec import (Machine, nested, require, require_data, require_images,
-                               require_vit)
+from raptor.book.pretrained import require_images, require_vit
+from raptor.book.spec import Machine, nested, require, require_data
+from raptor.catalog import DATASETS
 from raptor.dynamics import DynamicsSummary
 from raptor.loop import resolve_device
 from raptor.metrics import evaluate_student
@@ -111,7 +112,7 @@ class Spec:
 def source_size(images: str) -> int:
     """How many images ``images`` holds: a dataset's validation split, or a folder's image
     files."""
-    if images in data.DATASETS:
+    if images in DATASETS:
         return data.dataset_info(images).val_size
     return sum(p.suffix.lower() in analysis.IMAGE_SUFFIXES
                for p in Path(images).expanduser().rglob("*"))

@@ -18,7 +18,8 @@ from raptor.book.claims import (EXCESS_MIN, FAILS, HOLDS, Claim, Threshold, all_
 from raptor.book.experiment import images_of, pretrained_walk, teacher_of, walk
 from raptor.book.profiles import (PAPER_TEACHER, PAPER_TRAIN, PHASE_TEACHER, PHASE_TRAIN,
                                   SMOKE_TEACHER, SMOKE_TRAIN)
-from raptor.book.spec import Machine, Pretrained, nested, require, require_data
+from raptor.book.pretrained import Pretrained
+from raptor.book.spec import Machine, nested, require, require_data
 from raptor.loop import resolve_device
 from raptor.phases import Partition
 from raptor.stats import wilson

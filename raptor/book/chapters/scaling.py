@@ -71,7 +71,7 @@ SMOKE = dataclasses.replace(Spec(), teacher=SMOKE_TEACHER, train=SMOKE_TRAIN, di
 PAPER = dataclasses.replace(Spec(), teacher=PAPER_TEACHER, train=PAPER_TRAIN, distill=PAPER_DISTILL,
                             n_images=10_000, probe_images=50_000)
 
-#: Table 2's rungs: the :class:`~raptor.train.DistillConfig` changes that leave a part out.
+#: Table 2's rungs: the :class:`~raptor.config.DistillConfig` changes that leave a part out.
 LADDER: dict[str, dict[str, bool]] = {
     "TF only": dict(autoregressive=False, depth_scaling=False, weighted=False, stage2=False),
     "+ AR with annealed TF": dict(depth_scaling=False, weighted=False, stage2=False),

@@ -1,0 +1,61 @@
+"""A pretrained timm ViT walked beside a chapter's teachers (:class:`Pretrained`), checked on the
+meta device before any work: its name, and the local weights file against it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from raptor import analysis
+from raptor.book.spec import SpecError, require
+from raptor.catalog import DATASETS
+from raptor.storage.checkpoint import CheckpointError
+from raptor.teachers import DINOV2_B
+
+
+def require_vit(model: str, weights: str | None, input_size: int | None = None) -> int:
+    """The depth of the timm ViT ``model``, after checking, on the meta device and before any
+    work, that it is one and that the local file ``weights`` fits it (:class:`SpecError` naming
+    the parameter otherwise)."""
+    try:
+        depth = len(analysis.vit_shape(model, input_size).blocks)
+    except ValueError as err:
+        raise SpecError(f"parameter 'model': {err}") from None
+    require(weights is not None, "weights", f"a local weights file of {model}", weights)
+    try:
+        analysis.check_weights(model, Path(weights).expanduser(), input_size)
+    except CheckpointError as err:
+        raise SpecError(f"parameter 'weights': {err}") from None
+    return depth
+
+
+def require_images(images: str) -> None:
+    """:func:`require` that ``images`` names a dataset of :mod:`raptor.data` or a folder."""
+    require(images in DATASETS or Path(images).expanduser().is_dir(), "images",
+            f"one of {', '.join(DATASETS)} or a folder of images", images)
+
+
+@dataclass(frozen=True)
+class Pretrained:
+    """A pretrained timm ViT walked beside a chapter's teachers: ``model`` (a timm name) with its
+    local ``weights`` file (``None``: no such model), on ``images`` — a dataset of
+    :mod:`raptor.data` (its validation split) or a folder of image files — at ``input_size``
+    (``None``: the model's own; default DINOv2-B, the paper's model, on ImageNet at 224 px as in
+    the paper's §3)."""
+
+    model: str = DINOV2_B
+    weights: str | None = None
+    images: str = "imagenet"
+    input_size: int | None = 224
+
+    def __post_init__(self) -> None:
+        require(self.input_size is None or self.input_size >= 1, "input_size", "None or ≥ 1",
+                self.input_size)
+        if self.weights is not None:
+            require_vit(self.model, self.weights, self.input_size)
+            require_images(self.images)
+
+    @property
+    def label(self) -> str:
+        """The model's name in tables and figures."""
+        return "DINOv2-B" if self.model == DINOV2_B else self.model
