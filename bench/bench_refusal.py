@@ -14,14 +14,19 @@ import sys
 import tempfile
 import time
 
+RUN = [sys.executable, "-m", "raptor", "run", "--no-build"]
+SCRATCH = tempfile.gettempdir() + "/bench-refusal"
 CASES = {
     "python -c pass": [sys.executable, "-c", "pass"],
     "import torch": [sys.executable, "-c", "import torch"],
-    "run -p L 0 (a bad parameter)": [sys.executable, "-m", "raptor", "run", "--chapter",
-                                     "raptor", "-p", "L", "0", "--no-build"],
-    "run -p data_root /nowhere (a missing input)": [
-        sys.executable, "-m", "raptor", "run", "--chapter", "raptor", "-p", "data_root",
-        "/nowhere", "--no-build", "--out", tempfile.gettempdir() + "/bench-refusal"],
+    "run -p L 0 (a bad parameter)": RUN + ["--chapter", "raptor", "-p", "L", "0"],
+    "run -p n_images 10000000 (too many images)": RUN + ["--chapter", "raptor", "-p", "n_images",
+                                                         "10000000", "--out", SCRATCH],
+    "run -p data_root /nowhere (a missing input)": RUN + ["--chapter", "raptor", "-p", "data_root",
+                                                          "/nowhere", "--out", SCRATCH],
+    "run --chapter nope (an unknown chapter)": RUN + ["--chapter", "nope"],
+    "run --out FILE (an existing file)": RUN + ["--chapter", "raptor", "--out", __file__],
+    "run -p L 0, every chapter": RUN + ["-p", "L", "0"],
 }
 
 

@@ -10,19 +10,30 @@ cells, measured and stored in ``results/atlas``),
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import shutil
 import sys
 from pathlib import Path
+from types import ModuleType
 
-from raptor import atlas
-from raptor.book.chapters import MODULES, PROFILES
+from raptor import atlas_design
 from raptor.book.compare import REPRODUCE_ATOL, REPRODUCE_RTOL, compare
 from raptor.book.runner import BOOK, RunnerError, build_book, parse_value, run
-from raptor.loop import resolve_device
-from raptor.storage.artifacts import (MANIFEST, RETRAIN_MISSING, ArtifactError, compare_retrained,
-                                      export, read_manifest, verify)
-from raptor.sweep import EXECUTORS, Options, atlas_sweep, rank_job, sweep
+from raptor.book.specs import MODULES, PROFILES
+from raptor.config import check_device
+from raptor.job_options import EXECUTORS, Options
+from raptor.storage.manifest import MANIFEST, RETRAIN_MISSING, ArtifactError, read_manifest
+
+# The commands that train, measure or pack models import these (torch and the science) when one
+# of them is chosen, so that ``run``, ``build`` and ``compare`` check their input, and refuse bad
+# input, at the interpreter's start (issue 26). Everything else here imports no torch.
+SWEEP, ARTIFACTS = "raptor.sweep", "raptor.storage.artifacts"
+
+
+def _loaded(module: str) -> ModuleType:
+    """``module`` (:data:`SWEEP` or :data:`ARTIFACTS`), imported now."""
+    return importlib.import_module(module)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     p_atlas.add_argument("--cell", action="append", dest="cells", metavar="NAME",
                          help="a cell such as L12-D64-n1000-p0-P7-s0 (repeatable; default: "
                          "stage 1's design, cheapest first)")
-    p_atlas.add_argument("--results", type=Path, default=atlas.RESULTS,
+    p_atlas.add_argument("--results", type=Path, default=atlas_design.RESULTS,
                          help="the results folder (default: the repository's results/atlas)")
     p_atlas.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:<index>")
     p_atlas.add_argument("--data-root", help="where Fashion-MNIST is (default: searched)")
@@ -116,26 +127,27 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "artifacts":
             return _artifacts(args)
         elif args.command == "job":
-            print(rank_job(args.kind, args.jobfile, args.data_root))
+            print(_loaded(SWEEP).rank_job(args.kind, args.jobfile, args.data_root))
         elif args.command == "compare":
             wide = dict(rtol=REPRODUCE_RTOL, atol=REPRODUCE_ATOL) if args.retrained else {}
             problems = compare(args.expected, args.actual, args.chapters, **wide)
             print("\n".join(problems) or f"{args.actual} matches {args.expected}")
             return 1 if problems else 0
         elif args.command == "sweep":
-            sweep(args.chapter, args.profile, _overrides(args.p), _options(args),
-                  dry_run=args.dry_run)
+            _loaded(SWEEP).sweep(args.chapter, args.profile, _overrides(args.p), _options(args),
+                                 dry_run=args.dry_run)
         elif args.command == "analyze":
             return _analyze(args)
         elif args.command == "atlas":
             try:
-                cells = ([atlas.Cell.from_name(n) for n in args.cells] if args.cells
-                         else atlas.stage1())
-                resolve_device(args.device)
+                cells = ([atlas_design.Cell.from_name(n) for n in args.cells] if args.cells
+                         else atlas_design.stage1())
+                check_device(args.device)
             except ValueError as err:
                 raise RunnerError(str(err)) from None
-            atlas_sweep(cells, _options(args), folder=args.results, data_root=args.data_root,
-                        device=args.device, dry_run=args.dry_run)
+            _loaded(SWEEP).atlas_sweep(cells, _options(args), folder=args.results,
+                                       data_root=args.data_root, device=args.device,
+                                       dry_run=args.dry_run)
         else:
             run(args.profile, args.chapters, _overrides(args.p), build=not args.no_build,
                 update_book=args.update_book, out=args.out)
@@ -222,13 +234,13 @@ def _options(args: argparse.Namespace) -> Options:
 
 def _artifacts(args: argparse.Namespace) -> int:
     if args.action == "verify":
-        print(f"{verify(args.root)} artifacts match {args.root / MANIFEST}")
+        print(f"{_loaded(ARTIFACTS).verify(args.root)} artifacts match {args.root / MANIFEST}")
         return 0
     if args.action == "compare":
         return _compare_retrained(args.root, args.cache)
     if args.log is None or not args.log.is_file():
         raise ArtifactError("export needs --log FILE: the $RAPTOR_CACHE_LOG written by a book run")
-    manifest = export(args.log.read_text().split(), args.root)
+    manifest = _loaded(ARTIFACTS).export(args.log.read_text().split(), args.root)
     print(f"exported {len(manifest['entries'])} artifacts, "
           f"{manifest['total_bytes'] / 1e6:.1f} MB, to {args.root}")
     return 0
@@ -238,7 +250,7 @@ def _compare_retrained(root: Path, cache: Path | None) -> int:
     if cache is None or not cache.is_dir():
         raise ArtifactError(f"compare needs --cache DIR: a cache retrained from scratch, got "
                             f"{cache}")
-    rows, unmatched = compare_retrained(root, cache)
+    rows, unmatched = _loaded(ARTIFACTS).compare_retrained(root, cache)
     if not rows:
         raise ArtifactError(f"{cache} holds none of the {len(read_manifest(root))} entries of "
                             f"{root}")

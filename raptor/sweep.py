@@ -39,7 +39,7 @@ from typing import Any
 
 import torch
 
-from raptor import atlas
+from raptor import atlas, atlas_design
 from raptor.book.chapters import chapter
 from raptor.book.experiment import DRY_BOOT, planned_record
 from raptor.book.inputs import missing_inputs
@@ -48,11 +48,11 @@ from raptor.book.spec import Machine
 from raptor.storage.cache import Tensors, entry_name, load_entry, planning
 from raptor.catalog import DatasetNotFoundError, dataset_info, find
 from raptor.distributed import init_distributed
+from raptor.job_options import Options
 from raptor.loop import resolve_device
 from raptor.teachers import TeacherConfig, TeacherRequest, build_teacher, get_teacher, teacher_key
 from raptor.train import StudentRequest, build_student, get_student
 
-EXECUTORS = ("local", "slurm", "debug")
 GPU_RECORD = Path(__file__).resolve().parents[1] / "bench" / "gpu_check.json"
 # Without a measured record: an H100/H200 SXM (989 TFLOP/s dense bf16 peak, the same on both) at
 # an assumed 40% of its peak, a fair utilisation for ViT-B training in bf16 (small models reach
@@ -87,40 +87,6 @@ class Job:
 def _teacher(request: Request) -> TeacherRequest:
     """The teacher of a request: itself, or a student's."""
     return request.teacher if isinstance(request, StudentRequest) else request
-
-
-@dataclass(frozen=True)
-class Options:
-    """Where and how jobs run: submitit's ``local``, ``slurm`` or in-process ``debug`` executor.
-    A student job runs ``ranks`` processes under ``torchrun`` (default: one per GPU,
-    ``gpus_per_node``, or 1) and gets ``gpus_per_node`` GPUs on SLURM; a teacher job is one
-    process with at most one GPU. On SLURM each job gets ``cpus_per_task`` cores (data loading,
-    torch threads)."""
-
-    executor: str = "local"
-    folder: Path = Path("runs/sweeps")
-    partition: str | None = None
-    time_min: int = 24 * 60
-    gpus_per_node: int = 0
-    array_parallelism: int = 64
-    ranks: int | None = None
-    cpus_per_task: int = 8
-
-    def __post_init__(self) -> None:
-        if self.executor not in EXECUTORS:
-            raise RunnerError(f"--executor must be one of {', '.join(EXECUTORS)}, got "
-                              f"{self.executor!r}")
-        if self.ranks is None:
-            object.__setattr__(self, "ranks", max(1, self.gpus_per_node))
-        for name, low in (("time_min", 1), ("gpus_per_node", 0), ("array_parallelism", 1),
-                          ("ranks", 1), ("cpus_per_task", 1)):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < low:
-                flag = "--time" if name == "time_min" else "--" + name.replace("_", "-")
-                raise RunnerError(f"{flag} must be an integer >= {low}, got {value!r}")
-        if self.gpus_per_node and self.ranks > self.gpus_per_node:
-            raise RunnerError(f"--ranks must be at most --gpus-per-node ({self.gpus_per_node}): "
-                              f"one rank a GPU, got {self.ranks}")
 
 
 # --- jobs ----------------------------------------------------------------------------------------
@@ -427,20 +393,20 @@ def sweep(name: str, profile: str, overrides: Mapping[str, Any] | None = None,
 
 # --- the atlas ------------------------------------------------------------------------------------
 
-def atlas_job(cell: atlas.Cell, folder: Path, data_root: str | None, device: str) -> str:
+def atlas_job(cell: atlas_design.Cell, folder: Path, data_root: str | None, device: str) -> str:
     """One atlas job: train ``cell``'s teacher into the shared cache (or load it), measure it and
     store its result in ``folder``."""
     return str(atlas.save(atlas.measure(cell, data_root=data_root, device=device), folder))
 
 
-def atlas_sweep(cells: Sequence[atlas.Cell], opts: Options = Options(), *,
-                folder: Path = atlas.RESULTS, data_root: str | None = None,
+def atlas_sweep(cells: Sequence[atlas_design.Cell], opts: Options = Options(), *,
+                folder: Path = atlas_design.RESULTS, data_root: str | None = None,
                 device: str = "auto", dry_run: bool = False, out: Any = print) -> int:
     """Measure every cell of ``cells`` without a stored result, one job each (one process, at most
     one GPU); ``dry_run`` lists them with their cost bound (the whole budget; the criterion
     usually stops sooner). Returns the number of jobs submitted."""
     try:
-        find(atlas.DATASET, data_root)
+        find(atlas_design.DATASET, data_root)
     except DatasetNotFoundError as err:
         raise RunnerError(str(err)) from None
     todo = atlas.missing(cells, folder)

@@ -49,9 +49,9 @@ def fresh_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 def short_atlas(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     """The atlas (:mod:`raptor.atlas`) at a two-step budget, 40 evaluation images in 10 groups,
     with a fresh cache; returns a results folder."""
-    from raptor import atlas
+    from raptor import atlas, atlas_design
 
-    monkeypatch.setattr(atlas, "budget_epochs", lambda n: 1)
+    monkeypatch.setattr(atlas_design, "budget_epochs", lambda n: 1)
     monkeypatch.setattr(atlas, "N_IMAGES", 40)
     monkeypatch.setattr(atlas, "N_GROUPS", 10)
     monkeypatch.setenv("RAPTOR_CACHE", str(tmp_path / "cache"))

@@ -12,7 +12,9 @@ from hypothesis import strategies as st
 
 from raptor.storage import artifacts
 from raptor.storage.artifacts import ArtifactError, export, tier_entry, verify
-from raptor.storage.cache import builds_reported, entry_name, entry_path, get_or_build
+from raptor.storage.build_log import builds_reported
+from raptor.storage.cache import entry_name, entry_path, get_or_build
+from raptor.storage.manifest import RETRAIN_MISSING
 
 
 def _build(value: float):
@@ -120,7 +122,7 @@ def test_retrain_missing_retrains_a_missing_or_damaged_tier_file_and_says_so(
     else:
         path.write_bytes(path.read_bytes()[:-4] + b"oops")
     before = path.read_bytes() if path.exists() else None
-    monkeypatch.setenv(artifacts.RETRAIN_MISSING, "1")
+    monkeypatch.setenv(RETRAIN_MISSING, "1")
     with builds_reported() as built:
         with pytest.warns(UserWarning, match=f"{path} .*; retraining it \\(--retrain-missing\\)"):
             tensors, _ = get_or_build("teacher", {"a": 1}, _build(5.0))
@@ -146,7 +148,7 @@ def test_without_retrain_missing_a_corrupt_tier_file_is_an_error_naming_both_way
 def test_the_command_line_flag_reaches_the_kernels_it_starts(monkeypatch, capsys):
     from raptor.__main__ import main
 
-    monkeypatch.delenv(artifacts.RETRAIN_MISSING, raising=False)
+    monkeypatch.delenv(RETRAIN_MISSING, raising=False)
     assert main(["run", "--chapter", "claims", "-p", "k", "2", "--retrain-missing"]) == 2
     assert "take no parameters" in capsys.readouterr().err
     assert artifacts.retrain_missing()

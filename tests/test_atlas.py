@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from raptor import atlas
+from raptor import atlas, atlas_design
 from raptor.atlas import Cell
 from raptor.structure import image_phase_matrices, phase_excess
 from raptor.teachers import get_teacher
@@ -19,29 +19,29 @@ from raptor.trajectories import TokenGroups, collect_trajectories
 
 
 def test_stage1_is_the_stated_design_cheapest_first() -> None:
-    cells = atlas.stage1()
+    cells = atlas_design.stage1()
     assert len(cells) == len(set(cells)) == 48
-    core = {Cell(L, D, n) for L, D, n in itertools.product(atlas.DEPTHS, atlas.WIDTHS,
-                                                          atlas.TRAIN_SIZES)}
+    core = {Cell(L, D, n) for L, D, n in itertools.product(atlas_design.DEPTHS, atlas_design.WIDTHS,
+                                                          atlas_design.TRAIN_SIZES)}
     assert core <= set(cells)
-    assert {c.p for c in cells} == set(atlas.RATES) and {c.patch for c in cells} == {4, 7}
+    assert {c.p for c in cells} == set(atlas_design.RATES) and {c.patch for c in cells} == {4, 7}
     assert all(c.depth == 12 and c.width == 64 and c.patch == 7 for c in cells if c.p)
     assert all(c.width == 64 and not c.p for c in cells if c.patch == 4)
-    costs = [c.step_cost() * atlas.budget_epochs(c.images) * c.images for c in cells]
+    costs = [c.step_cost() * atlas_design.budget_epochs(c.images) * c.images for c in cells]
     assert costs == sorted(costs) and {c.seed for c in cells} == {0}
 
 
 def test_budget_and_recipe() -> None:
-    assert [atlas.budget_epochs(n) for n in (1000, 5000, 60_000)] == [400, 100, 30]
+    assert [atlas_design.budget_epochs(n) for n in (1000, 5000, 60_000)] == [400, 100, 30]
     small, full = Cell(12, 64, 1000).training(), Cell(12, 64, None).training()
     assert (small.steps, small.eval_every, small.train_limit) == (400 * 7, 50, 1000)
     assert (full.steps, full.eval_every, full.train_limit) == (30 * 468, 468, None)
-    assert small.patience == full.patience == atlas.PATIENCE
+    assert small.patience == full.patience == atlas_design.PATIENCE
     teacher = Cell(16, 192, 5000, p=0.3, patch=4).teacher()
     assert (teacher.depth, teacher.embed_dim, teacher.num_heads, teacher.patch_size, teacher.p,
-            teacher.reg_tokens) == (16, 192, 12, 4, 0.3, atlas.REGISTERS)
+            teacher.reg_tokens) == (16, 192, 12, 4, 0.3, atlas_design.REGISTERS)
     assert Cell(8, 64, None, p=0.1).name == "L8-D64-nfull-p0.1-P7-s0"
-    assert all(Cell.from_name(c.name) == c for c in atlas.stage1())
+    assert all(Cell.from_name(c.name) == c for c in atlas_design.stage1())
     with pytest.raises(ValueError, match="L12-D64-n1000-p0-P7-s0"):
         Cell.from_name("L12-D64")
 
@@ -81,7 +81,7 @@ def test_save_then_load_round_trips_within_half_precision(tmp_path: Path) -> Non
         np.testing.assert_allclose(got.phase, want.phase, atol=5e-4)
         np.testing.assert_allclose(got.growth, want.growth, atol=5e-4)
         assert got.summary == want.summary
-    assert len((tmp_path / atlas.MANIFEST).read_text().splitlines()) == 2
+    assert len((tmp_path / atlas_design.MANIFEST).read_text().splitlines()) == 2
     assert [r.cell for r in atlas.load(tmp_path, [b.cell])] == [b.cell]
 
 
@@ -101,7 +101,7 @@ def test_an_altered_missing_or_foreign_result_is_refused(tmp_path: Path) -> None
     meta["format"] = atlas.FORMAT + 1
     np.savez_compressed(path, phase=r.phase, growth=r.growth, meta=np.array(json.dumps(meta)))
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    (tmp_path / atlas.MANIFEST).write_text(f"{digest}  {path.name}\n")
+    (tmp_path / atlas_design.MANIFEST).write_text(f"{digest}  {path.name}\n")
     with pytest.raises(ValueError, match="format"):
         atlas.load(tmp_path)
 
@@ -116,7 +116,7 @@ def test_a_measured_cell_holds_what_c1_reads(short_atlas: Path) -> None:
     assert got.cell == cell and paths == [short_atlas / f"{cell.name}.npz"]
     model, record = get_teacher(cell.teacher(), cell.training(), seed=0, progress=False,
                                 device="cpu")
-    images, labels = atlas.eval_images(atlas.DATASET, 40)
+    images, labels = atlas.eval_images(atlas_design.DATASET, 40)
     traj, _ = collect_trajectories(model, [(images, labels)], device="cpu", progress=False)
     want = image_phase_matrices(traj, TokenGroups.from_model(model)).reshape(10, 4, 3, 3).mean(1)
     np.testing.assert_allclose(got.phase, want, atol=1e-3)

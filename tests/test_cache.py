@@ -13,9 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.utils.data import TensorDataset
 
-from raptor.storage.artifacts import cache_root
-from raptor.storage.cache import (builds_reported, digest, dry_planning, entry_name, entry_path,
-                                  get_or_build, load_entry, plan_entry, planned_images, planning)
+from raptor.storage.manifest import cache_root
+from raptor.storage.build_log import builds_reported
+from raptor.storage.cache import (digest, dry_planning, entry_name, entry_path, get_or_build,
+                                  load_entry, plan_entry, planned_images, planning)
 
 CONFIG = {"model": "toy", "width": 4, "seed": 0}
 pytestmark = pytest.mark.usefixtures("fresh_cache")

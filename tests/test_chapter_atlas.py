@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from raptor import atlas, controls
+from raptor import atlas, atlas_design, controls
 from raptor.atlas import Cell
 from raptor.book.chapters import atlas as chapter
 from raptor.book.claims import FAILS, HOLDS
@@ -18,7 +18,7 @@ from raptor.book.spec import SpecError
 
 def summary(cell: Cell) -> dict:
     curve = [{"step": 50, "loss": 0.9, "acc": 0.7}, {"step": 100, "loss": 0.8, "acc": 0.75}]
-    return {"converged": True, "best_step": 100, "best_epoch": 100 * atlas.BATCH / cell.images,
+    return {"converged": True, "best_step": 100, "best_epoch": 100 * atlas_design.BATCH / cell.images,
             "val_loss": 0.8, "val_acc": 0.75, "val_curve": curve, "train_seconds": 60.0,
             "machine": {"threads": 1}}
 
@@ -62,7 +62,7 @@ def test_table_figures_and_findings(stored, result) -> None:
     assert (f["holds"], f["fails"], f["cells"]) == (str(positive),
                                                       str(len(controls.CONTROLS) - positive),
                                                       str(len(controls.CONTROLS)))
-    design = set(atlas.stage1())
+    design = set(atlas_design.stage1())
     assert f["missing"] == str(len(design - set(stored[1]))) and chapter.claims(result) == []
     assert np.isfinite(result.dinov2b[3].excess)
 

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from raptor.book.chapters import MODULES, PROFILES, chapter, spec_for
+from raptor.book.chapters import chapter
+from raptor.book.specs import MODULES, PROFILES, spec_for
 from raptor.book.spec import SpecError, from_parameters, notebook_values
 
 

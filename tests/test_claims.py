@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from raptor.book.chapters import MODULES, chapter
+from raptor.book.chapters import chapter
+from raptor.book.specs import MODULES
 from raptor.book.claims import (BADGES, BY_CONSTRUCTION, CLAIMS, EXCESS_MIN, FAILS, HOLDS,
                                 INCONCLUSIVE, SEEDS_ALPHA, UNTESTABLE, VERDICTS, Claim, Threshold,
                                 across_seeds, all_of, claim, conjunction, correction, gather,

@@ -17,7 +17,8 @@ import pytest
 import torch
 
 from raptor import metrics, probes
-from raptor.book.chapters import MODULES, chapter
+from raptor.book.chapters import chapter
+from raptor.book.specs import MODULES
 from raptor.book.experiment import batched, trajectories_of
 from raptor.book.spec import Machine
 from raptor.loop import resolve_device

@@ -12,7 +12,8 @@ import pytest
 import yaml
 from papermill.translators import translate_parameters
 
-from raptor.book.chapters import MODULES, PROFILES, chapter, notebook_spec
+from raptor.book.chapters import chapter, notebook_spec
+from raptor.book.specs import MODULES, PROFILES
 from raptor.book.runner import RunnerError, notebook_parameters, resolve, run
 from raptor.book.spec import SpecError, parameters
 import raptor.data

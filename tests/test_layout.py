@@ -2,7 +2,7 @@
 
 Layers (README, *Layout*): the storage (``raptor.storage``) below the science (``raptor.*``), the
 book layer (``raptor.book``) and the DINOv2 program (``raptor.dinov2``) beside each other above
-it, the commands (``raptor.__main__``, ``raptor.sweep``) on top.
+it, the commands (``raptor.__main__``, ``raptor.sweep``, ``raptor.job_options``) on top.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "raptor"
-COMMANDS = {"raptor.__main__", "raptor.sweep"}
+COMMANDS = {"raptor.__main__", "raptor.sweep", "raptor.job_options"}
 # What each layer may import from the package.
 ALLOWED = {
     "storage": {"storage"},

@@ -24,7 +24,8 @@ import torch
 from safetensors.torch import save_file
 
 from raptor import paper
-from raptor.book.chapters import MODULES, chapter
+from raptor.book.chapters import chapter
+from raptor.book.specs import MODULES
 from raptor.book.experiment import student_of, teacher_of
 from raptor.book.spec import Machine
 from raptor.dinov2.pipeline import PipelineConfig, paper_distill, run_pipeline

@@ -23,7 +23,8 @@ import numpy as np
 import pytest
 
 from raptor.book import plotting
-from raptor.book.chapters import MODULES, chapter
+from raptor.book.chapters import chapter
+from raptor.book.specs import MODULES
 from raptor.book.runner import BOOK
 
 matplotlib.use("Agg")

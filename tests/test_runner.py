@@ -1,14 +1,16 @@
 """Tests for raptor.book.runner and the command line, on a one-chapter book written here.
 
-The chapter ``toy`` is a module planted in the registry (``raptor.book.chapters``) and a notebook
+The chapter ``toy`` is a module planted in the registry (``raptor.book.specs``) and a notebook
 in a temporary book. Its kernel imports only the claims module, so each execution takes seconds.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 import os
+import subprocess
 import sys
 import time
 import types
@@ -20,7 +22,7 @@ import papermill
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from raptor.book import chapters
+from raptor.book import specs
 from raptor.book.runner import (BOOK, RunnerError, notebook_parameters, output_path, parse_value,
                                 resolve, run)
 from raptor.book.spec import parameters_cell, require
@@ -38,7 +40,7 @@ class Spec:
         require(self.n >= 1, "n", "≥ 1", self.n)
 
 
-TOY = types.ModuleType("raptor.book.chapters.toy")
+TOY = types.ModuleType("raptor.book.specs.toy")
 TOY.__dict__.update(NAME="toy", NOTEBOOK="chapters/toy.ipynb", Spec=Spec,
                     SMOKE=dataclasses.replace(Spec(), n=1), PAPER=dataclasses.replace(Spec(), n=5))
 
@@ -66,8 +68,8 @@ def book(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     nbformat.write(nb, root / "chapters" / "toy.ipynb")
     (root / "claims").mkdir()
     (root / "claims" / "toy.json").write_text(OLD_CLAIMS)
-    monkeypatch.setitem(chapters.MODULES, "toy", "toy")
-    monkeypatch.setitem(sys.modules, "raptor.book.chapters.toy", TOY)
+    monkeypatch.setitem(specs.MODULES, "toy", "toy")
+    monkeypatch.setitem(sys.modules, "raptor.book.specs.toy", TOY)
     return root
 
 
@@ -127,7 +129,7 @@ def test_a_bad_parameter_fails_fast_before_any_kernel_starts(book: Path,
 
     monkeypatch.setattr(papermill, "execute_notebook", no_kernel)
     before = files(book.parent)
-    chapters.chapter("phase-structure")  # imported before the clock starts: the checks are timed
+    specs.spec_module("phase-structure")  # imported before the clock starts: the checks are timed
     start = time.perf_counter()
     with pytest.raises(RunnerError, match="parameter 'n' must be an integer"):
         run("cpu", ["toy"], {"n": "many"}, build=False, book=book)
@@ -228,10 +230,10 @@ def test_a_smoke_run_writes_under_runs_not_into_the_book(book: Path) -> None:
     assert c5["profile"] == "smoke" and c5["ours"] == "1.50"
 
 
-@pytest.mark.parametrize("name", [n for n in chapters.MODULES if n != "toy"])
+@pytest.mark.parametrize("name", [n for n in specs.MODULES if n != "toy"])
 def test_every_notebook_parameters_cell_is_its_spec(name: str) -> None:
     """A notebook run by hand holds ``Spec()`` (the runner injects every parameter over it)."""
-    mod = chapters.chapter(name)
+    mod = specs.spec_module(name)
     (cell,) = [c for c in cells_of(BOOK / mod.NOTEBOOK)
                if "parameters" in c.metadata.get("tags", [])]
     ours, theirs = {}, {}
@@ -267,13 +269,33 @@ def test_a_negative_value_in_scientific_notation_is_a_value(monkeypatch: pytest.
                                                             ) -> None:
     calls = []
     monkeypatch.setattr(cli, "run", lambda *args, **kwargs: calls.append(args))
-    monkeypatch.setattr(cli, "sweep", lambda *args, **kwargs: calls.append(args))
+    monkeypatch.setattr(importlib.import_module(cli.SWEEP), "sweep",
+                        lambda *args, **kwargs: calls.append(args))
     assert cli.main(["run", "-p", "distill_lr", "-1e-3", "-p", "x", "-2", "-p", "name", "-a",
                      "--no-build"]) == 0
     assert cli.main(["sweep", "--chapter", "raptor", "-p", "p", "-0.5", "--dry-run"]) == 0
     assert calls[0][2] == {"distill_lr": -1e-3, "x": -2, "name": "-a"}
     assert calls[1][2] == {"p": -0.5}
 
+
+@pytest.mark.parametrize("args, error", [
+    (["--chapter", "raptor", "-p", "L", "0"], "parameter 'L' must be a positive integer"),
+    (["--chapter", "raptor", "-p", "n_images", "10000000"], "val split has 10,000 images"),
+    (["--chapter", "nope"], "unknown chapter 'nope'"),
+    (["--chapter", "raptor", "--out", __file__], "is a file, not a folder"),
+])
+def test_the_command_line_refuses_without_importing_torch(args: list[str], error: str) -> None:
+    """``python -m raptor run`` checks a chapter's parameters, inputs and output folders, and
+    refuses, without importing torch, timm or the plotting libraries (issue 26)."""
+    script = ("import sys\nfrom raptor.__main__ import main\n"
+              f"code = main({['run', '--profile', 'smoke', '--no-build', *args]!r})\n"
+              "heavy = [m for m in ('torch', 'timm', 'torchvision', 'matplotlib', 'pandas', "
+              "'scipy', 'papermill') if m in sys.modules]\n"
+              "print(code, heavy)")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert done.stdout.split() == ["2", "[]"], done.stdout + done.stderr
+    assert error in done.stderr
 
 def test_what_a_run_would_need_is_refused_before_any_kernel_starts(
         book: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

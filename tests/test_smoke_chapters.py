@@ -2,7 +2,7 @@
 
 Part of the unit tests (``make smoke`` runs it alone); the chapters' models are trained once into a
 shared smoke cache (the ``smoke_result`` fixture), which the chapters' own tests reuse. For each
-chapter of :data:`raptor.book.chapters.MODULES`, ``compute(SMOKE)`` must return the chapter's
+chapter of :data:`raptor.book.specs.MODULES`, ``compute(SMOKE)`` must return the chapter's
 ``Result`` with every field of its declared type, survive a save/load round trip field by field
 (arrays bit for bit) with the same claims, render its figures from the loaded result, and its
 ``claims`` must be :class:`~raptor.book.claims.Claim` s with valid ids and verdicts. One chapter
@@ -27,7 +27,8 @@ import numpy as np
 import pytest
 import torch
 
-from raptor.book.chapters import MODULES, chapter
+from raptor.book.chapters import chapter
+from raptor.book.specs import MODULES
 from raptor.book.claims import CLAIMS, VERDICTS, Claim
 from raptor.book.result import load, save
 from raptor.book.runner import BOOK, execute_chapter, resolve

@@ -18,7 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from raptor.book import profiles
-from raptor.book.chapters import MODULES, chapter
+from raptor.book.chapters import chapter
+from raptor.book.specs import MODULES
 from raptor.book.profiles import DISTILL, PHASE_TEACHER, PHASE_TRAIN, TEACHER, TRAIN
 from raptor.book.spec import (Machine, SpecError, diff, fields_of, from_parameters, nested, param,
                               parameters, parameters_cell, require, require_data)

@@ -14,12 +14,13 @@ import torch
 from torch.utils.data import TensorDataset
 
 from raptor.__main__ import main
-from raptor.book.chapters import MODULES, chapter
+from raptor.book.chapters import chapter
+from raptor.book.specs import MODULES
 from raptor.book.runner import RunnerError
 from raptor.storage.cache import entry_name, entry_path, planning
-from raptor import atlas
-from raptor.sweep import (Job, Options, atlas_sweep, describe, gpu_throughput, plan, sweep,
-                          train_job)
+from raptor import atlas, atlas_design
+from raptor.job_options import Options
+from raptor.sweep import Job, atlas_sweep, describe, gpu_throughput, plan, sweep, train_job
 from raptor.teachers import (TeacherConfig, TeacherRequest, TrainConfig, get_teacher, teacher_key,
                              teacher_snapshot)
 from raptor.train import DistillConfig, StudentRequest, get_student, student_key
@@ -373,7 +374,7 @@ def test_the_slurm_script_asks_for_what_the_options_say(tmp_path: Path,
 
 # --- the atlas ------------------------------------------------------------------------------------
 
-ATLAS_CELL = atlas.Cell(3, 16, 256)
+ATLAS_CELL = atlas_design.Cell(3, 16, 256)
 
 
 def test_an_atlas_sweep_stores_each_cell_once(short_atlas: Path, tmp_path: Path) -> None:

@@ -28,7 +28,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
 
-from raptor.book.chapters import spec_for
+from raptor.book.specs import spec_for
 from raptor.book.spec import diff
 
 Partition = Sequence[tuple[int, int]]

@@ -11,7 +11,8 @@ from typing import Any
 import pandas as pd
 import torch
 
-from raptor.book.chapters import chapter, spec_for
+from raptor.book.chapters import chapter
+from raptor.book.specs import spec_for
 from raptor.book.spec import diff, literal, parameters
 
 

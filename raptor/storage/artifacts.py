@@ -6,12 +6,12 @@
 version that trained it, the sha256 of the stored file, training wall time, machine and final
 metrics. The cache reads the tier read-only, after its own folder; a file whose sha256 differs
 from the manifest is an error naming the file, never a silent retrain (``--retrain-missing``,
-:func:`retrain_missing`: retrained with a warning). ``python -m raptor artifacts export`` fills the
+:func:`~raptor.storage.manifest.retrain_missing`: retrained with a warning). ``python -m raptor artifacts export`` fills the
 tier from the cache with the entries a book run used (listed by ``$RAPTOR_CACHE_LOG``); ``artifacts compare`` sets the
 entries of a cache retrained from scratch (``make reproduce``) beside the tier's.
 
-The cache (:mod:`raptor.storage.cache`) reads the tier, so this module imports nothing of it: the
-cache's folder (:func:`cache_root`), which an export packs from, is defined here.
+The cache (:mod:`raptor.storage.cache`) reads the tier, so this module imports nothing of it; where
+the cache and the tier are, and the manifest, are :mod:`raptor.storage.manifest`'s.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import json
 import lzma
-import os
 import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -29,29 +28,11 @@ import numpy as np
 import torch
 
 from raptor.storage.checkpoint import CheckpointError, atomic_write, metadata, tensors_from_bytes
+from raptor.storage.manifest import (MANIFEST, ArtifactError, artifacts_root, cache_root,
+                                     read_manifest, retrain_missing)
 
-MANIFEST = "manifest.json"
 MAX_BYTES = 64_000_000  # the tier in all, manifest included: 64 MB
 PACKED = ".xz"  # a tier file is its cache name plus this suffix
-RETRAIN_MISSING = "RAPTOR_RETRAIN_MISSING"  # set: retrain a listed tier file that is missing
-
-
-class ArtifactError(RuntimeError):
-    """A tier file that does not match its manifest."""
-
-
-def cache_root() -> Path:
-    """The cache folder: ``$RAPTOR_CACHE`` or ``~/.cache/raptor``."""
-    return Path(os.environ.get("RAPTOR_CACHE", Path.home() / ".cache" / "raptor"))
-
-
-def artifacts_root() -> Path | None:
-    """``$RAPTOR_ARTIFACTS`` (empty: no tier), else the repository's ``artifacts/`` if present."""
-    value = os.environ.get("RAPTOR_ARTIFACTS")
-    if value is not None:
-        return Path(value) if value else None
-    default = Path(__file__).resolve().parents[2] / "artifacts"
-    return default if default.is_dir() else None
 
 
 def sha256(path: Path) -> str:
@@ -78,31 +59,11 @@ def unpack(blob: bytes) -> bytes:
     return np.frombuffer(data, dtype=np.uint8, count=n).reshape(4, -1).T.tobytes() + data[n:]
 
 
-def read_manifest(root: Path) -> dict[str, dict[str, Any]]:
-    """The tier's entries by name (none where it has no manifest); a malformed manifest is an
-    error naming it."""
-    path = root / MANIFEST
-    if not path.is_file():
-        return {}
-    try:
-        return json.loads(path.read_text())["entries"]
-    except (ValueError, KeyError, TypeError) as err:
-        raise ArtifactError(f"{path} is not a valid manifest ({type(err).__name__}: {err}); "
-                            "restore it (git checkout -- artifacts/)") from None
-
-
-def retrain_missing() -> bool:
-    """Whether ``$RAPTOR_RETRAIN_MISSING`` is set (``--retrain-missing``): a tier file the
-    manifest lists but the disk lacks, or whose sha256 differs, is retrained with a warning
-    instead of being an error."""
-    return os.environ.get(RETRAIN_MISSING, "") not in ("", "0")
-
-
 def tier_entry(name: str, config: Mapping[str, Any]
                ) -> tuple[dict[str, torch.Tensor], dict[str, Any]] | None:
     """The tier's entry ``name`` (its cache name, :func:`raptor.storage.cache.entry_name`) for
     ``config``, verified by sha256, or ``None`` if the tier lacks it; a file its manifest lists
-    but the disk lacks, or one that fails its sha256, is an error (:func:`retrain_missing`: a
+    but the disk lacks, or one that fails its sha256, is an error (:func:`~raptor.storage.manifest.retrain_missing`: a
     warning, and ``None``)."""
     root = artifacts_root()
     if root is None:

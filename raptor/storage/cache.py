@@ -26,7 +26,6 @@ import os
 import platform
 import subprocess
 import sys
-import tempfile
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping
@@ -39,15 +38,16 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from raptor.storage.artifacts import artifacts_root, cache_root, read_manifest, tier_entry
+from raptor.storage.artifacts import tier_entry
+from raptor.storage.build_log import log_built
 from raptor.storage.checkpoint import (CheckpointError, digest, fingerprint, load_tensors,
                                        save_tensors)
+from raptor.storage.manifest import artifacts_root, cache_root, read_manifest
 
 Tensors = dict[str, torch.Tensor]
 Builder = Callable[[Path], tuple[Tensors, dict[str, Any]]]
 StandIn = Callable[[str, Mapping[str, Any], object], tuple[Tensors, dict[str, Any]]]
 Images = Callable[[str, int | None, int, int], tuple[torch.Tensor, torch.Tensor]]
-BUILT_LOG = "RAPTOR_BUILT_LOG"  # where built entries are logged, with why (builds_reported)
 
 
 @dataclass(frozen=True)
@@ -146,7 +146,7 @@ def get_or_build(kind: str, config: Mapping[str, Any], build: Builder, *, reques
             return found
         why = _why_built(kind, config)
         built = _build(path, config, build)
-        _log_built(entry_name(kind, config), why)
+        log_built(entry_name(kind, config), why)
         # Removed only once the entry exists: whoever still waits on it finds the entry then.
         path.with_suffix(".lock").unlink(missing_ok=True)
         return built
@@ -167,7 +167,7 @@ def _get_or_build_ranks(kind: str, config: Mapping[str, Any], build: Builder
         if missing[0] and rank == 0:
             why = _why_built(kind, config)
             found = _build(path, config, build)
-            _log_built(entry_name(kind, config), why)
+            log_built(entry_name(kind, config), why)
             path.with_suffix(".lock").unlink(missing_ok=True)
         elif missing[0]:
             build(path.with_suffix(".work.safetensors"))
@@ -273,44 +273,6 @@ def _why_built(kind: str, config: Mapping[str, Any]) -> str:
     if root is not None and name in read_manifest(root):
         return f"its tier file in {root} was missing or damaged (--retrain-missing)"
     return "neither the cache nor the artifact tier held it"
-
-
-def _log_built(name: str, why: str) -> None:
-    """Append ``name: why`` to ``$RAPTOR_BUILT_LOG`` (:func:`builds_reported`)."""
-    log = os.environ.get(BUILT_LOG)
-    if log:
-        with open(log, "a") as f:
-            f.write(f"{name}: {why}\n")
-
-
-@contextmanager
-def builds_reported() -> Iterator[Callable[[], list[str]]]:
-    """Inside, every entry this process or its children (papermill kernels, sweep jobs) build is
-    logged with why (``$RAPTOR_BUILT_LOG``); yields a function that gives the lines logged since
-    its last call."""
-    own = BUILT_LOG not in os.environ
-    if own:
-        fd, name = tempfile.mkstemp(prefix="raptor-built-", suffix=".log")
-        os.close(fd)
-        os.environ[BUILT_LOG] = name
-    log = Path(os.environ[BUILT_LOG])
-    seen = [log.stat().st_size if log.exists() else 0]
-
-    def new() -> list[str]:
-        if not log.exists():
-            return []
-        with open(log, "rb") as f:
-            f.seek(seen[0])
-            text = f.read()
-        seen[0] += len(text)
-        return text.decode().splitlines()
-
-    try:
-        yield new
-    finally:
-        if own:
-            del os.environ[BUILT_LOG]
-            log.unlink(missing_ok=True)
 
 
 def _log_use(kind: str, config: Mapping[str, Any]) -> None:

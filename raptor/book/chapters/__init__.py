@@ -1,8 +1,7 @@
 """The book's chapters, one module each: a ``Spec``, ``compute``, figures and ``claims``.
 
-Every chapter module defines ``NAME`` (its name on the command line), ``NOTEBOOK`` (its notebook,
-relative to ``book/``), a frozen ``Spec`` whose defaults are the ``cpu`` profile, ``SMOKE`` and
-``PAPER`` (the other profiles, as ``dataclasses.replace`` of ``Spec()``), a ``Result``
+Every chapter module holds, from its spec module (:mod:`raptor.book.specs`), ``NAME`` (its name
+on the command line), ``NOTEBOOK``, ``Spec``, ``SMOKE`` and ``PAPER``, and defines a ``Result``
 dataclass, ``compute(spec) -> Result`` and ``claims(result) -> list[Claim]``; one whose claims
 run significance tests lists their levels in ``ALPHAS`` (the claims page quotes them).
 """
@@ -18,40 +17,12 @@ from typing import Any
 
 from raptor import data
 from raptor.book.spec import SpecError, from_parameters, notebook_values
-
-# Book order.
-MODULES: dict[str, str] = {
-    "phase-structure": "phase_structure",
-    "atlas": "atlas",
-    "finding-phases": "finding_phases",
-    "raptor": "raptor",
-    "stochastic-depth": "stochastic_depth",
-    "functional-phases": "functional_phases",
-    "dynamics": "dynamics",
-    "scaling": "scaling",
-    "analyze": "analyze",
-    "claims": "claims_page",
-}
-PROFILES = ("smoke", "cpu", "paper")
-
-
-class ChapterError(ValueError):
-    """An unknown chapter or profile."""
+from raptor.book.specs import module_of, spec_for
 
 
 def chapter(name: str) -> ModuleType:
     """The module of chapter ``name``."""
-    if name not in MODULES:
-        raise ChapterError(f"unknown chapter {name!r}; valid chapters: {', '.join(MODULES)}")
-    return importlib.import_module(f"{__name__}.{MODULES[name]}")
-
-
-def spec_for(name: str, profile: str):
-    """Chapter ``name``'s spec at ``profile``."""
-    if profile not in PROFILES:
-        raise ChapterError(f"unknown profile {profile!r}; valid profiles: {', '.join(PROFILES)}")
-    mod = chapter(name)
-    return {"smoke": mod.SMOKE, "cpu": mod.Spec(), "paper": mod.PAPER}[profile]
+    return importlib.import_module(f"{__name__}.{module_of(name)}")
 
 
 def notebook_spec(module: ModuleType, values: Mapping[str, Any]):

@@ -10,9 +10,7 @@ cross-fitted with a bootstrap interval) and sets it beside the paper's DINOv2-B 
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import matplotlib.pyplot as plt
@@ -21,48 +19,14 @@ import numpy as np
 import pandas as pd
 import torch
 
-from raptor import atlas, paper
+from raptor import atlas, atlas_design, paper
 from raptor.atlas import Cell, CellResult
 from raptor.book import plotting
 from raptor.book.chapters.phase_structure import excess_row
 from raptor.book.claims import EXCESS_MIN, FAILS, HOLDS, INCONCLUSIVE, Claim, versus
-from raptor.book.spec import require
+from raptor.book.specs.atlas import NAME, NOTEBOOK, PAPER, SMOKE, Spec  # noqa: F401
 from raptor.structure import PhaseExcess, matrix_excess, phase_excess
 from raptor.teachers import build_teacher
-
-NAME = "atlas"
-NOTEBOOK = "chapters/atlas.ipynb"
-REPOSITORY = atlas.RESULTS.parents[1]
-
-
-@dataclass(frozen=True)
-class Spec:
-    """The cells stored in ``results`` (a folder; relative paths from the repository's root),
-    C1's test on each at every k of ``k_values`` with ``n_boot`` resamples; the figures and the
-    verdicts show ``k``."""
-
-    results: str = "results/atlas"
-    k_values: tuple[int, ...] = (2, 3, 4)
-    k: int = 3
-    n_boot: int = 200
-
-    def __post_init__(self) -> None:
-        require(len(self.k_values) >= 1 and all(2 <= k < min(atlas.DEPTHS)
-                                                 for k in self.k_values), "k_values",
-                f"a non-empty list of k in [2, {min(atlas.DEPTHS) - 1}]", self.k_values)
-        require(self.k in self.k_values, "k", f"one of k_values {list(self.k_values)}", self.k)
-        require(self.n_boot >= 10, "n_boot", "≥ 10", self.n_boot)
-        require((self.folder / atlas.MANIFEST).is_file(), "results",
-                f"a folder holding the atlas's {atlas.MANIFEST} (`python -m raptor atlas` "
-                f"writes it)", self.results)
-
-    @property
-    def folder(self) -> Path:
-        return REPOSITORY / self.results  # an absolute ``results`` stays itself
-
-
-SMOKE = dataclasses.replace(Spec(), k_values=(3,), n_boot=20)
-PAPER = Spec()
 
 
 @dataclass
@@ -87,7 +51,7 @@ def compute(spec: Spec) -> Result:
                                             seed=r.cell.seed) for k in spec.k_values}
               for r in cells}
     S = paper.dinov2b_block_similarity()
-    return Result(spec, cells, excess, atlas.missing(atlas.stage1(), spec.folder),
+    return Result(spec, cells, excess, atlas.missing(atlas_design.stage1(), spec.folder),
                   {k: matrix_excess(S, k) for k in spec.k_values})
 
 
@@ -113,14 +77,14 @@ def table(result: Result) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("cell")
 
 
-FACTORS = {"L": ("depth L", atlas.DEPTHS), "D": ("width D", atlas.WIDTHS),
-           "train images": ("training images", atlas.TRAIN_SIZES), "p": ("stochastic depth p",
-                                                                        atlas.RATES),
-           "patch": ("patch size", atlas.PATCHES)}
+FACTORS = {"L": ("depth L", atlas_design.DEPTHS), "D": ("width D", atlas_design.WIDTHS),
+           "train images": ("training images", atlas_design.TRAIN_SIZES), "p": ("stochastic depth p",
+                                                                        atlas_design.RATES),
+           "patch": ("patch size", atlas_design.PATCHES)}
 
 
 def _size_colours(result: Result) -> dict[int, Any]:
-    sizes = sorted({atlas.Cell(8, 64, n).images for n in atlas.TRAIN_SIZES}
+    sizes = sorted({atlas_design.Cell(8, 64, n).images for n in atlas_design.TRAIN_SIZES}
                    | {r.cell.images for r in result.cells})
     return dict(zip(sizes, plt.get_cmap("viridis")(np.linspace(0.1, 0.85, len(sizes)))))
 
@@ -142,7 +106,7 @@ def factor_figure(result: Result) -> plt.Figure:
     panels = [(column, label, levels) for column, (label, levels) in FACTORS.items()]
     for ax, (column, label, levels) in zip(axes.flat, panels):
         if column == "train images":
-            levels = tuple(atlas.Cell(8, 64, n).images for n in levels)
+            levels = tuple(atlas_design.Cell(8, 64, n).images for n in levels)
         levels = sorted(set(levels) | set(t[column]))
         for (name, row), r in zip(t.iterrows(), result.cells):
             same = t[t[column] == row[column]].index.tolist()
@@ -185,7 +149,7 @@ def convergence_figure(result: Result) -> plt.Figure:
     colours = _size_colours(result)
     for r in result.cells:
         curve = r.summary["val_curve"]
-        epochs = [v["step"] * atlas.BATCH / r.cell.images for v in curve]
+        epochs = [v["step"] * atlas_design.BATCH / r.cell.images for v in curve]
         colour = colours[r.cell.images]
         ax.plot(epochs, [v["loss"] for v in curve], color=colour, lw=0.8, alpha=0.8)
         ax.plot(r.summary["best_epoch"], r.summary["val_loss"], "o", ms=3, color=colour)
@@ -217,7 +181,7 @@ def findings(result: Result) -> dict[str, str]:
         "span-all": f"{min(every):+.3f} … {max(every):+.3f}",
         "stationary-max": f"{max(e.ladder['stationary'].excess for e in at_k):+.3f}",
         "k": str(k), "cells": str(len(result.cells)),
-        "design": str(len(atlas.stage1())),
+        "design": str(len(atlas_design.stage1())),
         "converged": str(sum(r.summary["converged"] for r in result.cells)),
         "holds": str(verdicts.count(HOLDS)), "fails": str(verdicts.count(FAILS)),
         "inconclusive": str(verdicts.count(INCONCLUSIVE)),

@@ -16,13 +16,13 @@ from pathlib import Path
 import pandas as pd
 from IPython.display import HTML
 
-from raptor.book.chapters import MODULES, chapter
+from raptor.book.chapters import chapter
 from raptor.book.claims import (BY_CONSTRUCTION, CLAIMS, FAILS, HOLDS, INCONCLUSIVE, LEVEL,
                                 SEEDS_ALPHA, SIDE_ERROR, UNTESTABLE, UNTESTED, VERDICTS, Claim,
                                 badge, gather)
+from raptor.book.specs import MODULES
+from raptor.book.specs.claims_page import NAME, NOTEBOOK, PAPER, SMOKE, Spec  # noqa: F401
 
-NAME = "claims"
-NOTEBOOK = "claims.ipynb"
 BOOK = Path(__file__).resolve().parents[3] / "book"
 PAPER_URL = "https://arxiv.org/abs/2512.19941"
 
@@ -30,13 +30,6 @@ PAPER_URL = "https://arxiv.org/abs/2512.19941"
 COUNT_KEYS = {HOLDS: "n_holds", FAILS: "n_fails", INCONCLUSIVE: "n_inconclusive",
               UNTESTABLE: "n_untestable", BY_CONSTRUCTION: "n_by_construction",
               UNTESTED: "n_untested"}
-
-@dataclass(frozen=True)
-class Spec:
-    """The claims page has no parameters of its own: it reads what the chapters wrote."""
-
-
-SMOKE = PAPER = Spec()
 
 
 @dataclass

@@ -3,7 +3,6 @@ ladder (§3, Tables 1–2, Figs. 7 and 14; C12–C14)."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -20,56 +19,12 @@ from raptor.book.claims import (Claim, Threshold, across_seeds, all_of, claim, c
                                 part)
 from raptor.book.experiment import (batched, images_of, probe_accuracy, probe_correct, student_of,
                                     teacher_of, walk)
-from raptor.book.profiles import (DISTILL, PAPER_DISTILL, PAPER_TEACHER, PAPER_TRAIN, SMOKE_DISTILL,
-                                  SMOKE_TEACHER, SMOKE_TRAIN, TEACHER, TRAIN)
-from raptor.book.spec import Machine, nested, require, require_data, require_seeds
+from raptor.book.specs.scaling import NAME, NOTEBOOK, PAPER, SMOKE, Spec  # noqa: F401
 from raptor.loop import resolve_device
 from raptor.metrics import evaluate_student
 from raptor.phases import Partition
 from raptor.stats import Interval, paired_difference, wilson
-from raptor.teachers import TeacherConfig, TrainConfig
-from raptor.train import DistillConfig
 
-NAME = "scaling"
-NOTEBOOK = "chapters/scaling.ipynb"
-
-
-@dataclass(frozen=True)
-class Spec:
-    """For each seed in ``seeds``, a teacher (rate ``p``), a Raptor per k in ``k_values`` and
-    Table 2's ladder at ``ladder_k``. ``pipeline_results``: ``results.json``
-    files of ``raptor.dinov2.pipeline`` runs (the paper's DINOv2-B distillation) to list beside this
-    run."""
-
-    teacher: TeacherConfig = nested(TEACHER)
-    train: TrainConfig = nested(TRAIN)
-    p: float = 0.0
-    seeds: tuple[int, ...] = (0, 1, 2)
-    k_values: tuple[int, ...] = (2, 3, 4)
-    ladder_k: int = 3
-    distill: DistillConfig = nested(DISTILL)
-    n_images: int = 1000
-    probe_images: int = 2000
-    pipeline_results: tuple[str, ...] = ()
-    machine: Machine = nested(Machine)
-
-    def __post_init__(self) -> None:
-        require_data(self.teacher, self.train, self.distill)
-        L = self.teacher.depth
-        require(0 <= self.p < 1, "p", "a rate in [0, 1)", self.p)
-        require_seeds(self.seeds)
-        require(len(self.k_values) >= 1 and all(1 <= k <= L for k in self.k_values), "k_values",
-                f"a non-empty list of block counts in [1, L = {L}]", self.k_values)
-        require(self.ladder_k in self.k_values, "ladder_k",
-                f"one of k_values = {list(self.k_values)}", self.ladder_k)
-        require(self.n_images >= 1, "n_images", "≥ 1", self.n_images)
-        require(self.probe_images >= 1, "probe_images", "≥ 1", self.probe_images)
-
-
-SMOKE = dataclasses.replace(Spec(), teacher=SMOKE_TEACHER, train=SMOKE_TRAIN, distill=SMOKE_DISTILL,
-                            seeds=(0,), n_images=64, probe_images=128)
-PAPER = dataclasses.replace(Spec(), teacher=PAPER_TEACHER, train=PAPER_TRAIN, distill=PAPER_DISTILL,
-                            n_images=10_000, probe_images=50_000)
 
 #: Table 2's rungs: the :class:`~raptor.config.DistillConfig` changes that leave a part out.
 LADDER: dict[str, dict[str, bool]] = {

@@ -1,0 +1,50 @@
+"""The book's chapters by name, and each one's spec module: its ``NAME``, its ``NOTEBOOK``
+(relative to ``book/``), a frozen ``Spec`` whose defaults are the ``cpu`` profile, and ``SMOKE``
+and ``PAPER`` (the other profiles, as ``dataclasses.replace`` of ``Spec()``). A spec module
+imports no torch, so a run's parameters are checked, and a bad one refused, before the chapter's
+science is imported; the chapter's module (:mod:`raptor.book.chapters`) computes it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+# Book order: name -> module (here and in raptor.book.chapters).
+MODULES: dict[str, str] = {
+    "phase-structure": "phase_structure",
+    "atlas": "atlas",
+    "finding-phases": "finding_phases",
+    "raptor": "raptor",
+    "stochastic-depth": "stochastic_depth",
+    "functional-phases": "functional_phases",
+    "dynamics": "dynamics",
+    "scaling": "scaling",
+    "analyze": "analyze",
+    "claims": "claims_page",
+}
+PROFILES = ("smoke", "cpu", "paper")
+
+
+class ChapterError(ValueError):
+    """An unknown chapter or profile."""
+
+
+def module_of(name: str) -> str:
+    """The module name of chapter ``name`` (:class:`ChapterError` listing the valid ones)."""
+    if name not in MODULES:
+        raise ChapterError(f"unknown chapter {name!r}; valid chapters: {', '.join(MODULES)}")
+    return MODULES[name]
+
+
+def spec_module(name: str) -> ModuleType:
+    """The spec module of chapter ``name``."""
+    return importlib.import_module(f"{__name__}.{module_of(name)}")
+
+
+def spec_for(name: str, profile: str):
+    """Chapter ``name``'s spec at ``profile``."""
+    if profile not in PROFILES:
+        raise ChapterError(f"unknown profile {profile!r}; valid profiles: {', '.join(PROFILES)}")
+    mod = spec_module(name)
+    return {"smoke": mod.SMOKE, "cpu": mod.Spec(), "paper": mod.PAPER}[profile]

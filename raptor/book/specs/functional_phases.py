@@ -1,0 +1,90 @@
+"""The spec of the chapter *Are the phases functional?*: its parameters, checked without the
+science's imports, and its profiles (:mod:`raptor.book.chapters.functional_phases` computes it)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+from raptor import paper
+from raptor.book.profiles import (DISTILL, PAPER_DISTILL, PAPER_TEACHER, PAPER_TRAIN, SMOKE_DISTILL,
+                                  SMOKE_TEACHER, SMOKE_TRAIN, TEACHER, TRAIN)
+from raptor.book.spec import Machine, nested, require, require_data, require_seeds
+from raptor.config import DistillConfig, TeacherConfig, TrainConfig
+
+NAME = "functional-phases"
+NOTEBOOK = "chapters/functional_phases.ipynb"
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A teacher with stochastic-depth rate ``p`` per seed in ``seeds``. On the first
+    ``versus_seeds`` seeds' teachers (None: all), Raptors with the max-cut and ``n_random``
+    other random partitions (all others where fewer exist) for each k in ``k_values``, and
+    Raptors of an overfitting run of ``overfit_steps`` on ``overfit_limit`` images without
+    weight decay, snapshotted at ``overfit_snapshots``, on the max-cut at ``control_k``. On every
+    seed's, on the max-cut at ``control_k``: untrained controls and layer swaps of
+    ``swap_counts`` layers, at most ``max_swap_sets`` sets each (None: all)."""
+
+    teacher: TeacherConfig = nested(TEACHER)
+    train: TrainConfig = nested(TRAIN)
+    p: float = 0.0
+    seeds: tuple[int, ...] = (0, 1, 2)
+    # One more seed's random partitions, overfitting run and snapshots take ~17 MB of the
+    # artifact tier, which cannot hold them under its 64 MB: one seed at cpu [ours]
+    versus_seeds: int | None = 1
+    # k = 4 (paper.K_VALUES) adds ten Raptors the artifact tier cannot hold under 64 MB [ours]
+    k_values: tuple[int, ...] = (2, 3)
+    n_random: int = paper.RANDOM_PARTITIONS
+    control_k: int = 3
+    distill: DistillConfig = nested(DISTILL)
+    n_images: int = 1000
+    overfit_limit: int = 500
+    overfit_steps: int = 600
+    overfit_snapshots: tuple[int, ...] = (50, 150, 300, 600)
+    swap_counts: tuple[int, ...] = paper.SWAP_COUNTS
+    max_swap_sets: int | None = 20
+    machine: Machine = nested(Machine)
+
+    def __post_init__(self) -> None:
+        require_data(self.teacher, self.train, self.distill)
+        L = self.teacher.depth
+        require(0 <= self.p < 1, "p", "a rate in [0, 1)", self.p)
+        require_seeds(self.seeds)
+        require(self.versus_seeds is None or 1 <= self.versus_seeds <= len(self.seeds),
+                "versus_seeds", f"None (all) or a count in [1, len(seeds) = {len(self.seeds)}]",
+                self.versus_seeds)
+        require(len(self.k_values) > 0 and all(2 <= k <= L for k in self.k_values), "k_values",
+                f"a non-empty list of k in [2, L = {L}]", self.k_values)
+        require(self.n_random >= 2, "n_random", "≥ 2 (for a standard deviation)", self.n_random)
+        require(self.control_k in self.k_values, "control_k", f"one of k_values = "
+                f"{list(self.k_values)}", self.control_k)
+        require(self.n_images >= 1, "n_images", "≥ 1", self.n_images)
+        require(self.overfit_limit >= 1, "overfit_limit", "≥ 1", self.overfit_limit)
+        require(self.overfit_steps >= 1, "overfit_steps", "≥ 1", self.overfit_steps)
+        snaps = self.overfit_snapshots
+        require(len(snaps) > 0 and list(snaps) == sorted(set(snaps))
+                and 1 <= snaps[0] and snaps[-1] <= self.overfit_steps, "overfit_snapshots",
+                f"increasing steps in [1, overfit_steps = {self.overfit_steps}]", snaps)
+        require(len(self.swap_counts) > 0 and all(1 <= n <= L for n in self.swap_counts),
+                "swap_counts", f"a non-empty list of counts in [1, L = {L}]", self.swap_counts)
+        require(self.max_swap_sets is None or self.max_swap_sets >= 1, "max_swap_sets",
+                "None or ≥ 1", self.max_swap_sets)
+
+    def overfit(self) -> dict[str, object]:
+        """The overfitting run's changes to the teacher's training (Fig. 13; the paper reduces
+        weight decay, we remove it [ours])."""
+        return dict(train_limit=self.overfit_limit, weight_decay=0.0, steps=self.overfit_steps,
+                    snapshot_steps=self.overfit_snapshots,
+                    eval_every=math.gcd(*self.overfit_snapshots))
+
+
+SMOKE = dataclasses.replace(Spec(), teacher=SMOKE_TEACHER, train=SMOKE_TRAIN, distill=SMOKE_DISTILL,
+                            n_images=64, seeds=(0,), k_values=(2,), control_k=2, n_random=2,
+                            overfit_limit=128, overfit_steps=20, overfit_snapshots=(10, 20),
+                            swap_counts=(1, 2), max_swap_sets=3)
+PAPER = dataclasses.replace(Spec(), teacher=PAPER_TEACHER, train=PAPER_TRAIN, distill=PAPER_DISTILL,
+                            versus_seeds=None, n_images=10_000,
+                            k_values=paper.K_VALUES, overfit_limit=5_000, overfit_steps=8_000,
+                            overfit_snapshots=(500, 1_000, 2_000, 4_000, 8_000))
