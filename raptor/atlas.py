@@ -2,19 +2,19 @@
 teachers trained to a convergence criterion.
 
 Neither the paper nor the authors' code maps where block-recurrent phases appear at small scale;
-block structure in representation similarity is reported in wider or deeper networks and on
-smaller training sets (Nguyen, Raghu & Kornblith, *Do wide and deep networks learn the same
-things?*, ICLR 2021). A :class:`Cell` is one Fashion-MNIST teacher: depth, width, training-set
-size, stochastic-depth rate, patch size and seed. Each trains through the cache
-(:func:`~raptor.teachers.get_teacher`) until its validation loss stops falling
-(:attr:`~raptor.config.TrainConfig.patience`), within a budget of epochs that shrinks with the
-training set (:func:`budget_epochs`). :func:`measure` then walks it on :data:`N_IMAGES` validation
-images and keeps what C1's :func:`~raptor.structure.phase_excess` reads — the per-image phase
-matrices and random-walk nulls, averaged within :data:`N_GROUPS` fixed groups of images (the test's
-half means and resamples are means of whole groups) — with the training summary, its cost and the
-machine. :func:`save` stores a cell's :class:`CellResult` in the repository (``results/atlas``, a
-compressed ``.npz``, its sha256 in ``SHA256SUMS``), so the atlas chapter re-renders without
-training; :func:`load` verifies it.
+block structure in representation similarity is reported in wider or deeper networks and on smaller
+training sets (Nguyen, Raghu & Kornblith, *Do wide and deep networks learn the same things?*, ICLR
+2021). A :class:`~raptor.atlas_design.Cell` (the design, :mod:`raptor.atlas_design`) is one
+Fashion-MNIST teacher: depth, width, training-set size, stochastic-depth rate, patch size and seed.
+Each trains through the cache (:func:`~raptor.teachers.get_teacher`) until its validation loss
+stops falling (:attr:`~raptor.config.TrainConfig.patience`), within a budget of epochs that shrinks
+with the training set (:func:`~raptor.atlas_design.budget_epochs`). :func:`measure` then walks it
+on :data:`N_IMAGES` validation images and keeps what C1's :func:`~raptor.structure.phase_excess`
+reads — the per-image phase matrices and random-walk nulls, averaged within :data:`N_GROUPS` fixed
+groups of images (the test's half means and resamples are means of whole groups) — with the
+training summary, its cost and the machine. :func:`save` stores a cell's :class:`CellResult` in the
+repository (``results/atlas``, a compressed ``.npz``, its sha256 in ``SHA256SUMS``), so the atlas
+chapter re-renders without training; :func:`load` verifies it.
 """
 
 from __future__ import annotations
