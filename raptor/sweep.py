@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import torch
 
 from raptor import atlas
@@ -245,12 +246,12 @@ def _dry_images(dataset: str, img_size: int | None, n: int, seed: int
 
 
 def plan(name: str, profile: str, overrides: Mapping[str, Any] | None = None, *,
-         dry: bool = False) -> tuple[list[Job], str | None]:
+         dry: bool = False, fresh: bool = False) -> tuple[list[Job], str | None]:
     """The chapter's missing trainings, in the order it asks for them, and why planning stopped
     early (``None`` when ``compute`` ran to its end). A student is ready once its teacher is
     cached. ``dry``: on small stand-in models and images (no data read, no full-size model built:
     :mod:`raptor.book.experiment`); a student's partition then is a stand-in's, its key not its
-    real one, and one already cached is listed as missing."""
+    real one, and one already cached is listed as missing. ``fresh``: as from an empty cache."""
     spec = resolve(name, profile, overrides)
     if dry and hasattr(spec, "n_boot"):  # resamples of statistics no dry run reads
         spec = dataclasses.replace(spec, n_boot=DRY_BOOT)
@@ -265,7 +266,7 @@ def plan(name: str, profile: str, overrides: Mapping[str, Any] | None = None, *,
         return ({}, {"planned": True}) if dry else _stand_in(request)
 
     stopped = None
-    with planning(stand_in, _dry_images if dry else None):
+    with planning(stand_in, _dry_images if dry else None, fresh=fresh):
         try:
             chapter(name).compute(spec)
         except Exception as err:
@@ -295,6 +296,33 @@ def assumed_throughput() -> tuple[str, float]:
     name, peak, utilisation = ASSUMED_GPU
     return (f"an estimate: {name} at an assumed {utilisation:.0%} of its {peak:g} TFLOP/s dense "
             f"bf16 peak; no {GPU_RECORD.name} from bench/gpu_check.py here"), peak * utilisation
+
+
+def cost(name: str, profile: str = "paper") -> pd.DataFrame:
+    """What training every model of chapter ``name`` at ``profile`` costs from an empty cache (a
+    dry run, :func:`plan`): trainings, PFLOP and GPU-hours per round and in all, and where the
+    throughput comes from (:func:`gpu_throughput`, else :func:`assumed_throughput`, marked ``~``).
+    """
+    jobs, stopped = plan(name, profile, dry=True, fresh=True)
+    measured = gpu_throughput()
+    source, tflops = measured or assumed_throughput()
+    mark = "" if measured else "~"
+    rows = {}
+    for what, group in (("round 1", [j for j in jobs if j.ready]),
+                        ("round 2 (students of round 1's teachers)",
+                         [j for j in jobs if not j.ready]), ("total", jobs)):
+        if group or what == "total":
+            kinds = collections.Counter(j.kind for j in group)
+            flops = sum(j.flops for j in group)
+            rows[what] = (f"{len(group)} trainings ({kinds['teacher']} teachers, "
+                          f"{kinds['student']} students): {flops / 1e15:.4g} PFLOP, "
+                          f"{mark}{flops / tflops / 1e12 / 3600:.3g} GPU-hours")
+    rows["GPU-hours at"] = f"{tflops:.4g} TFLOP/s (" + (
+        f"{source}, measured by bench/gpu_check.py" if measured else source) + ")"
+    if stopped:
+        rows["note"] = f"planning on stand-in images stopped at {stopped}; later rounds may add jobs"
+    rows["command"] = f"python -m raptor sweep --chapter {name} --profile {profile} --dry-run"
+    return pd.DataFrame({f"{profile} profile: cost": rows})
 
 
 def describe(jobs: Sequence[Job], throughput: tuple[str, float] | None, first: int = 1) -> str:
