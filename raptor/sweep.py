@@ -16,10 +16,8 @@ resumes where it stopped. A teacher job is one process; a student job with ``ran
 ``torchrun`` on its node (:func:`torchrun_job`), whose ranks read the pickled job and distil with
 DDP (:func:`rank_job`), rank 0 storing the entry.
 
-Cost estimates: training FLOPs ≈ 6 × params × tokens × batch × steps (a Raptor applies its blocks
-as often as its teacher has layers, so it costs its teacher's params); GPU-hours from the training
-throughput that ``bench/gpu_check.py`` recorded in ``bench/gpu_check.json`` (``{"device": ...,
-"tflops": ...}``), when that record exists, else an estimate at :data:`ASSUMED_GPU`'s throughput.
+Cost estimates (:mod:`raptor.gpu_cost`): a Raptor applies its blocks as often as its teacher has
+layers, so it costs its teacher's parameters.
 """
 
 from __future__ import annotations
@@ -27,7 +25,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
-import json
 import pickle
 import shlex
 import subprocess
@@ -40,7 +37,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from raptor import atlas
+from raptor import atlas, gpu_cost
 from raptor.book.chapters import chapter
 from raptor.book.experiment import DRY_BOOT, planned_record
 from raptor.book.inputs import missing_inputs
@@ -54,11 +51,6 @@ from raptor.teachers import TeacherConfig, TeacherRequest, build_teacher, get_te
 from raptor.train import StudentRequest, build_student, get_student
 
 EXECUTORS = ("local", "slurm", "debug")
-GPU_RECORD = Path(__file__).resolve().parents[1] / "bench" / "gpu_check.json"
-# Without a measured record: an H100/H200 SXM (989 TFLOP/s dense bf16 peak, the same on both) at
-# an assumed 40% of its peak, a fair utilisation for ViT-B training in bf16 (small models reach
-# less).
-ASSUMED_GPU = ("H100/H200 SXM", 989.0, 0.40)
 MAX_ROUNDS = 10
 Request = TeacherRequest | StudentRequest
 
@@ -208,7 +200,7 @@ def _flops(request: Request) -> float:
         batch, steps = request.cfg.batch_size, request.cfg.stage1_steps + request.cfg.stage2_steps
     else:
         batch, steps = t.train.batch_size, t.train.steps
-    return 6.0 * params * tokens * batch * steps
+    return gpu_cost.training_flops(params, tokens, batch * steps)
 
 
 @functools.cache
@@ -283,30 +275,13 @@ def plan(name: str, profile: str, overrides: Mapping[str, Any] | None = None, *,
 
 # --- checks and costs --------------------------------------------------------------------------
 
-def gpu_throughput(record: Path = GPU_RECORD) -> tuple[str, float] | None:
-    """``(device, training TFLOP/s)`` measured by ``bench/gpu_check.py``, if it left a record."""
-    if not record.is_file():
-        return None
-    data = json.loads(record.read_text())
-    return str(data["device"]), float(data["tflops"])
-
-
-def assumed_throughput() -> tuple[str, float]:
-    """``(what, TFLOP/s)`` of :data:`ASSUMED_GPU`, for an estimate where nothing was measured."""
-    name, peak, utilisation = ASSUMED_GPU
-    return (f"an estimate: {name} at an assumed {utilisation:.0%} of its {peak:g} TFLOP/s dense "
-            f"bf16 peak; no {GPU_RECORD.name} from bench/gpu_check.py here"), peak * utilisation
-
-
 def cost(name: str, profile: str = "paper") -> pd.DataFrame:
     """What training every model of chapter ``name`` at ``profile`` costs from an empty cache (a
     dry run, :func:`plan`): trainings, PFLOP and GPU-hours per round and in all, and where the
-    throughput comes from (:func:`gpu_throughput`, else :func:`assumed_throughput`, marked ``~``).
+    throughput comes from (:func:`raptor.gpu_cost.throughput`).
     """
     jobs, stopped = plan(name, profile, dry=True, fresh=True)
-    measured = gpu_throughput()
-    source, tflops = measured or assumed_throughput()
-    mark = "" if measured else "~"
+    source, tflops, mark = gpu_cost.throughput()
     rows = {}
     for what, group in (("round 1", [j for j in jobs if j.ready]),
                         ("round 2 (students of round 1's teachers)",
@@ -316,9 +291,8 @@ def cost(name: str, profile: str = "paper") -> pd.DataFrame:
             flops = sum(j.flops for j in group)
             rows[what] = (f"{len(group)} trainings ({kinds['teacher']} teachers, "
                           f"{kinds['student']} students): {flops / 1e15:.4g} PFLOP, "
-                          f"{mark}{flops / tflops / 1e12 / 3600:.3g} GPU-hours")
-    rows["GPU-hours at"] = f"{tflops:.4g} TFLOP/s (" + (
-        f"{source}, measured by bench/gpu_check.py" if measured else source) + ")"
+                          f"{mark}{gpu_cost.gpu_hours(flops, tflops):.3g} GPU-hours")
+    rows["GPU-hours at"] = f"{tflops:.4g} TFLOP/s ({source})"
     if stopped:
         rows["note"] = f"planning on stand-in images stopped at {stopped}; later rounds may add jobs"
     rows["command"] = f"python -m raptor sweep --chapter {name} --profile {profile} --dry-run"
@@ -328,10 +302,10 @@ def cost(name: str, profile: str = "paper") -> pd.DataFrame:
 def describe(jobs: Sequence[Job], throughput: tuple[str, float] | None, first: int = 1) -> str:
     """The job table (its round, counting the ready ones' as ``first``; kind, TFLOPs, GPU-hours,
     what) and the totals; GPU-hours at the measured ``throughput``, else estimated
-    (:func:`assumed_throughput`, marked ``~``)."""
-    source, tflops = throughput or assumed_throughput()
+    (:func:`~raptor.gpu_cost.assumed_throughput`, marked ``~``)."""
+    source, tflops = throughput or gpu_cost.assumed_throughput()
     mark = "" if throughput else "~"
-    hours = [j.flops / tflops / 1e12 / 3600 for j in jobs]
+    hours = [gpu_cost.gpu_hours(j.flops, tflops) for j in jobs]
     rows = [f"  {'round':<6}{'kind':<9}{'TFLOP':>11}{'GPU-h':>10}  what"]
     for job, h in zip(jobs, hours):
         rows.append(f"  {first + (not job.ready):<6}{job.kind:<9}{job.flops / 1e12:11.4g}"
@@ -397,7 +371,7 @@ def sweep(name: str, profile: str, overrides: Mapping[str, Any] | None = None,
         jobs, stopped = plan(name, profile, overrides, dry=True)
         out(f"dry run of chapter {name} at profile {profile}: parameters checked")
         out("\n".join(["inputs missing:", *problems]) if problems else "inputs: all found")
-        out(describe(jobs, gpu_throughput()) if jobs else
+        out(describe(jobs, gpu_cost.gpu_throughput()) if jobs else
             "nothing to train: every model it asks for is cached, or it asks for none")
         if _uneven(jobs, opts.ranks):
             out(_uneven(jobs, opts.ranks))
@@ -424,7 +398,7 @@ def sweep(name: str, profile: str, overrides: Mapping[str, Any] | None = None,
         if _uneven(ready, opts.ranks):
             raise RunnerError(_uneven(ready, opts.ranks))
         out(f"round {round_}: {len(ready)} of {len(jobs)} missing trainings ready\n"
-            + describe(ready, gpu_throughput(), round_))
+            + describe(ready, gpu_cost.gpu_throughput(), round_))
         running = []
         for kind in ("teacher", "student"):  # one array each: a teacher is one process, one GPU
             group = [j for j in ready if j.kind == kind]
@@ -480,7 +454,7 @@ def atlas_sweep(cells: Sequence[atlas.Cell], opts: Options = Options(), *,
     out(f"atlas: {len(cells) - len(todo)} of {len(cells)} cells stored in {folder}")
     if not jobs:
         return 0
-    out(describe(jobs, gpu_throughput()) + "\n  (FLOPs: each cell's whole budget; GPU-hours: a "
+    out(describe(jobs, gpu_cost.gpu_throughput()) + "\n  (FLOPs: each cell's whole budget; GPU-hours: a "
         "lower bound, as ViTs this small keep a GPU far below its peak)")
     if dry_run:
         return 0

@@ -18,7 +18,8 @@ from raptor.book.chapters import MODULES, chapter
 from raptor.book.runner import RunnerError
 from raptor.storage.cache import entry_name, entry_path, planning
 from raptor import atlas
-from raptor.sweep import (Job, Options, atlas_sweep, cost, describe, gpu_throughput, plan, sweep,
+from raptor.gpu_cost import gpu_throughput
+from raptor.sweep import (Job, Options, atlas_sweep, cost, describe, plan, sweep,
                           train_job)
 from raptor.teachers import (TeacherConfig, TeacherRequest, TrainConfig, get_teacher, teacher_key,
                              teacher_snapshot)
