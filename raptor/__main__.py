@@ -16,13 +16,19 @@ import sys
 from pathlib import Path
 
 from raptor import atlas
-from raptor.book.chapters import MODULES, PROFILES
+from raptor.book.chapters import MODULES, PROFILES, chapter
 from raptor.book.compare import REPRODUCE_ATOL, REPRODUCE_RTOL, compare
 from raptor.book.runner import BOOK, RunnerError, build_book, parse_value, run
 from raptor.loop import resolve_device
 from raptor.storage.artifacts import (MANIFEST, RETRAIN_MISSING, ArtifactError, compare_retrained,
                                       export, read_manifest, verify)
 from raptor.sweep import EXECUTORS, Options, atlas_sweep, rank_job, sweep
+
+
+def _stage2(results: Path) -> list[atlas.Cell]:
+    """Stage 2's cells, chosen by the atlas chapter's C1 test on the cells in ``results``."""
+    page = chapter("atlas")
+    return page.stage2(page.compute(page.Spec(results=str(results.resolve()))))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,7 +71,12 @@ def main(argv: list[str] | None = None) -> int:
                              "repository, as jobs")
     p_atlas.add_argument("--cell", action="append", dest="cells", metavar="NAME",
                          help="a cell such as L12-D64-n1000-p0-P7-s0 (repeatable; default: "
-                         "stage 1's design, cheapest first)")
+                         "the --stage's cells, cheapest first)")
+    p_atlas.add_argument("--stage", type=int, choices=(1, 2), default=1,
+                         help="1: the screening design, one seed a cell; 2: two more seeds of "
+                         "the cells that pass C1's test and their neighbours (of the largest "
+                         "excess and its neighbours where none passes), chosen on the stored "
+                         "stage 1")
     p_atlas.add_argument("--results", type=Path, default=atlas.RESULTS,
                          help="the results folder (default: the repository's results/atlas)")
     p_atlas.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:<index>")
@@ -130,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "atlas":
             try:
                 cells = ([atlas.Cell.from_name(n) for n in args.cells] if args.cells
-                         else atlas.stage1())
+                         else atlas.stage1() if args.stage == 1 else _stage2(args.results))
                 resolve_device(args.device)
             except ValueError as err:
                 raise RunnerError(str(err)) from None

@@ -91,6 +91,15 @@ def compute(spec: Spec) -> Result:
                   {k: matrix_excess(S, k) for k in spec.k_values})
 
 
+def stage2(result: Result) -> list[Cell]:
+    """Stage 2's cells (:func:`raptor.atlas.stage2`) chosen by C1's test at ``spec.k`` on stage
+    1's stored cells."""
+    design = set(atlas.stage1())
+    measured = [r.cell for r in result.cells if r.cell in design]
+    return atlas.stage2({c: result.excess[c.name][result.spec.k].excess for c in measured},
+                        [c for c in measured if result.verdict(c) == HOLDS])
+
+
 def parameters_of(cell: Cell) -> int:
     """The teacher's number of parameters."""
     with torch.device("meta"):
