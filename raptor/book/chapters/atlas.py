@@ -25,7 +25,8 @@ from raptor import atlas, paper
 from raptor.atlas import Cell, CellResult
 from raptor.book import plotting
 from raptor.book.chapters.phase_structure import excess_row
-from raptor.book.claims import EXCESS_MIN, FAILS, HOLDS, INCONCLUSIVE, Claim, versus
+from raptor.book.claims import (EXCESS_MIN, FAILS, HOLDS, INCONCLUSIVE, Claim, across_seeds,
+                                 claim, versus)
 from raptor.book.spec import require
 from raptor.structure import PhaseExcess, matrix_excess, phase_excess
 from raptor.teachers import build_teacher
@@ -120,6 +121,29 @@ def table(result: Result) -> pd.DataFrame:
             "train core-min": round(s["train_seconds"] * s["machine"]["threads"] / 60, 1),
             **excess_row(result.excess[c.name][result.spec.k]), "C1 at k": result.verdict(c)})
     return pd.DataFrame(rows).set_index("cell")
+
+
+def seeds_table(result: Result) -> pd.DataFrame:
+    """The cells measured on several seeds (stage 2): each seed's excess at ``spec.k`` with its
+    interval and verdict, and C1's verdict over the seeds (:func:`~raptor.book.claims.across_seeds`,
+    a binomial test of the seeds' verdicts)."""
+    k, by_cell = result.spec.k, {}
+    for r in result.cells:
+        by_cell.setdefault(dataclasses.replace(r.cell, seed=0), []).append(r.cell)
+    rows = []
+    for base, cells in by_cell.items():
+        cells = sorted(cells, key=lambda c: c.seed)
+        if len(cells) < 2:
+            continue
+        e = [result.excess[c.name][k] for c in cells]
+        per_seed = {c.seed: claim("C1", paper="", ours="", holds=result.verdict(c)) for c in cells}
+        rows.append({"cell": base.name.removesuffix("-s0"), "seeds": len(cells),
+                     "excess per seed": "; ".join(f"{x.excess:+.3f} [{x.low:+.3f}, {x.high:+.3f}]"
+                                                  for x in e),
+                     "verdict per seed": ", ".join(c.verdict for c in per_seed.values()),
+                     "C1 over the seeds": across_seeds(per_seed).verdict})
+    return pd.DataFrame(rows, columns=["cell", "seeds", "excess per seed", "verdict per seed",
+                                       "C1 over the seeds"]).set_index("cell")
 
 
 FACTORS = {"L": ("depth L", atlas.DEPTHS), "D": ("width D", atlas.WIDTHS),
