@@ -127,7 +127,8 @@ class SeedRun:
     distance: dict[str, np.ndarray]
     sensitivity: dict[str, np.ndarray]
     share: dict[str, dict[str, float]]
-    # Per image, for the claims' bootstrap intervals (C19, C20, C23) and DMD radii (C24):
+    # Per image, for the claims' bootstrap intervals (C16, C19, C20, C23) and DMD radii (C24):
+    convergence_images: dict[str, np.ndarray]  # (N, L+1) the teacher's γ_l, token-averaged
     eps_over_norm: dict[str, float]  # ε / mean ‖x_l‖ at the injection layer, per group
     relative_deviation: dict[str, np.ndarray]  # (N, L−layer+1), dynamics.image_deviation
     sensitivity_images: dict[str, np.ndarray]  # (N, L): injection at layer l = 0..L−1
@@ -168,6 +169,7 @@ def _seed_run(spec: Spec, seed: int, device: str) -> SeedRun:
         summary[name] = acc.result(dmd_rank=spec.dmd_rank)
     flow = {name: Flow(norms=_means(s.norms), convergence=_means(s.convergence),
                        speed=_means(s.speed)) for name, s in summary.items()}
+    gamma_images = dynamics.image_convergence(traj, groups)  # before d: one copy of traj at a time
     chosen = labels < spec.n_classes
     pca = dynamics.pca_paths(traj[chosen], groups, n_components=2, group="cls")
     unit = directions(traj[:, :, groups.cls].squeeze(2))
@@ -197,6 +199,7 @@ def _seed_run(spec: Spec, seed: int, device: str) -> SeedRun:
         perturb_layer=mid, distance=pert.distance,
         sensitivity={g: v.mean(axis=0) for g, v in sens_images.items()},
         share=_share(flow["teacher"], flow["Raptor"]),
+        convergence_images=gamma_images,
         eps_over_norm={g: abs(spec.eps) / n for g, n in norm_at.items()},
         relative_deviation={g: v["relative"]
                             for g, v in dynamics.image_deviation(pert, groups).items()},
@@ -398,7 +401,7 @@ def seed_claims(run: SeedRun, spec: Spec) -> list[Claim]:
     the last max-cut phase."""
     t = run.flow["teacher"]
     return [
-        judge.c16_directions_converge(t.convergence),
+        judge.c16_directions_converge(run.convergence_images),
         judge.c17_norms_grow(t.norms),
         judge.c18_class_basins(run.basin_dirs[:, 0], run.basin_dirs[:, 1], run.labels),
         judge.c19_self_correction(run.relative_deviation, run.eps_over_norm,
