@@ -297,6 +297,7 @@ def test_figure_data_reads_matrices_in_layer_numbers_with_their_outlines() -> No
     text = plotting.figure_csv(fig)
     rows = list(csv.DictReader(io.StringIO(text)))
     pixels = {(r["x"], r["y"]): r["value"] for r in rows if r["kind"] == "image"}
+    assert {r["series"] for r in rows if r["kind"] == "image"} == {plotting.SIMILARITY_LABEL}
     assert pixels == {("1.0", "1.0"): "1.0", ("2.0", "1.0"): "0.25", ("1.0", "2.0"): "0.25",
                       ("2.0", "2.0"): "1.0"}  # layers 1 and 2, not matrix indices 0 and 1
     outline = [r for r in rows if r["series"] == "phase 2 outline"]

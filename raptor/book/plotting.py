@@ -140,13 +140,16 @@ def figure_data(fig: plt.Figure) -> list[dict[str, Any]]:
     ``kind`` says what it is: a ``line`` or ``points`` vertex (``value``: a scatter's colour
     value), an ``error bar`` or ``interval`` (``y`` ± as ``y_low``/``y_high``), a shaded ``band``
     (``y_low``–``y_high`` at ``x``), a ``vertical line``/``horizontal line`` (a threshold), an
-    ``image`` pixel (``value`` at column ``x``, row ``y``). Coordinates are the axes' data
-    coordinates, shifted where the tick labels are (layer numbers on a matrix: tick ``i`` labelled
-    ``i + 1``); ``x_tick`` is the nearest tick's label on a categorical axis. Colour bars and
-    text are not data and are left out.
+    ``image`` pixel (``value`` at column ``x``, row ``y``; series: its colour bar's label).
+    Coordinates are the axes' data coordinates, shifted where the tick labels are (layer numbers
+    on a matrix: tick ``i`` labelled ``i + 1``); ``x_tick`` is the nearest tick's label on a
+    categorical axis. Colour bars and text are not data and are left out.
     """
     rows: list[dict[str, Any]] = []
     data_axes = [ax for ax in fig.axes if getattr(ax, "_colorbar", None) is None]
+    bars = [bar for ax in fig.axes if (bar := getattr(ax, "_colorbar", None)) is not None]
+    scales = {(bar.mappable.cmap.name, bar.mappable.get_clim()):
+              bar.ax.get_ylabel() or bar.ax.get_xlabel() for bar in bars}
     for i, ax in enumerate(data_axes):
         twins = ax.get_shared_x_axes().get_siblings(ax)
         panel = ax.get_title() or next((a.get_title() for a in twins if a.get_title()),
@@ -222,7 +225,8 @@ def figure_data(fig: plt.Figure) -> list[dict[str, Any]]:
                 (bottom - top) if image.origin == "upper" else (top - bottom)) / nrows
             for r in range(nrows):
                 for col in range(ncols):
-                    add(_series(image, "image", j), "image", r * ncols + col, xs[col], y=ys[r],
+                    add(scales.get((image.cmap.name, image.get_clim()))
+                        or _series(image, "image", j), "image", r * ncols + col, xs[col], y=ys[r],
                         value=array[r, col])
     return rows
 
