@@ -181,20 +181,22 @@ def factor_figure(result: Result) -> plt.Figure:
             same = t[t[column] == row[column]].index.tolist()
             at = levels.index(row[column]) + (0.6 * (same.index(name) / (len(same) - 1) - 0.5)
                                               if len(same) > 1 else 0.0)
-            _interval(ax, at, result.excess[r.cell.name][k], colours[row["train images"]])
+            _interval(ax, at, result.excess[r.cell.name][k], colours[row["train images"]],
+                      r.cell.name)
         ax.set_xticks(range(len(levels)), [f"{v:g}" for v in levels])
         ax.set_xlim(-0.5, len(levels) - 0.5)
         ax.set_xlabel(label)
     ax = axes.flat[-1]
     for (_, row), r in zip(t.iterrows(), result.cells):
         _interval(ax, row["params / image"], result.excess[r.cell.name][k],
-                  colours[row["train images"]])
+                  colours[row["train images"]], r.cell.name)
     _plain_log(ax)
     ax.set_xlabel("params per training image")
     for ax in axes.flat:
-        ax.axhline(0, color="0.6", lw=0.8)
-        ax.axhline(EXCESS_MIN.value, color="0.2", lw=0.8, ls="--")
-        ax.axhline(result.dinov2b[k].excess, color="tab:red", lw=1, ls=":")
+        ax.axhline(0, color="0.6", lw=0.8, label="_zero")
+        ax.axhline(EXCESS_MIN.value, color="0.2", lw=0.8, ls="--", label="_C1 threshold")
+        ax.axhline(result.dinov2b[k].excess, color="tab:red", lw=1, ls=":",
+                   label="_DINOv2-B (paper's matrix)")
     for ax in axes.flat:
         ax.set_ylabel(f"block excess, k = {k}")
     handles = [plt.Line2D([], [], marker="o", ls="", color=c, label=f"{n:,} images")
@@ -205,9 +207,9 @@ def factor_figure(result: Result) -> plt.Figure:
     return fig
 
 
-def _interval(ax: plt.Axes, at: float, e: PhaseExcess, colour: Any) -> None:
-    ax.vlines(at, e.low, e.high, color=colour, lw=1)
-    ax.plot(at, e.excess, "o", ms=3.5, color=colour)
+def _interval(ax: plt.Axes, at: float, e: PhaseExcess, colour: Any, name: str) -> None:
+    ax.vlines(at, e.low, e.high, color=colour, lw=1, label=f"_{name}: 95% interval")
+    ax.plot(at, e.excess, "o", ms=3.5, color=colour, label=f"_{name}: excess")
 
 
 def convergence_figure(result: Result) -> plt.Figure:
@@ -220,8 +222,10 @@ def convergence_figure(result: Result) -> plt.Figure:
         curve = r.summary["val_curve"]
         epochs = [v["step"] * atlas.BATCH / r.cell.images for v in curve]
         colour = colours[r.cell.images]
-        ax.plot(epochs, [v["loss"] for v in curve], color=colour, lw=0.8, alpha=0.8)
-        ax.plot(r.summary["best_epoch"], r.summary["val_loss"], "o", ms=3, color=colour)
+        ax.plot(epochs, [v["loss"] for v in curve], color=colour, lw=0.8, alpha=0.8,
+                label=f"_{r.cell.name}")
+        ax.plot(r.summary["best_epoch"], r.summary["val_loss"], "o", ms=3, color=colour,
+                label=f"_{r.cell.name}: lowest")
     _plain_log(ax)
     ax.set_xlabel("epochs")
     ax.set_ylabel("validation loss")

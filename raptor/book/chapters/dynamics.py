@@ -280,10 +280,13 @@ def basins_figure(result: Result, per_class: int = 30) -> plt.Figure:
     fig, ((ax,),) = plotting.figure(width=5.0, height=4.4)
     palette = plt.get_cmap("tab10")
     for c in range(result.spec.n_classes):
-        for path in run.pca_paths[run.pca_labels == c][:per_class]:
-            ax.plot(path[:, 0], path[:, 1], color=palette(c), alpha=0.25, lw=0.7)
-            ax.scatter(path[-1, 0], path[-1, 1], color=palette(c), s=6)
-        ax.plot([], [], color=palette(c), label=class_name(result.spec.train.dataset, c))
+        name = class_name(result.spec.train.dataset, c)
+        for i, path in enumerate(run.pca_paths[run.pca_labels == c][:per_class]):
+            ax.plot(path[:, 0], path[:, 1], color=palette(c), alpha=0.25, lw=0.7,
+                    label=f"_{name}, image {i + 1}")
+            ax.scatter(path[-1, 0], path[-1, 1], color=palette(c), s=6,
+                       label=f"_{name}, image {i + 1}, layer L")
+        ax.plot([], [], color=palette(c), label=name)
     ax.set(title="cls trajectories through depth (PCA); dots: layer $L$", xlabel="PC 1",
            ylabel="PC 2")
     plotting.legend_below(fig, [ax], ncols=5)
@@ -306,7 +309,8 @@ def perturbation_figure(result: Result) -> plt.Figure:
         dev = run.relative_deviation[g]
         peak, held_out = int(np.argmax(dev[::2].mean(axis=0))), dev[1::2].mean(axis=0)
         line, = ax_c.plot(after, held_out, marker="o", ms=3, label=g)
-        ax_c.axhline(held_out[peak], color=line.get_color(), ls=":", lw=0.8)
+        ax_c.axhline(held_out[peak], color=line.get_color(), ls=":", lw=0.8,
+                     label=f"_{g}: peak")
     ax_c.plot([], [], color="grey", ls=":", label="C19: peak, layer L to end below")
     ax_a.set(xlabel="layer", ylabel=r"$d_{\cos}$ to the clean path",
              title=f"(A) injection at layer {mid}")
@@ -349,9 +353,9 @@ def low_rank_dmd_figure(result: Result) -> plt.Figure:
         line, = ax_r.plot(layers, eff, marker="o", ms=3, label=f"{g}, effective")
         ax_r.plot(layers, run.stable_rank[g], ls="--", color=line.get_color(),
                   label=f"{g}, stable")
-    ax_k.plot(layers, run.coherence, marker="o", ms=3, color="black")
+    ax_k.plot(layers, run.coherence, marker="o", ms=3, color="black", label="_patches")
     circle = np.exp(1j * np.linspace(0, 2 * np.pi, 200))
-    ax_d.plot(circle.real, circle.imag, color="grey", lw=0.8)
+    ax_d.plot(circle.real, circle.imag, color="grey", lw=0.8, label="_unit circle")
     for g, spectrum in run.dmd.items():
         ax_d.scatter(spectrum.real, spectrum.imag, s=14, label=f"{g}, DMD λ")
     ax_r.set(xlabel="layer", ylabel="rank of the update", title="(A) update rank")
