@@ -53,7 +53,7 @@ from raptor.loop import adamw, train
 from raptor.losses import Objective
 from raptor.model import Raptor, flops_per_image
 from raptor.paper import DINOV2_B_PARTITIONS, RECIPE
-from raptor.sweep import GPU_RECORD
+from raptor.gpu_cost import GPU_RECORD
 from raptor.teachers import DINOV2_B, load_pretrained
 from raptor.train import DistillConfig, build_student
 from raptor.trajectories import TokenGroups, trajectory

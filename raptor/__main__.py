@@ -76,7 +76,12 @@ def main(argv: list[str] | None = None) -> int:
                              "repository, as jobs")
     p_atlas.add_argument("--cell", action="append", dest="cells", metavar="NAME",
                          help="a cell such as L12-D64-n1000-p0-P7-s0 (repeatable; default: "
-                         "stage 1's design, cheapest first)")
+                         "the --stage's cells, cheapest first)")
+    p_atlas.add_argument("--stage", type=int, choices=(1, 2), default=1,
+                         help="1: the screening design, one seed a cell; 2: two more seeds of "
+                         "the cells that pass C1's test and their neighbours (of the largest "
+                         "excess and its neighbours where none passes), chosen on the stored "
+                         "stage 1")
     p_atlas.add_argument("--results", type=Path, default=atlas_design.RESULTS,
                          help="the results folder (default: the repository's results/atlas)")
     p_atlas.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:<index>")
@@ -141,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "atlas":
             try:
                 cells = ([atlas_design.Cell.from_name(n) for n in args.cells] if args.cells
-                         else atlas_design.stage1())
+                         else atlas_design.stage1() if args.stage == 1
+                         else _loaded(SWEEP).atlas_stage2(args.results))
                 check_device(args.device)
             except ValueError as err:
                 raise RunnerError(str(err)) from None

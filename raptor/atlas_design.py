@@ -6,8 +6,10 @@ and checked before any work (:mod:`raptor.atlas` trains and measures it).
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -113,3 +115,27 @@ def stage1() -> list[Cell]:
     cells |= {Cell(12, 64, n, p) for p, n in itertools.product(RATES[1:], TRAIN_SIZES)}
     cells |= {Cell(L, 64, n, patch=4) for L, n in itertools.product(DEPTHS, TRAIN_SIZES)}
     return sorted(cells, key=lambda c: (c.step_cost() * budget_epochs(c.images) * c.images, c))
+
+
+LEVELS = {"depth": DEPTHS, "width": WIDTHS, "train_size": TRAIN_SIZES, "p": RATES,
+          "patch": PATCHES}
+STAGE2_SEEDS = (1, 2)  # with stage 1's seed 0, three seeds a cell
+
+
+def neighbours(cell: Cell, design: Iterable[Cell]) -> list[Cell]:
+    """The cells of ``design`` one level away from ``cell`` in one factor of :data:`LEVELS`
+    (the same seed), in ``design``'s order."""
+    def step(a: Cell, b: Cell) -> int:
+        return sum(abs(levels.index(getattr(a, f)) - levels.index(getattr(b, f)))
+                   for f, levels in LEVELS.items())
+    return [c for c in design if c.seed == cell.seed and step(c, cell) == 1]
+
+
+def stage2(excess: dict[Cell, float], passing: Iterable[Cell]) -> list[Cell]:
+    """Stage 2: seeds :data:`STAGE2_SEEDS` of the stage-1 cells that pass C1's test and of their
+    neighbours in stage 1's design (:func:`neighbours`); where none passes, of the cell of the
+    largest ``excess`` (C1's statistic, by cell) and its neighbours. Cheapest first."""
+    design = stage1()
+    centres = list(passing) or [max(excess, key=excess.__getitem__)]
+    chosen = {c for centre in centres for c in [centre, *neighbours(centre, design)]}
+    return [dataclasses.replace(c, seed=s) for c in design if c in chosen for s in STAGE2_SEEDS]

@@ -40,8 +40,21 @@ def directional_convergence(traj: ArrayLike, groups: TokenGroups) -> dict[str, M
     Computed as ``1 − ‖x̂_l − x̂_L‖²/2`` so that ``γ_L = 1`` exactly. Arrays of shape ``(L+1,)``.
     """
     x, items = check_traj(traj, groups)
-    d = directions(x)
-    return per_group(1 - cos_dist_unit(d, d[:, -1:]), items)
+    return per_group(_gamma(directions(x)), items)
+
+
+def image_convergence(traj: ArrayLike, groups: TokenGroups) -> dict[str, np.ndarray]:
+    """Per image, γ_l averaged over the group's tokens ``(N, L+1)``: the curves whose mean over
+    images is :func:`directional_convergence`'s mean (every image has the same tokens), for
+    intervals by resampling images (C16)."""
+    x, items = check_traj(traj, groups)
+    g = _gamma(directions(x))
+    return {name: g[:, :, s].double().mean(2).numpy() for name, s in items}
+
+
+def _gamma(d: Tensor) -> Tensor:
+    """γ per token ``(N, L+1, T)`` of the directions ``d``."""
+    return 1 - cos_dist_unit(d, d[:, -1:])
 
 
 def angular_speed(traj: ArrayLike, groups: TokenGroups) -> dict[str, MeanStd]:
@@ -309,7 +322,7 @@ class DynamicsAccumulator:
         d = directions(x)
         upd = updates(d)
         values = {"norms": torch.linalg.vector_norm(x, dim=-1),
-                  "convergence": 1 - cos_dist_unit(d, d[:, -1:]),
+                  "convergence": _gamma(d),
                   "speed": angle_unit(d[:, 1:], d[:, :-1])}
         for n, s in items:
             for k, v in values.items():

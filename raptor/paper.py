@@ -132,6 +132,16 @@ FINAL_UPDATE_RANK = 6  # stable and effective update rank "near six" in the last
 DMD_RANK = 10  # exact DMD rank r on group-averaged directions (§4, App. D)
 
 
+# ------------------------------------------------------------ where the paper shows its figures
+ARXIV_HTML = "https://arxiv.org/html/2512.19941"
+#: The section whose text cites each figure and table (a float's own HTML anchor is not known
+#: here, so links go to that section, ``ARXIV_HTML#S<n>``; Figs. 13–15 may sit in the appendix).
+#: The text does not cite Fig. 2, numbered between Figs. 1 and 3, both cited in §2.
+FIGURE_SECTION = {1: 2, 2: 2, 3: 2, 4: 2, 5: 2, 6: 3, 7: 3, 8: 4, 9: 4, 10: 4, 11: 4, 12: 4,
+                  13: 2, 14: 3, 15: 2}
+TABLE_SECTION = {1: 3, 2: 3}
+
+
 # ------------------------------------------------------------------ the authors' notebook (Fig. 1)
 DINOV2_B_DISTANCE = Path(__file__).with_name("dinov2b_block_distance.csv")
 

@@ -276,21 +276,25 @@ def _aicc(rss: float, n: int, k: int) -> float:
     return n * np.log(max(rss, 1e-300) / n) + 2 * k + 2 * k * (k + 1) / (n - k - 1)
 
 
-def sigmoid_vs_linear(y: Sequence[float], x: Sequence[float] | None = None) -> SigmoidFit:
+def sigmoid_vs_linear(y: Sequence[float], x: Sequence[float] | None = None, *,
+                      start: SigmoidFit | None = None) -> SigmoidFit:
     """Least-squares logistic (4 parameters) and line (2) through ``y`` (default ``x``: index),
     compared by the small-sample AIC (AICc); needs ``len(y) >= 6`` so AICc is defined for both.
-    The logistic is fitted from several starting midpoints and the best fit kept. Its midpoint
-    is bounded to one span beyond the data on either side; a fit there (``mid_at_bound``) has
-    no inflection it can place: the curve is one arm of an S, its midpoint not estimated."""
+    The logistic is fitted from several starting midpoints and the best fit kept, or from
+    ``start``'s parameters alone (a warm start: a bootstrap's refit near a fit, several times
+    faster; the several starts where it does not converge). Its midpoint is bounded to one span
+    beyond the data on either side; a fit there (``mid_at_bound``) has no inflection it can
+    place: the curve is one arm of an S, its midpoint not estimated."""
     y = np.asarray(y, dtype=float)
     x = np.arange(len(y), dtype=float) if x is None else np.asarray(x, dtype=float)
     if y.shape != x.shape or y.ndim != 1 or len(y) < 6:
         raise ValueError(f"need two 1-D sequences of equal length >= 6, got {x.shape}, {y.shape}")
     span = max(x.max() - x.min(), 1e-9)
     mid_range = (x.min() - span, x.max() + span)
+    cold = [[y.min(), y.max() - y.min() or 1.0, mid, span / 8]
+            for mid in np.linspace(x.min(), x.max(), 5)]
     best, rss = None, np.inf
-    for mid in np.linspace(x.min(), x.max(), 5):
-        p0 = [y.min(), y.max() - y.min() or 1.0, mid, span / 8]
+    for p0 in cold if start is None else [[start.a, start.b, start.mid, start.scale]]:
         try:
             p, _ = curve_fit(_logistic, x, y, p0=p0, maxfev=20_000,
                              bounds=([-np.inf, -np.inf, mid_range[0], span / 100],
@@ -300,6 +304,8 @@ def sigmoid_vs_linear(y: Sequence[float], x: Sequence[float] | None = None) -> S
         r = float(((_logistic(x, *p) - y) ** 2).sum())
         if r < rss:
             best, rss = p, r
+    if best is None and start is not None:
+        return sigmoid_vs_linear(y, x)
     if best is None:
         raise ValueError("the logistic fit did not converge from any start")
     lin = float(((np.polyval(np.polyfit(x, y, 1), x) - y) ** 2).sum())

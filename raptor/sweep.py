@@ -16,10 +16,8 @@ resumes where it stopped. A teacher job is one process; a student job with ``ran
 ``torchrun`` on its node (:func:`torchrun_job`), whose ranks read the pickled job and distil with
 DDP (:func:`rank_job`), rank 0 storing the entry.
 
-Cost estimates: training FLOPs ≈ 6 × params × tokens × batch × steps (a Raptor applies its blocks
-as often as its teacher has layers, so it costs its teacher's params); GPU-hours from the training
-throughput that ``bench/gpu_check.py`` recorded in ``bench/gpu_check.json`` (``{"device": ...,
-"tflops": ...}``), when that record exists, else an estimate at :data:`ASSUMED_GPU`'s throughput.
+Cost estimates (:mod:`raptor.gpu_cost`): a Raptor applies its blocks as often as its teacher has
+layers, so it costs its teacher's parameters.
 """
 
 from __future__ import annotations
@@ -27,7 +25,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
-import json
 import pickle
 import shlex
 import subprocess
@@ -37,9 +34,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import torch
 
-from raptor import atlas, atlas_design
+from raptor import atlas, atlas_design, gpu_cost
 from raptor.book.chapters import chapter
 from raptor.book.experiment import DRY_BOOT, planned_record
 from raptor.book.inputs import missing_inputs
@@ -53,11 +51,6 @@ from raptor.loop import resolve_device
 from raptor.teachers import TeacherConfig, TeacherRequest, build_teacher, get_teacher, teacher_key
 from raptor.train import StudentRequest, build_student, get_student
 
-GPU_RECORD = Path(__file__).resolve().parents[1] / "bench" / "gpu_check.json"
-# Without a measured record: an H100/H200 SXM (989 TFLOP/s dense bf16 peak, the same on both) at
-# an assumed 40% of its peak, a fair utilisation for ViT-B training in bf16 (small models reach
-# less).
-ASSUMED_GPU = ("H100/H200 SXM", 989.0, 0.40)
 MAX_ROUNDS = 10
 Request = TeacherRequest | StudentRequest
 
@@ -173,7 +166,7 @@ def _flops(request: Request) -> float:
         batch, steps = request.cfg.batch_size, request.cfg.stage1_steps + request.cfg.stage2_steps
     else:
         batch, steps = t.train.batch_size, t.train.steps
-    return 6.0 * params * tokens * batch * steps
+    return gpu_cost.training_flops(params, tokens, batch * steps)
 
 
 @functools.cache
@@ -211,12 +204,12 @@ def _dry_images(dataset: str, img_size: int | None, n: int, seed: int
 
 
 def plan(name: str, profile: str, overrides: Mapping[str, Any] | None = None, *,
-         dry: bool = False) -> tuple[list[Job], str | None]:
+         dry: bool = False, fresh: bool = False) -> tuple[list[Job], str | None]:
     """The chapter's missing trainings, in the order it asks for them, and why planning stopped
     early (``None`` when ``compute`` ran to its end). A student is ready once its teacher is
     cached. ``dry``: on small stand-in models and images (no data read, no full-size model built:
     :mod:`raptor.book.experiment`); a student's partition then is a stand-in's, its key not its
-    real one, and one already cached is listed as missing."""
+    real one, and one already cached is listed as missing. ``fresh``: as from an empty cache."""
     spec = resolve(name, profile, overrides)
     if dry and hasattr(spec, "n_boot"):  # resamples of statistics no dry run reads
         spec = dataclasses.replace(spec, n_boot=DRY_BOOT)
@@ -231,7 +224,7 @@ def plan(name: str, profile: str, overrides: Mapping[str, Any] | None = None, *,
         return ({}, {"planned": True}) if dry else _stand_in(request)
 
     stopped = None
-    with planning(stand_in, _dry_images if dry else None):
+    with planning(stand_in, _dry_images if dry else None, fresh=fresh):
         try:
             chapter(name).compute(spec)
         except Exception as err:
@@ -248,28 +241,37 @@ def plan(name: str, profile: str, overrides: Mapping[str, Any] | None = None, *,
 
 # --- checks and costs --------------------------------------------------------------------------
 
-def gpu_throughput(record: Path = GPU_RECORD) -> tuple[str, float] | None:
-    """``(device, training TFLOP/s)`` measured by ``bench/gpu_check.py``, if it left a record."""
-    if not record.is_file():
-        return None
-    data = json.loads(record.read_text())
-    return str(data["device"]), float(data["tflops"])
-
-
-def assumed_throughput() -> tuple[str, float]:
-    """``(what, TFLOP/s)`` of :data:`ASSUMED_GPU`, for an estimate where nothing was measured."""
-    name, peak, utilisation = ASSUMED_GPU
-    return (f"an estimate: {name} at an assumed {utilisation:.0%} of its {peak:g} TFLOP/s dense "
-            f"bf16 peak; no {GPU_RECORD.name} from bench/gpu_check.py here"), peak * utilisation
+def cost(name: str, profile: str = "paper") -> pd.DataFrame:
+    """What training every model of chapter ``name`` at ``profile`` costs from an empty cache (a
+    dry run, :func:`plan`): trainings, PFLOP and GPU-hours per round and in all, and where the
+    throughput comes from (:func:`raptor.gpu_cost.throughput`).
+    """
+    jobs, stopped = plan(name, profile, dry=True, fresh=True)
+    source, tflops, mark = gpu_cost.throughput()
+    rows = {}
+    for what, group in (("round 1", [j for j in jobs if j.ready]),
+                        ("round 2 (students of round 1's teachers)",
+                         [j for j in jobs if not j.ready]), ("total", jobs)):
+        if group or what == "total":
+            kinds = collections.Counter(j.kind for j in group)
+            flops = sum(j.flops for j in group)
+            rows[what] = (f"{len(group)} trainings ({kinds['teacher']} teachers, "
+                          f"{kinds['student']} students): {flops / 1e15:.4g} PFLOP, "
+                          f"{mark}{gpu_cost.gpu_hours(flops, tflops):.3g} GPU-hours")
+    rows["GPU-hours at"] = f"{tflops:.4g} TFLOP/s ({source})"
+    if stopped:
+        rows["note"] = f"planning on stand-in images stopped at {stopped}; later rounds may add jobs"
+    rows["command"] = f"python -m raptor sweep --chapter {name} --profile {profile} --dry-run"
+    return pd.DataFrame({f"{profile} profile: cost": rows})
 
 
 def describe(jobs: Sequence[Job], throughput: tuple[str, float] | None, first: int = 1) -> str:
     """The job table (its round, counting the ready ones' as ``first``; kind, TFLOPs, GPU-hours,
     what) and the totals; GPU-hours at the measured ``throughput``, else estimated
-    (:func:`assumed_throughput`, marked ``~``)."""
-    source, tflops = throughput or assumed_throughput()
+    (:func:`~raptor.gpu_cost.assumed_throughput`, marked ``~``)."""
+    source, tflops = throughput or gpu_cost.assumed_throughput()
     mark = "" if throughput else "~"
-    hours = [j.flops / tflops / 1e12 / 3600 for j in jobs]
+    hours = [gpu_cost.gpu_hours(j.flops, tflops) for j in jobs]
     rows = [f"  {'round':<6}{'kind':<9}{'TFLOP':>11}{'GPU-h':>10}  what"]
     for job, h in zip(jobs, hours):
         rows.append(f"  {first + (not job.ready):<6}{job.kind:<9}{job.flops / 1e12:11.4g}"
@@ -335,7 +337,7 @@ def sweep(name: str, profile: str, overrides: Mapping[str, Any] | None = None,
         jobs, stopped = plan(name, profile, overrides, dry=True)
         out(f"dry run of chapter {name} at profile {profile}: parameters checked")
         out("\n".join(["inputs missing:", *problems]) if problems else "inputs: all found")
-        out(describe(jobs, gpu_throughput()) if jobs else
+        out(describe(jobs, gpu_cost.gpu_throughput()) if jobs else
             "nothing to train: every model it asks for is cached, or it asks for none")
         if _uneven(jobs, opts.ranks):
             out(_uneven(jobs, opts.ranks))
@@ -362,7 +364,7 @@ def sweep(name: str, profile: str, overrides: Mapping[str, Any] | None = None,
         if _uneven(ready, opts.ranks):
             raise RunnerError(_uneven(ready, opts.ranks))
         out(f"round {round_}: {len(ready)} of {len(jobs)} missing trainings ready\n"
-            + describe(ready, gpu_throughput(), round_))
+            + describe(ready, gpu_cost.gpu_throughput(), round_))
         running = []
         for kind in ("teacher", "student"):  # one array each: a teacher is one process, one GPU
             group = [j for j in ready if j.kind == kind]
@@ -399,6 +401,12 @@ def atlas_job(cell: atlas_design.Cell, folder: Path, data_root: str | None, devi
     return str(atlas.save(atlas.measure(cell, data_root=data_root, device=device), folder))
 
 
+def atlas_stage2(results: Path) -> list[atlas_design.Cell]:
+    """Stage 2's cells, chosen by the atlas chapter's C1 test on the cells in ``results``."""
+    page = chapter("atlas")
+    return page.stage2(page.compute(page.Spec(results=str(results.resolve()))))
+
+
 def atlas_sweep(cells: Sequence[atlas_design.Cell], opts: Options = Options(), *,
                 folder: Path = atlas_design.RESULTS, data_root: str | None = None,
                 device: str = "auto", dry_run: bool = False, out: Any = print) -> int:
@@ -418,7 +426,7 @@ def atlas_sweep(cells: Sequence[atlas_design.Cell], opts: Options = Options(), *
     out(f"atlas: {len(cells) - len(todo)} of {len(cells)} cells stored in {folder}")
     if not jobs:
         return 0
-    out(describe(jobs, gpu_throughput()) + "\n  (FLOPs: each cell's whole budget; GPU-hours: a "
+    out(describe(jobs, gpu_cost.gpu_throughput()) + "\n  (FLOPs: each cell's whole budget; GPU-hours: a "
         "lower bound, as ViTs this small keep a GPU far below its peak)")
     if dry_run:
         return 0

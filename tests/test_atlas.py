@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -29,6 +30,28 @@ def test_stage1_is_the_stated_design_cheapest_first() -> None:
     assert all(c.width == 64 and not c.p for c in cells if c.patch == 4)
     costs = [c.step_cost() * atlas_design.budget_epochs(c.images) * c.images for c in cells]
     assert costs == sorted(costs) and {c.seed for c in cells} == {0}
+
+
+def test_stage2_takes_two_more_seeds_of_the_passing_cells_and_their_neighbours() -> None:
+    design = atlas_design.stage1()
+    centre = Cell(12, 64, 5000, 0.2)
+    assert {c.name for c in atlas_design.neighbours(centre, design)} == {
+        "L12-D64-n5000-p0.1-P7-s0", "L12-D64-n5000-p0.3-P7-s0", "L12-D64-n1000-p0.2-P7-s0",
+        "L12-D64-nfull-p0.2-P7-s0"}  # no cell at L = 8, 16 or D = 128 with p = 0.2
+    corner = Cell(8, 64, 1000)
+    assert {c.name for c in atlas_design.neighbours(corner, design)} == {
+        "L12-D64-n1000-p0-P7-s0", "L8-D128-n1000-p0-P7-s0", "L8-D64-n5000-p0-P7-s0",
+        "L8-D64-n1000-p0-P4-s0"}
+    excess = {c: 0.0 for c in design} | {centre: 0.01}
+    chosen = atlas_design.stage2(excess, [])  # none passes: the largest excess and its neighbours
+    assert len(chosen) == 10 and set(chosen) == {
+        dataclasses.replace(c, seed=s) for c in [centre, *atlas_design.neighbours(centre, design)]
+        for s in (1, 2)}
+    both = atlas_design.stage2(excess, [corner, centre])  # passing cells win over the largest excess
+    assert {dataclasses.replace(c, seed=0) for c in both} == {
+        corner, centre, *atlas_design.neighbours(corner, design), *atlas_design.neighbours(centre, design)}
+    assert [c.step_cost() * atlas_design.budget_epochs(c.images) * c.images for c in both[::2]] == \
+        sorted(c.step_cost() * atlas_design.budget_epochs(c.images) * c.images for c in both[::2])
 
 
 def test_budget_and_recipe() -> None:

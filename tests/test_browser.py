@@ -4,9 +4,11 @@ Every page of ``book/_build/html`` (built first unless it is newer than every so
 is served over HTTP and opened: no SEVERE console message, every image loaded, maths typeset by
 MathJax (no raw ``$$``, ``\\(`` or ``\\[`` left in the text), every internal link to an existing
 file and anchor, every claim ID of the claims page linked to an anchor, no stray ``PosixPath(…)``
-output, every claims table followed by a link to its data, and at a 420-px-wide viewport no
-horizontal scrolling of the page (a wide table scrolls in its own box) and no text past its right
-edge. Each chapter that tests claims opens with their verdicts: at 1,280 × 900 px every badge of its
+output, every claims table followed by a link to its data, every figure's caption linking to its
+data (CSV or JSON), and at a 420-px-wide viewport no horizontal scrolling of the page (a wide table
+or figure scrolls in its own box), no text past its right edge, and no figure text under 8 px as
+rendered (font sizes read from each SVG, scaled by the width it is shown at). Each chapter that
+tests claims opens with their verdicts: at 1,280 × 900 px every badge of its
 result box is in the first screen. Screenshots of each page (desktop first screen and phone) go to
 ``book/_build/screenshots/``. Planted broken sites prove that the checks fail. ``make browser`` runs these after ``make build``; elsewhere they skip, saying why.
 """
@@ -34,6 +36,7 @@ SHOTS = BOOK / "_build" / "screenshots"
 CHROMIUM, DRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 PHONE, DESKTOP = 420, 1280
 TOLERANCE = 2  # px of sub-pixel rounding
+MIN_TEXT_PX = 8  # the smallest figure text a phone shows
 
 browser = pytest.mark.browser
 
@@ -159,6 +162,15 @@ out.stray = [...document.querySelectorAll('.cell_output')]
 out.undata = [...document.querySelectorAll('table.rc-table:not(.rc-verdicts)')]
   .filter(t => { const next = (t.closest('.rc-scroll') || t).nextElementSibling;
                  return !(next && next.querySelector('a[href$=".json"], a[href$=".csv"]')); }).length;
+// a figure: an image of the text; the result box's repeats the figure of the chapter below
+const article = document.querySelector('article') || document.querySelector('main')
+  || document.body;
+out.unlinked = [...article.querySelectorAll('img')]
+  .filter(i => !i.closest('.rc-result-figure'))
+  .filter(i => { const f = i.closest('figure');
+                 return !(f && f.querySelector(
+                   'figcaption a[href$=".csv"], figcaption a[href$=".json"]')); })
+  .map(i => i.getAttribute('src'));
 const badges = [...document.querySelectorAll('.rc-result .rc-badge')];
 out.badges = badges.length;
 out.badgesFirstScreen = badges.filter(b => { const r = b.getBoundingClientRect();
@@ -182,6 +194,24 @@ for (const b of document.querySelectorAll('.rc-badge')) {
   if (r.right > window.innerWidth + tol) out.badges.push(b.textContent);
 }
 return out;
+"""
+
+FIGURE_TEXT = """
+const done = arguments[arguments.length - 1];
+const page = document.querySelector('article') || document.querySelector('main') || document.body;
+const imgs = [...page.querySelectorAll('img')]
+  .filter(i => /[.]svg([?#]|$)/.test(i.src) && i.getBoundingClientRect().width > 0);
+Promise.all(imgs.map(async i => {
+  const text = await (await fetch(i.src)).text();
+  const svg = new DOMParser().parseFromString(text, 'image/svg+xml').documentElement;
+  const box = (svg.getAttribute('viewBox') || '').trim().split(/[\\s,]+/).map(Number);
+  const units = box.length === 4 && box[2] ? box[2] : parseFloat(svg.getAttribute('width'));
+  // matplotlib draws text as glyph paths scaled by size / 100, or as <text> with a font size
+  const sizes = [...text.matchAll(/scale\\(([0-9.]+)[ ,]+-([0-9.]+)\\)/g)].map(m => 100 * m[1])
+    .concat([...text.matchAll(/font(?:-size)?:\\s*([0-9.]+)px/g)].map(m => +m[1]));
+  if (!sizes.length || !units) return null;
+  return [i.getAttribute('src'), Math.min(...sizes) * i.getBoundingClientRect().width / units];
+})).then(r => done(r.filter(Boolean))).catch(e => done(String(e)));
 """
 
 REDIRECT = re.compile(r'http-equiv="Refresh" content="0; url=([^"]+)"', re.I)
@@ -226,6 +256,8 @@ def check_site(site: Path, base: str, driver, shots: Path | None = None,
         problems += [f"{name}: stray output above a figure or table: {t!r}" for t in seen["stray"]]
         if seen["undata"]:
             problems.append(f"{name}: {seen['undata']} claims table(s) without a link to its data")
+        problems += [f"{name}: a figure without a link to its data (CSV or JSON): {src}"
+                     for src in seen["unlinked"]]
         if seen["badges"] != seen["badgesFirstScreen"] or seen["badges"] < boxes.get(name, 0):
             problems.append(f"{name}: {seen['badgesFirstScreen']} verdict badge(s) of the result "
                             f"box in the first screen at {DESKTOP} px, expected "
@@ -239,6 +271,12 @@ def check_site(site: Path, base: str, driver, shots: Path | None = None,
                             f"(scrollWidth {fit['scroll']} > innerWidth {fit['inner']})")
         problems += [f"{name}: text past the right edge at {PHONE} px: {t!r}" for t in fit["wide"]]
         problems += [f"{name}: verdict off-screen at {PHONE} px: {b!r}" for b in fit["badges"]]
+        texts = driver.execute_async_script(FIGURE_TEXT)
+        if isinstance(texts, str):
+            problems.append(f"{name}: figure text not measured: {texts}")
+        else:
+            problems += [f"{name}: figure text {px:.1f} px at {PHONE} px (under {MIN_TEXT_PX}): "
+                         f"{src}" for src, px in texts if px < MIN_TEXT_PX]
         if shots:
             driver.save_screenshot(str(shots / f"{name.replace('/', '_')[:-5]}-phone.png"))
     return problems
@@ -292,15 +330,26 @@ PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"
                     "0000000049454e44ae426082")
 
 
+#: a matplotlib-like figure 720 pt wide whose text is 9 pt (a glyph path scaled by 9 / 100)
+SVG = ('<svg xmlns="http://www.w3.org/2000/svg" width="720pt" height="72pt" viewBox="0 0 720 72">'
+       '<g transform="translate(10 40) scale(0.09 -0.09)"><path d="M 0 0 L 300 300 L 600 0 z"/></g>'
+       '</svg>')
+FIGURE = ('<figure style="overflow-x:auto"><img src="fig.svg" style="max-width:none;width:720px">'
+          '<figcaption>Fig. 1. <a href="fig.csv">Data (CSV)</a></figcaption></figure>')
+
+
 def _tiny_site(folder: Path, body: str) -> Path:
     folder.mkdir()
     (folder / "dot.png").write_bytes(PNG)
+    (folder / "fig.svg").write_text(SVG)
+    (folder / "fig.csv").write_text("x,y\n0,1\n")
     (folder / "other.html").write_text('<html><head><link rel="icon" href="data:,"></head><body><main>'
                                        '<h1 id="here">Other</h1></main></body></html>')
     (folder / "index.html").write_text(
         '<html><head><meta name="viewport" content="width=device-width">'
         '<link rel="icon" href="data:,"></head><body><main>'
-        f'<p>Fine text.</p><img src="dot.png"><a href="other.html#here">ok</a>{body}'
+        '<p>Fine text.</p><figure><img src="dot.png"><figcaption><a href="fig.csv">data</a>'
+        f'</figcaption></figure><a href="other.html#here">ok</a>{body}'
         '</main></body></html>')
     return folder
 
@@ -310,9 +359,10 @@ def test_a_clean_tiny_site_passes(tmp_path: Path, driver, serve) -> None:
     site = _tiny_site(tmp_path / "clean", "")
     assert check_site(site, serve(site), driver) == []
     fine = ('<div class="rc-result"><span class="rc-badge">✓ holds</span></div>'
+            '<div class="rc-result-figure"><img src="dot.png"></div>'  # a repeat: no link needed
             '<div class="rc-scroll" style="overflow-x:auto"><table class="rc-table"><tr>'
             '<td style="min-width:900px">wide, in its own box</td></tr></table></div>'
-            '<p class="rc-data"><a href="data.json">data</a></p>')
+            '<p class="rc-data"><a href="data.json">data</a></p>' + FIGURE)
     site = _tiny_site(tmp_path / "fine", fine)
     (site / "data.json").write_text("[]")
     assert check_site(site, serve(site), driver, boxes={"index.html": 1}) == []
@@ -341,6 +391,11 @@ def test_a_missing_result_box_is_caught(tmp_path: Path, driver, serve) -> None:
     ('<table class="rc-table"><tr><td>C1</td></tr></table>', "1 claims table.* without a link"),
     ('<div style="height:1200px"></div><div class="rc-result"><span class="rc-badge">✓ holds</span>'
      '</div>', "0 verdict badge.* in the first screen at 1280 px, expected 1"),
+    (FIGURE.replace('<a href="fig.csv">Data (CSV)</a>', ""),
+     "a figure without a link to its data .*: fig.svg"),
+    ('<div class="cell_output"><img src="dot.png"></div>', "a figure without a link to its data"),
+    (FIGURE.replace("max-width:none;width:720px", "max-width:100%"),
+     r"figure text [0-9.]+ px at 420 px \(under 8\): fig.svg"),
 ])
 def test_planted_faults_are_caught(tmp_path: Path, driver, serve, plant: str, expect: str) -> None:
     site = _tiny_site(tmp_path / "broken", plant)

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import scipy.stats as st
 
 from raptor import atlas, atlas_design, controls
 from raptor.atlas import Cell
 from raptor.book.chapters import atlas as chapter
-from raptor.book.claims import FAILS, HOLDS
+from raptor.book.claims import FAILS, HOLDS, INCONCLUSIVE
 from raptor.book.spec import SpecError
 
 
@@ -65,6 +66,23 @@ def test_table_figures_and_findings(stored, result) -> None:
     design = set(atlas_design.stage1())
     assert f["missing"] == str(len(design - set(stored[1]))) and chapter.claims(result) == []
     assert np.isfinite(result.dinov2b[3].excess)
+
+
+def test_seeds_of_one_cell_are_combined_by_a_binomial_test(stored, result) -> None:
+    """The controls are stored as seeds of one cell: one row, each seed's verdict, and over the
+    seeds "holds" only if the seeds saying so are too many for chance at 2.5% a seed and those
+    saying "does not hold" are not (scipy's binomial, the oracle)."""
+    _, answers = stored
+    (row,) = chapter.seeds_table(result).itertuples()
+    assert row.Index == "L12-D64-n1000-p0-P7" and row.seeds == len(answers)
+    assert row[3].split(", ") == [HOLDS if answers[c] else FAILS
+                                  for c in sorted(answers, key=lambda c: c.seed)]
+    n, holding = len(answers), sum(answers.values())
+    holds, fails = (st.binom.sf(m - 1, n, 0.025) < 0.05 for m in (holding, n - holding))
+    assert row[4] == (HOLDS if holds and not fails else FAILS if fails and not holds
+                      else INCONCLUSIVE)
+    one = dataclasses.replace(result, cells=result.cells[:1])
+    assert chapter.seeds_table(one).empty  # a single seed is no row
 
 
 def test_a_folder_without_results_is_refused_by_name(tmp_path: Path) -> None:

@@ -27,46 +27,83 @@ def logistic(mid: float, scale: float = 0.8) -> np.ndarray:
     return 1 / (1 + np.exp(-(DEPTH - mid) / scale))
 
 
-def test_c16_s_shape_saturation_and_order() -> None:
-    gamma = {"cls": logistic(5.5), "registers": logistic(3.0), "patches": logistic(4.2)}
-    c = ch.c16_directions_converge(gamma)
-    assert verdict(c) == HOLDS and "γ reaches 0.9 at layer registers 4.8 / patches" in c.ours
-    # A straight rise is not an S (the line wins), however monotone.
-    straight = {g: np.linspace(0.1, 1.0, L + 1) + 0.002 * (-1) ** DEPTH for g in gamma}
-    assert verdict(ch.c16_directions_converge(straight)) == FAILS
+def gamma_images(curve: np.ndarray, sd: float, n: int, seed: int = 0) -> np.ndarray:
+    """``n`` images' γ curves ``(n, L+1)``: ``curve`` plus independent image noise of size
+    ``sd`` at layers 0..L−1; γ_L = 1 by construction, as for a real image."""
+    y = curve + np.random.default_rng(seed).normal(0, sd, (n, len(curve)))
+    y[:, -1] = 1.0
+    return y
+
+
+GROUP_MIDS = (("registers", 3.0), ("patches", 4.2), ("cls", 5.5))
+
+
+def test_c16_controls_over_images() -> None:
+    """The S-shape and the order are judged on a bootstrap over images: logistic curves hold,
+    straight lines do not (the negative control a bootstrap over layers failed: there the
+    line's misfit leaked into the draws), a logistic on a few noisy images is inconclusive."""
+    s_curves = {g: gamma_images(logistic(mid), 0.1, 200, i)
+                for i, (g, mid) in enumerate(GROUP_MIDS)}
+    c = ch.c16_directions_converge(s_curves)
+    assert verdict(c) == HOLDS and "γ reaches 0.9 at layer registers 4.9 / patches" in c.ours
+    assert c.tests == 14  # 3 groups × (ΔAICc, midpoint > 0, < L, near 1) + 2 orders
+    lines = {g: gamma_images(np.linspace(0.1, 1.0, L + 1), 0.1, 200, i)
+             for i, (g, _) in enumerate(GROUP_MIDS)}
+    straight = ch.c16_directions_converge(lines)
+    assert verdict(straight) == FAILS
+    assert ("does not hold: registers S-shape (ΔAICc), patches S-shape (ΔAICc), cls S-shape "
+            "(ΔAICc)") in straight.detail
     # cls reaching 0.9 before registers breaks the paper's order.
-    assert verdict(ch.c16_directions_converge({**gamma, "cls": logistic(2.0)})) == FAILS
-    # Far from 1 at layer L−1: 0.49 [0.49, 0.76] is below 0.8 at 95%, not at the 99.5% that
-    # Bonferroni over 5 parts asks of "does not hold"; 0.30 [0.30, 0.55] is at both.
-    far = {g: np.r_[0.5 * logistic(3.5)[:-1], 1.0] for g in ("cls", "patches")}
-    assert verdict(ch.c16_directions_converge(far)) == INCONCLUSIVE
-    farther = {g: np.r_[0.3 * logistic(3.5)[:-1], 1.0] for g in ("cls", "patches")}
-    assert verdict(ch.c16_directions_converge(farther)) == FAILS
-    # A wide S-curve with noise: logistic and line within ±2 AICc of each other.
-    wide = 0.2 + 0.8 * logistic(4.0, 1.5) + np.random.default_rng(3).normal(0, 0.01, L + 1)
-    noisy = {"cls": np.r_[wide[:-1], 1.0]}
-    assert ch.sigmoid_vs_linear(noisy["cls"]).delta_aicc == pytest.approx(0, abs=2)
-    assert verdict(ch.c16_directions_converge(noisy)) == INCONCLUSIVE
-    short = ch.c16_directions_converge({"cls": logistic(2.0)[:5]})
+    early = {**s_curves, "cls": gamma_images(logistic(2.0), 0.1, 200, 9)}
+    assert "does not hold: patches before cls" in ch.c16_directions_converge(early).detail
+    # The same logistic on 8 noisy images: no verdict either way; on 400, it holds.
+    assert verdict(ch.c16_directions_converge({"cls": gamma_images(logistic(4.0), 0.2, 8)})) \
+        == INCONCLUSIVE
+    assert verdict(ch.c16_directions_converge({"cls": gamma_images(logistic(4.0), 0.2, 400)})) \
+        == HOLDS
+    short = ch.c16_directions_converge({"cls": gamma_images(logistic(2.0), 0.1, 20)[:, :5]})
     assert verdict(short) == UNTESTABLE
 
 
-def test_c16_fit_at_its_bound_and_intervals_over_layers() -> None:
+def test_c16_without_image_noise_its_intervals_collapse_to_the_point_fit() -> None:
+    # one curve per group, off the logistic by a fixed wiggle (an exact one has RSS ~ 0, where
+    # AICc's log(RSS) is round-off), every image the same
+    curve = {g: np.r_[_noisy(logistic(mid)[:-1], 0.01, i), 1.0]
+             for i, (g, mid) in enumerate(GROUP_MIDS)}
+    same = {g: np.tile(v, (50, 1)) for g, v in curve.items()}
+    for draws in ch.image_resamples(same).values():
+        assert draws.shape == (ch.GAMMA_BOOT, L + 1)
+        np.testing.assert_allclose(draws, draws[:1].repeat(ch.GAMMA_BOOT, 0), atol=1e-12)
+    c = ch.c16_directions_converge(same)
+    assert verdict(c) == HOLDS
+    for g, _ in GROUP_MIDS:
+        fit = ch.sigmoid_vs_linear(curve[g])
+        d, m = f"{fit.delta_aicc:.1f}", f"{fit.mid:.1f}"
+        assert f"{g}: ΔAICc={d} [{d}, {d}], midpoint {m} [{m}, {m}]" in c.ours
+
+
+def test_c16_fit_at_its_bound_near_one_and_paired_order() -> None:
     # A saturating exponential is one arm of an S: the logistic's midpoint sits at its bound
-    # (−L), not estimated, so the S-shape is open; near 1 holds.
-    arm = ch.c16_directions_converge({"cls": 1 - 0.9 * np.exp(-DEPTH / 2)})
-    assert verdict(arm) == INCONCLUSIVE and "midpoint -8.0 (at the fit's bound)" in arm.ours
-    assert core(arm).endswith("; inconclusive: cls S-shape")
-    # Two groups reaching 0.9 within a fraction of a layer, give or take the layers' scatter.
-    rng = np.random.default_rng(5)
-    tie = {g: np.r_[logistic(mid)[:-1] + rng.normal(0, 0.03, L), 1.0]
-           for g, mid in (("registers", 4.0), ("patches", 4.1))}
-    tied = ch.c16_directions_converge(tie)
-    assert verdict(tied) == INCONCLUSIVE
-    assert core(tied).endswith("; inconclusive: registers before patches")
+    # (−L), which stands for one at or beyond it: outside (0, L), so not an S.
+    arm = ch.c16_directions_converge({"cls": gamma_images(1 - 0.9 * np.exp(-DEPTH / 2), 0.05,
+                                                          200)})
+    assert verdict(arm) == FAILS and "midpoint -8.0 [-8.0, -8.0] (at the fit's bound)" in arm.ours
+    assert core(arm).endswith("; does not hold: cls midpoint > 0")
     # Far from 1 at layer L−1, on the whole interval.
-    far = ch.c16_directions_converge({"cls": np.r_[0.5 * logistic(3.5)[:-1], 1.0]})
-    assert verdict(far) == FAILS and "does not hold: cls near 1" in far.detail
+    far = ch.c16_directions_converge({"cls": gamma_images(np.r_[0.5 * logistic(3.5)[:-1], 1.0],
+                                                          0.1, 200)})
+    assert verdict(far) == FAILS and core(far).endswith(", cls near 1")
+    # Each image's curve shifted by its own amount, the same in both groups: patches reach 0.9
+    # 0.3 layers after registers in every image. Resampling the same images for both groups
+    # (paired) sees it; with the images' pairing broken, the spread between images hides it.
+    shift = np.random.default_rng(2).normal(0, 1.5, (100, 1))
+    pair = {g: 1 / (1 + np.exp(-(DEPTH - 4.0 - shift - lag) / 0.8))
+            for g, lag in (("registers", 0.0), ("patches", 0.3))}
+    paired = ch.c16_directions_converge(pair)
+    assert "registers before patches" not in core(paired)
+    broken = {**pair, "patches": pair["patches"][::-1]}
+    assert core(ch.c16_directions_converge(broken)).endswith(
+        "; inconclusive: registers before patches")
 
 
 def test_crossing_interpolates() -> None:
@@ -390,9 +427,8 @@ def _power_inputs(effect: bool) -> dict[str, Claim]:
     (``effect``), else without it; noise at or above what the cpu book measured."""
     rng = np.random.default_rng(0)
     if effect:
-        gamma = {g: np.r_[_noisy(logistic(mid)[:-1], 0.01, i), 1.0]
-                 for i, (g, mid) in enumerate((("registers", 3.0), ("patches", 4.2),
-                                               ("cls", 5.5)))}
+        gamma = {g: gamma_images(logistic(mid), 0.1, N_CPU, i)
+                 for i, (g, mid) in enumerate(GROUP_MIDS)}
         norms = {g: _noisy(1 + 0.5 * DEPTH, 0.05, i) for i, g in enumerate(gamma)}
         first, labels = clustered(1.0, n=N_CPU)
         last, _ = clustered(0.3, n=N_CPU, seed=1)
@@ -410,8 +446,8 @@ def _power_inputs(effect: bool) -> dict[str, Claim]:
         lam = {"cls": np.array([0.97, 0.5]), "registers": np.array([0.9]),
                "patches": np.array([0.85])}
     else:
-        gamma = {g: np.r_[_noisy(np.linspace(0.1, 0.95, L), 0.01, i), 1.0]
-                 for i, g in enumerate(("registers", "patches", "cls"))}
+        gamma = {g: gamma_images(np.r_[np.linspace(0.1, 0.95, L), 1.0], 0.1, N_CPU, i)
+                 for i, (g, _) in enumerate(GROUP_MIDS)}
         norms = {g: _noisy(np.full(L + 1, 3.0), 0.05, i) for i, g in enumerate(gamma)}
         first, labels = clustered(0.5, n=N_CPU)
         last, _ = clustered(0.5, n=N_CPU, seed=1)

@@ -122,6 +122,22 @@ def test_versus_reads_the_interval_against_the_threshold(low: float, high: float
     assert claim("C1", paper="p", ours="o", holds=verdict).verdict == verdict
 
 
+@pytest.mark.parametrize("low, high, above, verdict", [
+    (2.5, 9.0, True, HOLDS), (-9.0, -2.5, True, FAILS), (-1.0, 1.0, True, INCONCLUSIVE),
+    (-2.5, 1.0, True, INCONCLUSIVE), (1.0, 2.5, True, INCONCLUSIVE),
+    (-9.0, -2.5, False, HOLDS), (2.5, 9.0, False, FAILS), (-1.0, 1.0, False, INCONCLUSIVE)])
+def test_versus_with_a_band_of_indifference(low: float, high: float, above: bool,
+                                            verdict: str) -> None:
+    """Holds beyond ``threshold``, does not hold only beyond ``against``: an interval inside the
+    band between them, or across either edge, is inconclusive."""
+    t, f = (2.0, -2.0) if above else (-2.0, 2.0)
+    assert versus(low, high, t, above=above, against=f) == verdict
+    p = part(((low + high) / 2, low, high), t, above=above, against=f)
+    assert p.verdict() == verdict
+    with pytest.raises(ValueError, match="against"):
+        versus(0.0, 1.0, t, above=above, against=t + (1 if above else -1))
+
+
 def test_versus_and_claim_reject_bad_input() -> None:
     with pytest.raises(ValueError, match="low <= high"):
         versus(0.9, 0.1, 0.5)

@@ -83,6 +83,11 @@ def test_convergence_is_one_at_last_layer_and_matches_numpy() -> None:
         assert res[name].mean[-1] == 1.0 and res[name].std[-1] == 0.0
         np.testing.assert_allclose(res[name].mean, gamma[:, :, s].mean(axis=(0, 2)), atol=1e-12)
         np.testing.assert_allclose(res[name].std, gamma[:, :, s].std(axis=(0, 2)), atol=1e-10)
+    per_image = dy.image_convergence(x, GROUPS)
+    for name, s in GROUPS.items():
+        assert per_image[name].shape == (x.shape[0], x.shape[1])
+        np.testing.assert_allclose(per_image[name], gamma[:, :, s].mean(axis=2), atol=1e-12)
+        np.testing.assert_allclose(per_image[name].mean(axis=0), res[name].mean, atol=1e-12)
 
 
 @pytest.mark.parametrize("theta", [1e-8, 1e-4, 0.3, 2.0, math.pi - 1e-4, math.pi - 1e-7])

@@ -373,7 +373,21 @@ def test_command_line_reports_bad_input_and_dry_run_writes_nothing(
     assert main(argv + ["--dry-run"]) == 0
     printed = capsys.readouterr().out
     assert '"stage1": "to do"' in printed and '"probe:student:imagenet": "to do"' in printed
+    assert '"one run": "' in printed and "GPU-hours" in printed
     assert not (tmp_path / "out").exists()
+
+
+def test_the_runs_cost_is_six_params_tokens_images() -> None:
+    """DINOv2-B at 224 px (256 patches, cls and 4 registers): the distillation's 625,000 steps of
+    64 images at 6 FLOPs a parameter and token, the probe's 15 epochs of ImageNet forward."""
+    with torch.device("meta"):
+        params = sum(p.numel() for p in timm.create_model(
+            "vit_base_patch14_reg4_dinov2.lvd142m", pretrained=False, img_size=224).parameters())
+    table = pipeline.cost().iloc[:, 0]
+    runs = 6 * params * 261 * 625_000 * 64 + 2 * params * 261 * 15 * 1_281_167
+    assert table["one run"].startswith(f"{runs / 1e15:.4g} PFLOP, ")
+    assert table.index[3].startswith("Table 1's 9 runs")
+    assert table.iloc[3].startswith(f"{9 * runs / 1e15:.4g} PFLOP")
 
 
 def test_parse_args_defaults_are_the_papers_and_options_are_the_fields() -> None:

@@ -9,8 +9,10 @@ smoke result, and the notebooks' figure cells are run as they are written.
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import inspect
+import io
 import multiprocessing
 import os
 import re
@@ -32,12 +34,14 @@ import matplotlib.pyplot as plt  # after the backend is chosen
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.cm import ScalarMappable
 from matplotlib.text import Text
+from matplotlib.transforms import ScaledTranslation
 
 COLUMN = 780 / 96  # inches: the book's text column at 96 px per inch
 CHAPTERS = [name for name in MODULES if name != "claims"]
 FIGURE_CELL = re.compile(r'^fig = chapter\.(\w+_figure)\(result\)\n'
                          r'glue\("(fig-[a-z0-9-]+)", fig, display=False\)\n'
-                         r'plotting\.save\(fig, "(\w+)"\)$')
+                         r'glue\("\2-sources", plotting\.save\(fig, "(\w+)"'
+                         r'(?:, paper=[^)]+\)?)?\), display=False\)$')
 LAYER_AXES = ("layer", "injection layer")
 
 
@@ -234,14 +238,96 @@ def test_figure_refuses_a_width_over_the_column() -> None:
         plotting.figure(width=9)
 
 
-def test_save_writes_svg_and_pdf_and_closes(tmp_path: Path) -> None:
+def test_save_writes_svg_pdf_and_csv_closes_and_returns_the_sources_line(tmp_path: Path) -> None:
     fig, _ = _fine()
-    assert plotting.save(fig, "x", tmp_path) is None  # no stray output in a notebook
+    line = plotting.save(fig, "x", tmp_path, paper="Fig. 4B–E")
     path = tmp_path / "x.svg"
     assert path.read_text().lstrip().startswith("<?xml") and "<svg" in path.read_text()
     assert path.with_suffix(".pdf").read_bytes().startswith(b"%PDF")
+    rows = list(csv.DictReader(path.with_suffix(".csv").open()))
+    assert [(r["x"], r["y"]) for r in rows] == [("0.0", "1.0"), ("1.0", "0.0"), ("2.0", "1.0")]
     assert not plt.fignum_exists(fig.number)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.pdf", "x.svg"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.csv", "x.pdf", "x.svg"]
+    assert line.data == (f"{{download}}`Data (CSV) <{tmp_path.as_posix()}/x.csv>` · [The "
+                         "paper's Fig. 4B–E](https://arxiv.org/html/2512.19941#S2) (arXiv, §2)")
+
+
+@pytest.mark.parametrize("paper, section", [("Fig. 1", 2), ("Figs. 8–12", 4), ("Fig. 14", 3),
+                                            ("Table 1", 3)])
+def test_sources_link_the_section_that_shows_the_papers_figure(paper: str, section: int) -> None:
+    assert plotting.sources("f.csv", paper).data.endswith(
+        f"[The paper's {paper}](https://arxiv.org/html/2512.19941#S{section}) (arXiv, §{section})")
+    assert plotting.sources("f.csv").data == "{download}`Data (CSV) <f.csv>`"
+    assert plotting.sources("f.csv", ("Fig. 4B", "Fig. 14")).data.count("arxiv.org") == 2
+
+
+@pytest.mark.parametrize("paper", ["Fig. 16", "Table 3", "figure 1", "Fig. 1 and more"])
+def test_sources_refuse_a_figure_the_paper_does_not_have(paper: str, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=f"paper must name .* got {re.escape(repr(paper))}"):
+        plotting.sources("f.csv", paper)
+    fig, _ = _fine()
+    with pytest.raises(ValueError, match="paper must name"):
+        plotting.save(fig, "x", tmp_path / "figures", paper=paper)
+    assert not (tmp_path / "figures").exists()  # refused before any file is written
+    plt.close(fig)
+
+
+def _rows(fig: plt.Figure, kind: str) -> list[dict[str, str]]:
+    text = plotting.figure_csv(fig)
+    plt.close(fig)
+    return [r for r in csv.DictReader(io.StringIO(text)) if r["kind"] == kind]
+
+
+def test_figure_data_gives_back_every_plotted_number_exactly() -> None:
+    """An oracle: numbers that no decimal rounding keeps (1/3, 2/7, 1e-17) come back bit for bit,
+    each labelled by panel, axis labels and legend label."""
+    x, y = np.array([0.0, 1 / 3, 2 / 7]), np.array([1e-17, np.pi, -2 / 3])
+    fig, ((ax,),) = plotting.figure(width=4)
+    ax.plot(x, y, label="curve")
+    ax.set(title="(A) a panel", xlabel="layer", ylabel="R²")
+    rows = _rows(fig, "line")
+    assert [(float(r["x"]), float(r["y"])) for r in rows] == list(zip(x, y))
+    assert {(r["panel"], r["x_label"], r["y_label"], r["series"]) for r in rows} == \
+        {("(A) a panel", "layer", "R²", "curve")}
+
+
+def test_figure_data_reads_matrices_in_layer_numbers_with_their_outlines() -> None:
+    S = np.array([[1.0, 0.25], [0.25, 1.0]])
+    fig = plotting.similarity_panels({"teacher": S}, ncols=1,
+                                     partitions={"teacher": [(0, 1), (1, 2)]})
+    text = plotting.figure_csv(fig)
+    rows = list(csv.DictReader(io.StringIO(text)))
+    pixels = {(r["x"], r["y"]): r["value"] for r in rows if r["kind"] == "image"}
+    assert {r["series"] for r in rows if r["kind"] == "image"} == {plotting.SIMILARITY_LABEL}
+    assert pixels == {("1.0", "1.0"): "1.0", ("2.0", "1.0"): "0.25", ("1.0", "2.0"): "0.25",
+                      ("2.0", "2.0"): "1.0"}  # layers 1 and 2, not matrix indices 0 and 1
+    outline = [r for r in rows if r["series"] == "phase 2 outline"]
+    assert {float(r["x"]) for r in outline} == {1.5, 2.5}  # layer 2's cell
+    assert "cosine similarity" not in {r["panel"] for r in rows}  # the colour bar is no panel
+    plt.close(fig)
+
+
+def test_figure_data_reads_error_bars_bands_thresholds_and_coloured_points() -> None:
+    fig, ((ax,),) = plotting.figure(width=4)
+    ax.errorbar([0.0, 0.5], [1.0, 2.0], yerr=[0.5, 0.25], capsize=3, label="acc")
+    ax.fill_between([0.0, 1.0, 2.0], [0.0, 1.0, 2.0], [1.0, 3.0, 4.0], label="seeds")
+    ax.axhline(0.75, label="_threshold")
+    ax.scatter([1.0], [3.0], c=[7.0])
+    ax.set_xticks([0, 1, 2], ["k=2", "k=3", "k=4"])
+    text = plotting.figure_csv(fig)
+    plt.close(fig)
+    rows = list(csv.DictReader(io.StringIO(text)))
+    got = {tuple(r[c] for c in ("kind", "series", "x", "x_tick", "y", "y_low", "y_high", "value"))
+           for r in rows}
+    assert got == {
+        ("error bar", "acc", "0.0", "k=2", "1.0", "0.5", "1.5", ""),
+        ("error bar", "acc", "0.5", "", "2.0", "1.75", "2.25", ""),
+        ("band", "seeds", "0.0", "k=2", "", "0.0", "1.0", ""),
+        ("band", "seeds", "1.0", "k=3", "", "1.0", "3.0", ""),
+        ("band", "seeds", "2.0", "k=4", "", "2.0", "4.0", ""),
+        ("horizontal line", "threshold", "", "", "0.75", "", "", ""),
+        ("points", "points 3", "1.0", "k=3", "3.0", "", "", "7.0"),
+    }
 
 
 def _save_many(folder: str) -> int:
@@ -256,7 +342,7 @@ def test_two_processes_saving_one_figure_do_not_collide(tmp_path: Path) -> None:
     with ctx.Pool(2) as pool:
         pids = pool.map(_save_many, [str(tmp_path)] * 2)
     assert len(set(pids)) == 2
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.pdf", "x.svg"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.csv", "x.pdf", "x.svg"]
 
 
 def test_profile_of_names_the_profile_or_what_changed() -> None:
@@ -353,6 +439,8 @@ def test_notebook_figures_are_glued_numbered_and_captioned(name: str) -> None:
     for i, match in cells:
         assert "hide-input" in nb.cells[i].metadata.get("tags", [])
         text = caption(nb, match[2])
+        assert text.endswith(f"{{glue:md}}`{match[2]}-sources:myst`"), \
+            f"{match[2]}: the caption's last line is its sources (data, the paper's figure)"
         assert "paper" in text and f"{{glue:text}}`{name}-profile`" in text, text
         assert len(text) > 80, f"{match[2]}: a caption should say what the figure shows"
     assert not any("plt.show()" in c.source for c in nb.cells)
@@ -389,7 +477,24 @@ def test_notebook_figure_cells_run_on_the_smoke_result(name: str, smoke_result, 
         fig = glued[match[2]]
         assert isinstance(fig, plt.Figure) and problems(fig) == []
         assert (tmp_path / "figures" / f"{match[3]}.svg").exists()
+        data = (tmp_path / "figures" / f"{match[3]}.csv").read_text()
+        assert len(data.splitlines()) > 1, f"{match[3]}.csv holds no numbers"
+        assert glued[f"{match[2]}-sources"].data.startswith(
+            f"{{download}}`Data (CSV) <figures/{match[3]}.csv>`")
         first = first_layer(fig)
         said = caption(nb, match[2])
         assert (plotting.LAYERS in said) == (first == 0), (match[2], first)
         assert (plotting.BLOCK_LAYERS in said) == (first == 1), (match[2], first)
+
+
+def test_figure_data_keeps_a_series_shifted_on_screen_and_leaves_out_axes_decoration() -> None:
+    """A series drawn sideways by a few points (finding-phases' C2 figure) keeps its true x; a
+    line in axes coordinates (decoration, not data) is left out; a log axis is no category."""
+    fig, ((ax,),) = plotting.figure(width=4)
+    shift = ScaledTranslation(3 / 72, 0, fig.dpi_scale_trans)
+    ax.plot([100.0, 300.0], [0.5, 0.75], transform=ax.transData + shift, label="k=2")
+    ax.plot([0, 1], [0, 1], transform=ax.transAxes, label="diagonal of the axes")
+    ax.set_xscale("log")
+    rows = _rows(fig, "line")
+    assert [(r["series"], r["x"], r["x_tick"], r["y"]) for r in rows] == \
+        [("k=2", "100.0", "", "0.5"), ("k=2", "300.0", "", "0.75")]

@@ -163,6 +163,23 @@ def test_sigmoid_beats_a_line_only_on_an_s_curve():
     assert arm.mid_at_bound and arm.mid == pytest.approx(-8.0)
 
 
+def test_sigmoid_warm_start_finds_the_cold_fit():
+    """A refit started from a fit (a bootstrap's) reaches the several starts' optimum: on the
+    same curve the same fit, on a nearby one the cold fit's."""
+    x = np.arange(9.0)
+    rng = np.random.default_rng(1)
+    s = 0.1 + 0.9 / (1 + np.exp(-(x - 4.5) / 0.7))
+    y0 = s + rng.normal(0, 0.01, 9)
+    fit = sigmoid_vs_linear(y0)
+    same = sigmoid_vs_linear(y0, start=fit)
+    assert (same.delta_aicc, same.mid) == pytest.approx((fit.delta_aicc, fit.mid), abs=1e-6)
+    for _ in range(5):
+        y = s + rng.normal(0, 0.02, 9)
+        warm, cold = sigmoid_vs_linear(y, start=fit), sigmoid_vs_linear(y)
+        assert warm.delta_aicc == pytest.approx(cold.delta_aicc, abs=1e-6)
+        assert warm.mid == pytest.approx(cold.mid, abs=1e-4)
+
+
 @pytest.mark.parametrize("call, match", [
     (lambda: wilson(0.5, 0), "n >= 1"), (lambda: wilson(1.5, 10), "acc in"),
     (lambda: wilson(0.5, 10, level=0), "level"), (lambda: bootstrap_mean([1.0]), ">= 2"),

@@ -19,8 +19,9 @@ from raptor.book.specs import MODULES
 from raptor.book.runner import RunnerError
 from raptor.storage.cache import entry_name, entry_path, planning
 from raptor import atlas, atlas_design
+from raptor.gpu_cost import gpu_throughput
 from raptor.job_options import Options
-from raptor.sweep import Job, atlas_sweep, describe, gpu_throughput, plan, sweep, train_job
+from raptor.sweep import Job, atlas_sweep, cost, describe, plan, sweep, train_job
 from raptor.teachers import (TeacherConfig, TeacherRequest, TrainConfig, get_teacher, teacher_key,
                              teacher_snapshot)
 from raptor.train import DistillConfig, StudentRequest, get_student, student_key
@@ -202,6 +203,18 @@ def test_a_dry_plan_asks_for_the_trainings_a_real_plan_asks_for(fresh_cache: Pat
                             if j.kind == "teacher"]
         assert sorted((j.flops, j.ready) for j in real if j.kind == "student") == sorted(
             (j.flops, j.ready) for j in dry if j.kind == "student")
+
+
+def test_a_chapters_cost_is_its_dry_plan_from_an_empty_cache(fresh_cache: Path) -> None:
+    """The cost table counts every training the chapter asks for, also those already cached."""
+    jobs, _ = plan(CHAPTER, "smoke", dry=True)
+    teachers = [j for j in jobs if j.kind == "teacher"]
+    total = (f"{len(jobs)} trainings ({len(teachers)} teachers, {len(jobs) - len(teachers)} "
+             f"students): {sum(j.flops for j in jobs) / 1e15:.4g} PFLOP, ~")
+    assert cost(CHAPTER, "smoke").loc["total"].item().startswith(total)
+    train_job(teachers[0], None)
+    assert len(plan(CHAPTER, "smoke", dry=True)[0]) < len(jobs)
+    assert cost(CHAPTER, "smoke").loc["total"].item().startswith(total)
 
 
 def test_a_sweep_lacking_its_data_submits_nothing(fresh_cache: Path, isolated_data: None,

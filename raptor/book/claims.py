@@ -115,15 +115,22 @@ def claim(claim_id: str, *, paper: str, ours: str, holds: bool | str | None,
     return Claim(claim_id, CLAIMS[claim_id], paper, ours, verdict, detail, tests=tests)
 
 
-def versus(low: float, high: float, threshold: float, *, above: bool = True) -> str:
+def versus(low: float, high: float, threshold: float, *, above: bool = True,
+           against: float | None = None) -> str:
     """The verdict of "the number exceeds ``threshold``" (``above=False``: stays below it) from
     its interval ``[low, high]``: ``holds`` / ``does not hold`` when the whole interval lies on
-    one side, ``inconclusive`` when it spans the threshold."""
+    one side, ``inconclusive`` when it spans the threshold. ``against``: a second threshold, on
+    the other side, that the interval must lie wholly beyond for ``does not hold`` (a band of
+    indifference between the two, e.g. ΔAICc within ±2)."""
+    against = threshold if against is None else against
     if not low <= high:
         raise ValueError(f"need an interval with low <= high, got [{low}, {high}]")
+    if (against > threshold) if above else (against < threshold):
+        raise ValueError(f"against ({against}) must lie on the failing side of the threshold "
+                         f"({threshold})")
     lo, hi = (low, high) if above else (-high, -low)
-    t = threshold if above else -threshold
-    return HOLDS if lo > t else FAILS if hi <= t else INCONCLUSIVE
+    t, f = (threshold, against) if above else (-threshold, -against)
+    return HOLDS if lo > t else FAILS if hi <= f else INCONCLUSIVE
 
 
 SIDE_ERROR = 0.025  # a 95% two-sided interval's chance of lying wholly on one wrong side
@@ -139,10 +146,12 @@ class Part:
     interval: Callable[[float], tuple[float, float]]
     threshold: float
     above: bool = True
+    against: float | None = None  # :func:`versus`' threshold for "does not hold"
 
     def verdict(self, level: float = LEVEL) -> str:
         """:func:`versus` on the interval at ``level``."""
-        return versus(*self.interval(level), self.threshold, above=self.above)
+        return versus(*self.interval(level), self.threshold, above=self.above,
+                      against=self.against)
 
 
 @functools.cache
@@ -151,11 +160,11 @@ def _z(level: float) -> float:
 
 
 def part(iv: Interval | tuple[float, float, float], threshold: float, *,
-         above: bool = True) -> Part:
+         above: bool = True, against: float | None = None) -> Part:
     """A :class:`Part` from a 95% interval ``iv`` (an :class:`~raptor.stats.Interval` or
     ``(estimate, low, high)``), taken to another level by scaling each side's half-width by
     ``z(level) / z(95%)``: exact for a normally distributed estimate, a normal approximation for
-    a percentile bootstrap or a score interval."""
+    a percentile bootstrap or a score interval; ``against``: :func:`versus`'."""
     est, low, high = (iv.estimate, iv.low, iv.high) if isinstance(iv, Interval) else iv
     centre = min(max(est, low), high)  # a bootstrap's estimate may lie outside its percentiles
 
@@ -163,7 +172,7 @@ def part(iv: Interval | tuple[float, float, float], threshold: float, *,
         r = _z(level) / _z(LEVEL)
         return centre - r * (centre - low), centre + r * (high - centre)
 
-    return Part(interval, threshold, above)
+    return Part(interval, threshold, above, against)
 
 
 def conjunction(parts: Sequence[str | Part]) -> list[str]:

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import timm
 import torch
 import torch.distributed as dist
@@ -50,8 +51,9 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 from torchvision.datasets import ImageFolder
 
-from raptor.analysis import unreadable_images
-from raptor.catalog import DatasetNotFoundError
+from raptor import gpu_cost
+from raptor.analysis import unreadable_images, vit_shape
+from raptor.catalog import DatasetNotFoundError, dataset_info
 from raptor.data import ThreadedImages, get_datasets, subset
 from raptor.dinov2.cli import add_options, field_defaults, numbers
 from raptor.dinov2.dense_data import ADE20k, NYUv2Depth
@@ -61,7 +63,8 @@ from raptor.dinov2.run_folder import (STUDENT_FILE, WORK_FILE, check_distillatio
 from raptor.dinov2.table1 import format_table, table1_results
 from raptor.distributed import cpu_share, init_distributed
 from raptor.model import Raptor, flops_per_image, repeats_from_partition
-from raptor.paper import ADE20K_SIZE, DINOV2_B_DEPTH, DINOV2_B_PARTITIONS, IMG_SIZE, RECIPE
+from raptor.paper import (ADE20K_SIZE, DINOV2_B_DEPTH, DINOV2_B_PARTITIONS, IMG_SIZE, RECIPE,
+                          TABLE1_SEEDS)
 from raptor.probes import (ADE20K_PROBE, IMAGENET_PROBE, NYUV2_PROBE, ProbeConfig, ProbeResult,
                            init_linear_head, probe_train_transform, train_linear_probe)
 from raptor.storage.artifacts import sha256
@@ -464,9 +467,38 @@ def _dry_run(plan: _Plan) -> dict[str, Any]:
                 "distill_images": len(plan.distill_set),
                 "probes": {p: [len(t), len(v)] for p, (t, v) in plan.probe_data.items()},
                 "flops_per_image": flops_per_image(raptor),
-                "teacher_flops_per_image": flops_per_image(plan.teacher)}
+                "teacher_flops_per_image": flops_per_image(plan.teacher),
+                "cost": cost(plan.cfg.distill, plan.cfg.model, plan.cfg.img_size).iloc[:, 0]
+                .to_dict()}
     _say(plan, "dry run, nothing trained:\n" + json.dumps(plan_out, indent=1))
     return plan_out
+
+
+def cost(distill: DistillConfig | None = None, model: str = DINOV2_B,
+         img_size: int = IMG_SIZE) -> pd.DataFrame:
+    """What one DINOv2 run (a Raptor of Table 1) costs on a GPU (:mod:`raptor.gpu_cost`), and
+    Table 1's runs: the distillation (a Raptor applies its blocks as often as ``model`` has layers,
+    so it costs ``model``'s parameters) and the ImageNet linear probe's forward passes through the
+    frozen student, every epoch."""
+    distill = distill or paper_distill(device="cpu")
+    vit = vit_shape(model, img_size)
+    params = sum(p.numel() for p in vit.parameters())
+    tokens = vit.patch_embed.num_patches + vit.num_prefix_tokens
+    source, tflops, mark = gpu_cost.throughput()
+    flops = {"distillation": gpu_cost.training_flops(
+                 params, tokens, distill.batch_size * (distill.stage1_steps + distill.stage2_steps)),
+             "ImageNet linear probe": gpu_cost.training_flops(
+                 params, tokens, IMAGENET_PROBE.epochs * dataset_info("imagenet").train_size)
+             / 3}  # forward passes only: 2 of the 6
+    runs = len(DINOV2_B_PARTITIONS) * TABLE1_SEEDS
+    rows = {what: f"{f / 1e15:.4g} PFLOP, {mark}{gpu_cost.gpu_hours(f, tflops):.3g} GPU-hours"
+            for what, f in {**flops, "one run": sum(flops.values()),
+                            f"Table 1's {runs} runs (k = 2, 3, 4; {TABLE1_SEEDS} seeds)":
+                                runs * sum(flops.values())}.items()}
+    rows["GPU-hours at"] = f"{tflops:.4g} TFLOP/s ({source})"
+    rows["not counted"] = ("the ADE20k and NYUv2 probes (smaller datasets), the teacher's "
+                           "forward passes")
+    return pd.DataFrame({f"the DINOv2 run: {model} at {img_size} px": rows})
 
 
 def run_pipeline(config: PipelineConfig | Sequence[str]) -> dict[str, Any]:

@@ -53,10 +53,12 @@ Images = Callable[[str, int | None, int, int], tuple[torch.Tensor, torch.Tensor]
 @dataclass(frozen=True)
 class _Plan:
     """What :func:`planning` holds: the planner's stand-ins for missing entries and (in a dry
-    run) for evaluation images, and the entries stood in for so far, by name."""
+    run) for evaluation images, whether stored entries count as missing (``fresh``), and the
+    entries stood in for so far, by name."""
 
     stand_in: StandIn
     images: Images | None
+    fresh: bool
     given: dict[str, tuple[Tensors, dict[str, Any]]] = field(default_factory=dict)
 
 
@@ -220,16 +222,18 @@ def entry_lock(path: Path) -> Iterator[None]:
 
 
 @contextmanager
-def planning(stand_in: StandIn, images: Images | None = None) -> Iterator[None]:
+def planning(stand_in: StandIn, images: Images | None = None, *,
+             fresh: bool = False) -> Iterator[None]:
     """Plan instead of build: inside, a missing entry is not built; ``stand_in(kind, config,
     request)`` gives what :func:`get_or_build` (and later :func:`load_entry`) return for it, e.g.
     untrained weights, so a chapter runs to its end and names every training it needs
     (:mod:`raptor.sweep`). ``images`` (a dry run) stands in for evaluation images: see
-    :func:`planned_images`. The plan ends with the block, also when it raises.
+    :func:`planned_images`. ``fresh``: every entry counts as missing, as in an empty cache. The
+    plan ends with the block, also when it raises.
     """
     if _plan.get() is not None:
         raise RuntimeError("planning() does not nest")
-    token = _plan.set(_Plan(stand_in, images))
+    token = _plan.set(_Plan(stand_in, images, fresh))
     try:
         yield
     finally:
@@ -249,7 +253,7 @@ def plan_entry(kind: str, config: Mapping[str, Any], request: object) -> None:
     if plan is None:
         raise RuntimeError("plan_entry() outside planning()")
     name = entry_name(kind, config)
-    if name not in plan.given and load_entry(kind, config) is None:
+    if name not in plan.given and (plan.fresh or load_entry(kind, config) is None):
         plan.given[name] = plan.stand_in(kind, config, request)
 
 

@@ -174,9 +174,10 @@ def flow_figure(result: Result) -> plt.Figure:
                           ylabel="rank of the update", title="(E) update rank", ax=ax_r,
                           first_layer=1, logy=True)
     circle = np.exp(1j * np.linspace(0, 2 * np.pi, 200))
-    ax_d.plot(circle.real, circle.imag, color="grey", lw=0.8)
+    ax_d.plot(circle.real, circle.imag, color="grey", lw=0.8, label="_unit circle")
     for color, (g, m) in zip(sns.color_palette("colorblind"), d.dmd.items()):
-        ax_d.scatter(m.eigenvalues.real, m.eigenvalues.imag, s=12, color=color)
+        ax_d.scatter(m.eigenvalues.real, m.eigenvalues.imag, s=12, color=color,
+                     label=f"_{g}, DMD λ")
     used = max(m.rank for m in d.dmd.values())
     ax_d.set(aspect="equal", xlabel=r"Re $\lambda$", ylabel=r"Im $\lambda$",
              title=f"(F) DMD, rank {used}")

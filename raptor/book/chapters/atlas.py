@@ -10,6 +10,7 @@ cross-fitted with a bootstrap interval) and sets it beside the paper's DINOv2-B 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +24,8 @@ from raptor import atlas, atlas_design, paper
 from raptor.atlas import Cell, CellResult
 from raptor.book import plotting
 from raptor.book.chapters.phase_structure import excess_row
-from raptor.book.claims import EXCESS_MIN, FAILS, HOLDS, INCONCLUSIVE, Claim, versus
+from raptor.book.claims import (EXCESS_MIN, FAILS, HOLDS, INCONCLUSIVE, Claim, across_seeds,
+                                 claim, versus)
 from raptor.book.specs.atlas import NAME, NOTEBOOK, PAPER, SMOKE, Spec  # noqa: F401
 from raptor.structure import PhaseExcess, matrix_excess, phase_excess
 from raptor.teachers import build_teacher
@@ -55,6 +57,15 @@ def compute(spec: Spec) -> Result:
                   {k: matrix_excess(S, k) for k in spec.k_values})
 
 
+def stage2(result: Result) -> list[Cell]:
+    """Stage 2's cells (:func:`raptor.atlas_design.stage2`) chosen by C1's test at ``spec.k`` on
+    stage 1's stored cells."""
+    design = set(atlas_design.stage1())
+    measured = [r.cell for r in result.cells if r.cell in design]
+    return atlas_design.stage2({c: result.excess[c.name][result.spec.k].excess for c in measured},
+                               [c for c in measured if result.verdict(c) == HOLDS])
+
+
 def parameters_of(cell: Cell) -> int:
     """The teacher's number of parameters."""
     with torch.device("meta"):
@@ -75,6 +86,29 @@ def table(result: Result) -> pd.DataFrame:
             "train core-min": round(s["train_seconds"] * s["machine"]["threads"] / 60, 1),
             **excess_row(result.excess[c.name][result.spec.k]), "C1 at k": result.verdict(c)})
     return pd.DataFrame(rows).set_index("cell")
+
+
+def seeds_table(result: Result) -> pd.DataFrame:
+    """The cells measured on several seeds (stage 2): each seed's excess at ``spec.k`` with its
+    interval and verdict, and C1's verdict over the seeds (:func:`~raptor.book.claims.across_seeds`,
+    a binomial test of the seeds' verdicts)."""
+    k, by_cell = result.spec.k, {}
+    for r in result.cells:
+        by_cell.setdefault(dataclasses.replace(r.cell, seed=0), []).append(r.cell)
+    rows = []
+    for base, cells in by_cell.items():
+        cells = sorted(cells, key=lambda c: c.seed)
+        if len(cells) < 2:
+            continue
+        e = [result.excess[c.name][k] for c in cells]
+        per_seed = {c.seed: claim("C1", paper="", ours="", holds=result.verdict(c)) for c in cells}
+        rows.append({"cell": base.name.removesuffix("-s0"), "seeds": len(cells),
+                     "excess per seed": "; ".join(f"{x.excess:+.3f} [{x.low:+.3f}, {x.high:+.3f}]"
+                                                  for x in e),
+                     "verdict per seed": ", ".join(c.verdict for c in per_seed.values()),
+                     "C1 over the seeds": across_seeds(per_seed).verdict})
+    return pd.DataFrame(rows, columns=["cell", "seeds", "excess per seed", "verdict per seed",
+                                       "C1 over the seeds"]).set_index("cell")
 
 
 FACTORS = {"L": ("depth L", atlas_design.DEPTHS), "D": ("width D", atlas_design.WIDTHS),
@@ -112,20 +146,22 @@ def factor_figure(result: Result) -> plt.Figure:
             same = t[t[column] == row[column]].index.tolist()
             at = levels.index(row[column]) + (0.6 * (same.index(name) / (len(same) - 1) - 0.5)
                                               if len(same) > 1 else 0.0)
-            _interval(ax, at, result.excess[r.cell.name][k], colours[row["train images"]])
+            _interval(ax, at, result.excess[r.cell.name][k], colours[row["train images"]],
+                      r.cell.name)
         ax.set_xticks(range(len(levels)), [f"{v:g}" for v in levels])
         ax.set_xlim(-0.5, len(levels) - 0.5)
         ax.set_xlabel(label)
     ax = axes.flat[-1]
     for (_, row), r in zip(t.iterrows(), result.cells):
         _interval(ax, row["params / image"], result.excess[r.cell.name][k],
-                  colours[row["train images"]])
+                  colours[row["train images"]], r.cell.name)
     _plain_log(ax)
     ax.set_xlabel("params per training image")
     for ax in axes.flat:
-        ax.axhline(0, color="0.6", lw=0.8)
-        ax.axhline(EXCESS_MIN.value, color="0.2", lw=0.8, ls="--")
-        ax.axhline(result.dinov2b[k].excess, color="tab:red", lw=1, ls=":")
+        ax.axhline(0, color="0.6", lw=0.8, label="_zero")
+        ax.axhline(EXCESS_MIN.value, color="0.2", lw=0.8, ls="--", label="_C1 threshold")
+        ax.axhline(result.dinov2b[k].excess, color="tab:red", lw=1, ls=":",
+                   label="_DINOv2-B (paper's matrix)")
     for ax in axes.flat:
         ax.set_ylabel(f"block excess, k = {k}")
     handles = [plt.Line2D([], [], marker="o", ls="", color=c, label=f"{n:,} images")
@@ -136,9 +172,9 @@ def factor_figure(result: Result) -> plt.Figure:
     return fig
 
 
-def _interval(ax: plt.Axes, at: float, e: PhaseExcess, colour: Any) -> None:
-    ax.vlines(at, e.low, e.high, color=colour, lw=1)
-    ax.plot(at, e.excess, "o", ms=3.5, color=colour)
+def _interval(ax: plt.Axes, at: float, e: PhaseExcess, colour: Any, name: str) -> None:
+    ax.vlines(at, e.low, e.high, color=colour, lw=1, label=f"_{name}: 95% interval")
+    ax.plot(at, e.excess, "o", ms=3.5, color=colour, label=f"_{name}: excess")
 
 
 def convergence_figure(result: Result) -> plt.Figure:
@@ -151,8 +187,10 @@ def convergence_figure(result: Result) -> plt.Figure:
         curve = r.summary["val_curve"]
         epochs = [v["step"] * atlas_design.BATCH / r.cell.images for v in curve]
         colour = colours[r.cell.images]
-        ax.plot(epochs, [v["loss"] for v in curve], color=colour, lw=0.8, alpha=0.8)
-        ax.plot(r.summary["best_epoch"], r.summary["val_loss"], "o", ms=3, color=colour)
+        ax.plot(epochs, [v["loss"] for v in curve], color=colour, lw=0.8, alpha=0.8,
+                label=f"_{r.cell.name}")
+        ax.plot(r.summary["best_epoch"], r.summary["val_loss"], "o", ms=3, color=colour,
+                label=f"_{r.cell.name}: lowest")
     _plain_log(ax)
     ax.set_xlabel("epochs")
     ax.set_ylabel("validation loss")

@@ -73,7 +73,8 @@ class SeedRun:
     distance: dict[str, np.ndarray]
     sensitivity: dict[str, np.ndarray]
     share: dict[str, dict[str, float]]
-    # Per image, for the claims' bootstrap intervals (C19, C20, C23) and DMD radii (C24):
+    # Per image, for the claims' bootstrap intervals (C16, C19, C20, C23) and DMD radii (C24):
+    convergence_images: dict[str, np.ndarray]  # (N, L+1) the teacher's γ_l, token-averaged
     eps_over_norm: dict[str, float]  # ε / mean ‖x_l‖ at the injection layer, per group
     relative_deviation: dict[str, np.ndarray]  # (N, L−layer+1), dynamics.image_deviation
     sensitivity_images: dict[str, np.ndarray]  # (N, L): injection at layer l = 0..L−1
@@ -114,6 +115,7 @@ def _seed_run(spec: Spec, seed: int, device: str) -> SeedRun:
         summary[name] = acc.result(dmd_rank=spec.dmd_rank)
     flow = {name: Flow(norms=_means(s.norms), convergence=_means(s.convergence),
                        speed=_means(s.speed)) for name, s in summary.items()}
+    gamma_images = dynamics.image_convergence(traj, groups)  # before d: one copy of traj at a time
     chosen = labels < spec.n_classes
     pca = dynamics.pca_paths(traj[chosen], groups, n_components=2, group="cls")
     unit = directions(traj[:, :, groups.cls].squeeze(2))
@@ -143,6 +145,7 @@ def _seed_run(spec: Spec, seed: int, device: str) -> SeedRun:
         perturb_layer=mid, distance=pert.distance,
         sensitivity={g: v.mean(axis=0) for g, v in sens_images.items()},
         share=_share(flow["teacher"], flow["Raptor"]),
+        convergence_images=gamma_images,
         eps_over_norm={g: abs(spec.eps) / n for g, n in norm_at.items()},
         relative_deviation={g: v["relative"]
                             for g, v in dynamics.image_deviation(pert, groups).items()},
@@ -223,10 +226,13 @@ def basins_figure(result: Result, per_class: int = 30) -> plt.Figure:
     fig, ((ax,),) = plotting.figure(width=5.0, height=4.4)
     palette = plt.get_cmap("tab10")
     for c in range(result.spec.n_classes):
-        for path in run.pca_paths[run.pca_labels == c][:per_class]:
-            ax.plot(path[:, 0], path[:, 1], color=palette(c), alpha=0.25, lw=0.7)
-            ax.scatter(path[-1, 0], path[-1, 1], color=palette(c), s=6)
-        ax.plot([], [], color=palette(c), label=class_name(result.spec.train.dataset, c))
+        name = class_name(result.spec.train.dataset, c)
+        for i, path in enumerate(run.pca_paths[run.pca_labels == c][:per_class]):
+            ax.plot(path[:, 0], path[:, 1], color=palette(c), alpha=0.25, lw=0.7,
+                    label=f"_{name}, image {i + 1}")
+            ax.scatter(path[-1, 0], path[-1, 1], color=palette(c), s=6,
+                       label=f"_{name}, image {i + 1}, layer L")
+        ax.plot([], [], color=palette(c), label=name)
     ax.set(title="cls trajectories through depth (PCA); dots: layer $L$", xlabel="PC 1",
            ylabel="PC 2")
     plotting.legend_below(fig, [ax], ncols=5)
@@ -249,7 +255,8 @@ def perturbation_figure(result: Result) -> plt.Figure:
         dev = run.relative_deviation[g]
         peak, held_out = int(np.argmax(dev[::2].mean(axis=0))), dev[1::2].mean(axis=0)
         line, = ax_c.plot(after, held_out, marker="o", ms=3, label=g)
-        ax_c.axhline(held_out[peak], color=line.get_color(), ls=":", lw=0.8)
+        ax_c.axhline(held_out[peak], color=line.get_color(), ls=":", lw=0.8,
+                     label=f"_{g}: peak")
     ax_c.plot([], [], color="grey", ls=":", label="C19: peak, layer L to end below")
     ax_a.set(xlabel="layer", ylabel=r"$d_{\cos}$ to the clean path",
              title=f"(A) injection at layer {mid}")
@@ -292,9 +299,9 @@ def low_rank_dmd_figure(result: Result) -> plt.Figure:
         line, = ax_r.plot(layers, eff, marker="o", ms=3, label=f"{g}, effective")
         ax_r.plot(layers, run.stable_rank[g], ls="--", color=line.get_color(),
                   label=f"{g}, stable")
-    ax_k.plot(layers, run.coherence, marker="o", ms=3, color="black")
+    ax_k.plot(layers, run.coherence, marker="o", ms=3, color="black", label="_patches")
     circle = np.exp(1j * np.linspace(0, 2 * np.pi, 200))
-    ax_d.plot(circle.real, circle.imag, color="grey", lw=0.8)
+    ax_d.plot(circle.real, circle.imag, color="grey", lw=0.8, label="_unit circle")
     for g, spectrum in run.dmd.items():
         ax_d.scatter(spectrum.real, spectrum.imag, s=14, label=f"{g}, DMD λ")
     ax_r.set(xlabel="layer", ylabel="rank of the update", title="(A) update rank")
@@ -344,7 +351,7 @@ def seed_claims(run: SeedRun, spec: Spec) -> list[Claim]:
     the last max-cut phase."""
     t = run.flow["teacher"]
     return [
-        judge.c16_directions_converge(t.convergence),
+        judge.c16_directions_converge(run.convergence_images),
         judge.c17_norms_grow(t.norms),
         judge.c18_class_basins(run.basin_dirs[:, 0], run.basin_dirs[:, 1], run.labels),
         judge.c19_self_correction(run.relative_deviation, run.eps_over_norm,

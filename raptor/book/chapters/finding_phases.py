@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.transforms import ScaledTranslation
 
 from raptor import paper, phases
 from raptor.book import plotting
@@ -117,9 +118,11 @@ def stability_figure(result: Result) -> plt.Figure:
     fig, ((ax,),) = plotting.figure(width=5.5, height=3.0)
     markers = "osD^v<>p"
     for i, (k, row) in enumerate(result.stability.items()):
-        shift = 1.07 ** (i - (len(result.stability) - 1) / 2)
-        ax.plot(np.array(list(row), dtype=float) * shift, list(row.values()), ls="-", ms=6,
-                marker=markers[i % len(markers)], label=f"k={k}", alpha=0.85)
+        # shifted on screen only (3 pt a k), so that the data, and its CSV, keep the true sizes
+        shift = ScaledTranslation(3 / 72 * (i - (len(result.stability) - 1) / 2), 0,
+                                  fig.dpi_scale_trans)
+        ax.plot(list(row), list(row.values()), ls="-", ms=6, marker=markers[i % len(markers)],
+                label=f"k={k}", alpha=0.85, transform=ax.transData + shift)
     counts = sorted({n for row in result.stability.values() for n in row})
     values = [v for row in result.stability.values() for v in row.values()]
     ax.set_xscale("log")

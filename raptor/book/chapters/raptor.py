@@ -104,9 +104,9 @@ def layerwise_figure(result: Result) -> plt.Figure:
         plotting.layer_curves({n: c.mean(axis=0) for n, c in per_seed.items()},
                               ylabel=f"{name[4:]} to the teacher", ax=ax,
                               title=f"{name} through depth")
-        for line, c in zip(ax.lines, per_seed.values()):
+        for line, (n, c) in zip(ax.lines, per_seed.items()):
             ax.fill_between(np.arange(c.shape[1]), c.min(axis=0), c.max(axis=0),
-                            color=line.get_color(), alpha=0.15, lw=0)
+                            color=line.get_color(), alpha=0.15, lw=0, label=f"_{n} seed range")
     plotting.legend_below(fig, axes, ncols=4)
     return fig
 

@@ -164,7 +164,8 @@ def share_cosine_figure(result: Result) -> plt.Figure:
         ks = list(run.probe_acc)
         ax_a.plot(ks, [100 * run.probe_acc[k] for k in ks], marker="o", ms=4, color=colour,
                   label=f"seed {run.seed}: Raptor (own probe)")
-        ax_a.axhline(100 * run.teacher_probe, color=colour, ls="--", lw=0.8)
+        ax_a.axhline(100 * run.teacher_probe, color=colour, ls="--", lw=0.8,
+                     label=f"_seed {run.seed}: its teacher (own probe)")
     ax_a.plot([], [], color="grey", ls="--", lw=0.8, label="its teacher (own probe)")
     ax_a.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
     ax_a.set(xlabel="number of phases k", ylabel="probe accuracy (%)",

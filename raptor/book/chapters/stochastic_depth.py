@@ -99,7 +99,8 @@ def sweep_figure(result: Result) -> plt.Figure:
         runs = [r for r in result.runs if r.p == p]
         color = cmap(i / max(1, len(spec.p_values) - 1))
         for g, ls in (("cls", "-"), ("patches", "--")):
-            ax_b.plot(np.mean([r.r2[g] for r in runs], axis=0), ls=ls, color=color)
+            ax_b.plot(np.mean([r.r2[g] for r in runs], axis=0), ls=ls, color=color,
+                      label=f"_p={p} {g}")
         ax_b.plot([], [], color=color, label=f"p={p}")
     for g, ls in (("cls", "-"), ("patches", "--")):
         ax_b.plot([], [], color="grey", ls=ls, label=g)
@@ -109,10 +110,11 @@ def sweep_figure(result: Result) -> plt.Figure:
                       marker="o", label=label, capsize=3)
     ax_c.set(xlabel="stochastic-depth rate p", ylabel="accuracy", title="(C) accuracy")
     ax_d.errorbar(spec.p_values, by_p[("R²", "mean")], yerr=by_p[("R²", "std")].fillna(0),
-                  marker="o", capsize=3, color="black")
+                  marker="o", capsize=3, color="black", label="_mean R²")
     ax_d.set(xlabel="stochastic-depth rate p", ylabel="mean R² (layers 1..L)",
              title="(D) reconstruction")
-    sc = ax_e.scatter(sweep["mean similarity"], sweep["R²"], c=sweep["p"], cmap="viridis")
+    sc = ax_e.scatter(sweep["mean similarity"], sweep["R²"], c=sweep["p"], cmap="viridis",
+                      label="_teachers (value: p)")
     fig.colorbar(sc, ax=ax_e, label="p")
     assoc = correlation(sweep["mean similarity"], sweep["R²"])
     ax_e.set(xlabel="mean layer–layer similarity", ylabel="mean R²",
