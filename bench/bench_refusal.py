@@ -1,6 +1,7 @@
-"""Time to a refusal: ``python -m raptor run`` with a bad parameter and with a missing input,
-against the interpreter's start and ``import torch`` alone, each the median of ``--repeat``
-fresh processes (after one warm-up of each).
+"""Time to a refusal: ``python -m raptor run`` with a bad parameter, a missing input, and a
+pretrained ViT's weights file that does not fit it (the one check that imports torch; it is
+reached only where Fashion-MNIST is found), against the interpreter's start and ``import torch``
+alone, each the median of ``--repeat`` fresh processes (after one warm-up of each).
 
     python bench/bench_refusal.py --repeat 5
 """
@@ -13,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 RUN = [sys.executable, "-m", "raptor", "run", "--no-build"]
 SCRATCH = tempfile.gettempdir() + "/bench-refusal"
@@ -27,6 +29,12 @@ CASES = {
     "run --chapter nope (an unknown chapter)": RUN + ["--chapter", "nope"],
     "run --out FILE (an existing file)": RUN + ["--chapter", "raptor", "--out", __file__],
     "run -p L 0, every chapter": RUN + ["-p", "L", "0"],
+    "run phase-structure -p p_values [1.5]": RUN + ["--chapter", "phase-structure", "-p",
+                                                    "p_values", "[1.5]"],
+    # passes every torch-free check, so the model check runs (torch, timm)
+    "run phase-structure -p weights FILE (unfit)": RUN + [
+        "--chapter", "phase-structure", "-p", "weights", __file__, "-p", "images", SCRATCH,
+        "--out", SCRATCH],
 }
 
 
@@ -44,6 +52,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     times = {}
+    Path(SCRATCH).mkdir(exist_ok=True)
     for name, cmd in CASES.items():
         refusal = "run" in cmd
         seconds(cmd, refusal)  # warm-up: the file cache

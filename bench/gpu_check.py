@@ -52,9 +52,9 @@ from torch._dynamo.utils import counters
 from raptor.loop import adamw, train
 from raptor.losses import Objective
 from raptor.model import Raptor, flops_per_image
-from raptor.paper import DINOV2_B_PARTITIONS, RECIPE
+from raptor.paper import DINOV2_B, DINOV2_B_PARTITIONS, RECIPE
 from raptor.gpu_cost import GPU_RECORD
-from raptor.teachers import DINOV2_B, load_pretrained
+from raptor.teachers import load_pretrained
 from raptor.train import DistillConfig, build_student
 from raptor.trajectories import TokenGroups, trajectory
 

@@ -27,7 +27,7 @@ from timm.models.vision_transformer import VisionTransformer, checkpoint_filter_
 from torch.utils.data import Dataset, Subset, TensorDataset
 
 from raptor import data
-from raptor.catalog import DATASETS
+from raptor.catalog import DATASETS, IMAGE_SUFFIXES
 from raptor.dynamics import DynamicsAccumulator, DynamicsSummary
 from raptor.paper import DMD_RANK
 from raptor.similarity import SimilarityAccumulator
@@ -36,8 +36,6 @@ from raptor.storage.checkpoint import mismatch, read_state_dict
 from raptor.structure import image_growth_nulls, image_phase_matrices
 from raptor.teachers import check_timm_name, head_classes, load_pretrained
 from raptor.trajectories import TokenGroups, iter_trajectories
-
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp")
 
 
 def vit_shape(name: str, img_size: int | None = None) -> VisionTransformer:

@@ -22,6 +22,8 @@ DEBIAN_FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
 _FASHION_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
                   "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
 _CIFAR_FILES = ("train", "test", "meta")
+# the files a folder of images (raptor.analysis) reads
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp")
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ Score = tuple[float, float | None]  # (mean, standard deviation over seeds; None
 
 # --------------------------------------------------------------------- setup (§2, §3, App. A.3)
 K_VALUES = (2, 3, 4)  # k ∈ {2, 3, 4} recurrent blocks (§3)
+DINOV2_B = "vit_base_patch14_reg4_dinov2.lvd142m"  # DINOv2 ViT-B/14 with registers (§3)
 DINOV2_B_DEPTH = 12  # DINOv2 ViT-B/14: 12 blocks (§3, Fig. 3)
 DINOV2_B_WIDTH = 768  # D of ViT-B (App. A.3 prints "D = 784", a typo)
 DINOV2_B_REGISTERS = 4  # the teacher is DINOv2 ViT-B/14 *with registers* (§3; Darcet et al.)

@@ -41,7 +41,7 @@ from raptor import atlas, atlas_design, gpu_cost
 from raptor.book.chapters import chapter
 from raptor.book.experiment import DRY_BOOT, planned_record
 from raptor.book.inputs import missing_inputs
-from raptor.book.runner import RunnerError, resolve
+from raptor.book.runner import RunnerError, model_refusals, resolve
 from raptor.book.spec import Machine
 from raptor.storage.cache import Tensors, entry_name, load_entry, planning
 from raptor.catalog import DatasetNotFoundError, dataset_info, find
@@ -330,6 +330,9 @@ def sweep(name: str, profile: str, overrides: Mapping[str, Any] | None = None,
     """Train every teacher and student the chapter needs, as jobs, round by round; ``dry_run``
     lists the jobs with their cost and trains nothing. Returns the number of jobs submitted."""
     spec = resolve(name, profile, overrides)
+    unfit = model_refusals({name: spec})  # sweep imports torch anyway: checked first
+    if unfit:
+        raise RunnerError("\n".join(unfit))
     machine = getattr(spec, "machine", None)
     data_root = machine.data_root if isinstance(machine, Machine) else None
     problems = missing_inputs(spec)

@@ -33,7 +33,6 @@ from raptor.storage.checkpoint import (load_state_checked, load_tensors, read_st
 from raptor.config import TeacherConfig, TrainConfig
 from raptor.loop import adamw, batches_from, resolve_device, resume, train
 
-DINOV2_B = "vit_base_patch14_reg4_dinov2.lvd142m"
 CONVERGENCE_TOL = 1e-3  # the relative fall of the validation loss that counts (see patience)
 
 

@@ -31,7 +31,8 @@ from raptor.book.spec import Machine
 from raptor.dinov2.pipeline import PipelineConfig, paper_distill, run_pipeline
 from raptor.model import partition_from_repeats
 from raptor.phases import partition_to_repeats
-from raptor.teachers import DINOV2_B, TrainConfig
+from raptor.paper import DINOV2_B
+from raptor.teachers import TrainConfig
 from raptor.train import DistillConfig, build_student
 
 pytestmark = pytest.mark.slow

@@ -20,9 +20,11 @@ from pathlib import Path
 import nbformat
 import papermill
 import pytest
+import torch
 from nbformat.v4 import new_code_cell, new_notebook
+from safetensors.torch import save_file
 
-from raptor.book import specs
+from raptor.book import runner, specs
 from raptor.book.runner import (BOOK, RunnerError, notebook_parameters, output_path, parse_value,
                                 resolve, run)
 from raptor.book.spec import parameters_cell, require
@@ -283,6 +285,11 @@ def test_a_negative_value_in_scientific_notation_is_a_value(monkeypatch: pytest.
     (["--chapter", "raptor", "-p", "n_images", "10000000"], "val split has 10,000 images"),
     (["--chapter", "nope"], "unknown chapter 'nope'"),
     (["--chapter", "raptor", "--out", __file__], "is a file, not a folder"),
+    (["-p", "L", "0"], "chapter 'phase-structure': parameter 'L' must be a positive integer"),
+    (["--chapter", "phase-structure", "-p", "p_values", "[1.5]"],
+     "parameter 'p_values' must be rates in [0, 1)"),
+    (["--chapter", "analyze", "-p", "model", "vit_tiny_patch16_224"],
+     "parameter 'weights' must be an existing local weights file"),
 ])
 def test_the_command_line_refuses_without_importing_torch(args: list[str], error: str) -> None:
     """``python -m raptor run`` checks a chapter's parameters, inputs and output folders, and
@@ -296,6 +303,29 @@ def test_the_command_line_refuses_without_importing_torch(args: list[str], error
                           cwd=Path(__file__).resolve().parents[1])
     assert done.stdout.split() == ["2", "[]"], done.stdout + done.stderr
     assert error in done.stderr
+
+
+def test_a_pretrained_vit_is_checked_against_its_weights_after_every_other_check(
+        book: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The one check that needs torch (a pretrained ViT against its weights file) runs once every
+    other check of every chapter passed, and still before any kernel, naming the parameter."""
+    monkeypatch.setattr(papermill, "execute_notebook", lambda *a, **k: pytest.fail("a kernel"))
+    monkeypatch.setattr(runner, "missing_inputs", lambda spec: [])  # the data are not the point
+    weights = tmp_path / "other.safetensors"
+    save_file({"head.weight": torch.zeros(2, 2)}, weights)
+    chapters = ["phase-structure", "finding-phases"]
+    values = {"model": "vit_tiny_patch16_224", "weights": str(weights), "images": str(tmp_path)}
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    with pytest.raises(RunnerError) as info:
+        run("smoke", chapters, values, build=False, book=book, out=a_file)
+    assert "is a file, not a folder" in str(info.value) and "'weights'" not in str(info.value)
+    with pytest.raises(RunnerError) as info:
+        run("smoke", chapters, values, build=False, book=book, out=tmp_path / "out")
+    for name in chapters:
+        assert f"chapter {name!r}: parameter 'weights': " in str(info.value)
+    assert "does not match the architecture" in str(info.value)
+    assert not (tmp_path / "out").exists()
 
 def test_what_a_run_would_need_is_refused_before_any_kernel_starts(
         book: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

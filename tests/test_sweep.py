@@ -359,6 +359,8 @@ def test_a_job_file_of_another_kind_is_refused(tmp_path: Path) -> None:
      "--cpus-per-task must be"),
     (["--chapter", "raptor", "--profile", "smoke", "--gpus-per-node", "2", "--ranks", "4"],
      "--ranks must be at most --gpus-per-node (2)"),
+    (["--chapter", "finding-phases", "--profile", "smoke", "-p", "weights", __file__, "-p",
+      "images", "."], "chapter 'finding-phases': parameter 'weights': unreadable weights file"),
 ])
 def test_bad_arguments_are_clear_errors(argv: list[str], message: str, tmp_path: Path,
                                         fresh_cache: Path,

@@ -1,30 +1,41 @@
-"""A pretrained timm ViT walked beside a chapter's teachers (:class:`Pretrained`), checked on the
-meta device before any work: its name, and the local weights file against it."""
+"""A pretrained timm ViT walked beside a chapter's teachers (:class:`Pretrained`). Its values are
+checked at once, without torch; its name and weights file against the timm model on the meta
+device by :func:`require_vit`, which imports torch and timm (seconds), so it runs after every
+other check of a run (:func:`raptor.book.runner.refusals`) and first in the chapters'
+``compute``."""
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from raptor import analysis
 from raptor.book.spec import SpecError, require
 from raptor.catalog import DATASETS
-from raptor.storage.checkpoint import CheckpointError
-from raptor.teachers import DINOV2_B
+from raptor.paper import DINOV2_B
 
 
-def require_vit(model: str, weights: str | None, input_size: int | None = None) -> int:
+def require_weights(model: str, weights: str | None) -> None:
+    """:func:`require` that ``weights`` is a local file (whether it fits ``model`` is
+    :func:`require_vit`'s check)."""
+    require(weights is not None and Path(weights).expanduser().is_file(), "weights",
+            f"an existing local weights file of {model}", weights)
+
+
+def require_vit(model: str, weights: str, input_size: int | None = None) -> int:
     """The depth of the timm ViT ``model``, after checking, on the meta device and before any
     work, that it is one and that the local file ``weights`` fits it (:class:`SpecError` naming
     the parameter otherwise)."""
+    # loaded here, not at the top: a spec is checked, and refused, without torch and timm
+    analysis = importlib.import_module("raptor.analysis")
+    checkpoint = importlib.import_module("raptor.storage.checkpoint")
     try:
         depth = len(analysis.vit_shape(model, input_size).blocks)
     except ValueError as err:
         raise SpecError(f"parameter 'model': {err}") from None
-    require(weights is not None, "weights", f"a local weights file of {model}", weights)
     try:
         analysis.check_weights(model, Path(weights).expanduser(), input_size)
-    except CheckpointError as err:
+    except checkpoint.CheckpointError as err:
         raise SpecError(f"parameter 'weights': {err}") from None
     return depth
 
@@ -52,8 +63,13 @@ class Pretrained:
         require(self.input_size is None or self.input_size >= 1, "input_size", "None or ≥ 1",
                 self.input_size)
         if self.weights is not None:
-            require_vit(self.model, self.weights, self.input_size)
+            require_weights(self.model, self.weights)
             require_images(self.images)
+
+    def require_model(self) -> None:
+        """:func:`require_vit` of the model, if it has weights (torch and timm)."""
+        if self.weights is not None:
+            require_vit(self.model, self.weights, self.input_size)
 
     @property
     def label(self) -> str:

@@ -80,11 +80,24 @@ def claims_folder(name: str, notebook: Path) -> Path:
     return notebook.parents[len(Path(spec_module(name).NOTEBOOK).parts) - 1] / "claims"
 
 
+def model_refusals(specs: Mapping[str, Any]) -> list[str]:
+    """The checks of these chapters (name -> resolved spec) that import torch and timm (seconds):
+    each pretrained ViT a spec names against its weights file (a spec's ``require_model``)."""
+    problems = []
+    for name, spec in specs.items():
+        try:
+            getattr(spec, "require_model", lambda: None)()
+        except SpecError as err:
+            problems.append(f"chapter {name!r}: {err}")
+    return problems
+
+
 def refusals(specs: Mapping[str, Any], profile: str, *, book: Path = BOOK,
              update_book: bool = False, out: Path | None = None) -> list[str]:
     """Everything that would stop the run of these chapters (name -> resolved spec) after work
     had begun: inputs not there (:func:`~raptor.book.inputs.missing_inputs`), folders it cannot
-    write, an artifact tier whose manifest cannot be read."""
+    write, an artifact tier whose manifest cannot be read; only when none of these, which need no
+    torch, is found, a pretrained model that does not fit its weights (:func:`model_refusals`)."""
     problems = []
     root = artifacts_root()
     try:
@@ -99,7 +112,7 @@ def refusals(specs: Mapping[str, Any], profile: str, *, book: Path = BOOK,
             why = unwritable(folder)
             if why:
                 problems.append(f"chapter {name!r}: cannot write {folder}: {why}")
-    return problems
+    return problems or model_refusals(specs)
 
 
 def execute_chapter(name: str, spec: Any, profile: str = BOOK_PROFILE, *, book: Path = BOOK,

@@ -63,14 +63,14 @@ from raptor.dinov2.run_folder import (STUDENT_FILE, WORK_FILE, check_distillatio
 from raptor.dinov2.table1 import format_table, table1_results
 from raptor.distributed import cpu_share, init_distributed
 from raptor.model import Raptor, flops_per_image, repeats_from_partition
-from raptor.paper import (ADE20K_SIZE, DINOV2_B_DEPTH, DINOV2_B_PARTITIONS, IMG_SIZE, RECIPE,
-                          TABLE1_SEEDS)
+from raptor.paper import (ADE20K_SIZE, DINOV2_B, DINOV2_B_DEPTH, DINOV2_B_PARTITIONS, IMG_SIZE,
+                          RECIPE, TABLE1_SEEDS)
 from raptor.probes import (ADE20K_PROBE, IMAGENET_PROBE, NYUV2_PROBE, ProbeConfig, ProbeResult,
                            init_linear_head, probe_train_transform, train_linear_probe)
 from raptor.storage.artifacts import sha256
 from raptor.storage.checkpoint import (CheckpointError, atomic_write, digest, fingerprint,
                                        load_tensors, save_tensors)
-from raptor.teachers import DINOV2_B, load_pretrained
+from raptor.teachers import load_pretrained
 from raptor.train import DistillConfig, build_student, distill
 
 RESULTS_FILE = "results.json"

@@ -11,8 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from raptor.model import repeats_from_partition
-from raptor.paper import DINOV2_B_DEPTH, DINOV2_B_PARTITIONS, TABLE1
-from raptor.teachers import DINOV2_B
+from raptor.paper import DINOV2_B, DINOV2_B_DEPTH, DINOV2_B_PARTITIONS, TABLE1
 
 #: Table 1 columns: probe → (column, factor from the probe's metric to the table's unit).
 TABLE1_COLUMNS = {"imagenet": ("IN-1k", 100.0), "ade20k": ("ADE20k", 100.0),

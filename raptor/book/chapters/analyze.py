@@ -89,6 +89,7 @@ def compute(spec: Spec) -> Result:
     """The model's streaming pass over ``n_images`` images, the phase matrix's max-cut and C1's
     test at each k, the paper's DINOv2-B matrix's, the flow metrics and, with ``fit_raptor``,
     the Raptors."""
+    spec.require_model()
     model = model_of(spec)
     analysed, others = analysis.split(analysis.image_data(spec.images, model,
                                                           root=spec.machine.data_root),

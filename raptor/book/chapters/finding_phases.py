@@ -67,6 +67,7 @@ def hierarchical_vs_dp(label: str, S: np.ndarray, eps_values: Sequence[float]
 
 def compute(spec: Spec) -> Result:
     """Phase matrices and max-cuts per teacher, DP vs hierarchical, and C2's stability."""
+    spec.require_model()
     seed0 = spec.teacher_seeds[0]
     device = resolve_device(spec.machine.device)
     images = images_of(spec, spec.n_images)

@@ -52,6 +52,7 @@ class Result:
 def compute(spec: Spec) -> Result:
     """Similarity matrices per model and token group, max-cuts, and C1's block excess; the same
     excess for every control and for the paper's DINOv2-B matrix."""
+    spec.require_model()
     images = images_of(spec, spec.n_images)
     measure = dict(excess=(spec.k,), n_boot=spec.n_boot, device=resolve_device(spec.machine.device))
     accuracy, shapes, mats, excess = {}, {}, {}, {}

@@ -2,7 +2,10 @@
 (relative to ``book/``), a frozen ``Spec`` whose defaults are the ``cpu`` profile, and ``SMOKE``
 and ``PAPER`` (the other profiles, as ``dataclasses.replace`` of ``Spec()``). A spec module
 imports no torch, so a run's parameters are checked, and a bad one refused, before the chapter's
-science is imported; the chapter's module (:mod:`raptor.book.chapters`) computes it.
+science is imported; the chapter's module (:mod:`raptor.book.chapters`) computes it. A spec that
+names a pretrained ViT has ``require_model()``: the check of the model against its weights file,
+which imports torch and timm, so the runner calls it only once every other check of every chapter
+passed (:func:`raptor.book.runner.model_refusals`), and ``compute`` calls it first.
 """
 
 from __future__ import annotations

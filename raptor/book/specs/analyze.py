@@ -7,12 +7,11 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from raptor import analysis
 from raptor.book.profiles import (DISTILL, PAPER_DISTILL, PAPER_TEACHER, PAPER_TRAIN, SMOKE_DISTILL,
                                   SMOKE_TEACHER, SMOKE_TRAIN, TEACHER, TRAIN)
-from raptor.book.pretrained import require_images, require_vit
+from raptor.book.pretrained import require_images, require_vit, require_weights
 from raptor.book.spec import Machine, nested, require, require_data
-from raptor.catalog import DATASETS, dataset_info
+from raptor.catalog import DATASETS, IMAGE_SUFFIXES, dataset_info
 from raptor.config import DistillConfig, TeacherConfig, TrainConfig
 
 NAME = "analyze"
@@ -61,11 +60,9 @@ class Spec:
         if self.model == COMPANION:
             require(self.weights is None, "weights", f"None for model {COMPANION!r} (its "
                     f"weights come from the artifact tier)", self.weights)
-            depth = self.teacher.depth
         else:
-            depth = require_vit(self.model, self.weights, self.input_size)
-        require(len(self.k_values) >= 1 and all(2 <= k <= depth - 1 for k in self.k_values),
-                "k_values", f"a non-empty list of k in [2, L − 1 = {depth - 1}]", self.k_values)
+            require_weights(self.model, self.weights)
+        self._require_k(self.teacher.depth if self.model == COMPANION else None)
         require_images(self.images)
         require(self.random_partitions >= 0 and (self.fit_raptor or not self.random_partitions),
                 "random_partitions", "≥ 0, and 0 unless fit_raptor is True",
@@ -77,13 +74,26 @@ class Spec:
                     f"{self.images!r} ({size}) that are not analysed, a batch of {batch} at least",
                     self.n_images)
 
+    def require_model(self) -> None:
+        """The checks that need torch and timm: a timm model against its weights file
+        (:func:`~raptor.book.pretrained.require_vit`), and ``k_values`` against its depth."""
+        if self.model != COMPANION:
+            self._require_k(require_vit(self.model, self.weights, self.input_size))
+
+    def _require_k(self, depth: int | None) -> None:
+        """``k_values`` in [2, L − 1] for a model of ``depth`` L (``None``: not known yet)."""
+        top = f" = {depth - 1}" if depth else ""
+        require(len(self.k_values) >= 1
+                and all(2 <= k and (depth is None or k <= depth - 1) for k in self.k_values),
+                "k_values", f"a non-empty list of k in [2, L − 1{top}]", self.k_values)
+
 
 def source_size(images: str) -> int:
     """How many images ``images`` holds: a dataset's validation split, or a folder's image
     files."""
     if images in DATASETS:
         return dataset_info(images).val_size
-    return sum(p.suffix.lower() in analysis.IMAGE_SUFFIXES
+    return sum(p.suffix.lower() in IMAGE_SUFFIXES
                for p in Path(images).expanduser().rglob("*"))
 
 

@@ -55,6 +55,11 @@ class Spec:
                 self.image_counts)
         require(self.n_resamples >= 1, "n_resamples", "≥ 1", self.n_resamples)
 
+    def require_model(self) -> None:
+        """The check that needs torch and timm: the pretrained ViT against its weights file."""
+        self.pretrained.require_model()
+
+
 SMOKE = dataclasses.replace(Spec(), teacher=SMOKE_TEACHER, train=SMOKE_TRAIN, n_images=64,
                             k_values=(2, 3), image_counts=(16, 32), n_resamples=3)
 PAPER = dataclasses.replace(Spec(), teacher=PAPER_TEACHER, train=PAPER_TRAIN, n_images=10_000,

@@ -49,6 +49,10 @@ class Spec:
         require(self.n_boot >= 10, "n_boot", "≥ 10", self.n_boot)
         require(self.control_images >= 8, "control_images", "≥ 8", self.control_images)
 
+    def require_model(self) -> None:
+        """The check that needs torch and timm: the pretrained ViT against its weights file."""
+        self.pretrained.require_model()
+
 
 SMOKE = dataclasses.replace(Spec(), teacher=SMOKE_TEACHER, train=SMOKE_TRAIN, teacher_seeds=(0, 1),
                             n_images=64, k=2, n_boot=20, control_images=40)
