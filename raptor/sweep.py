@@ -23,13 +23,14 @@ layers, so it costs its teacher's parameters.
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import functools
 import pickle
 import shlex
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -224,7 +225,8 @@ def plan(name: str, profile: str, overrides: Mapping[str, Any] | None = None, *,
         return ({}, {"planned": True}) if dry else _stand_in(request)
 
     stopped = None
-    with planning(stand_in, _dry_images if dry else None, fresh=fresh):
+    threads = 1 if dry else torch.get_num_threads()
+    with planning(stand_in, _dry_images if dry else None, fresh=fresh), _threads(threads):
         try:
             chapter(name).compute(spec)
         except Exception as err:
@@ -237,6 +239,21 @@ def plan(name: str, profile: str, overrides: Mapping[str, Any] | None = None, *,
                  and entry_name("teacher", key["teacher"]) in asked)
         jobs.append(Job(request, key, _label(request), _flops(request), ready=not waits))
     return jobs, stopped
+
+
+@contextlib.contextmanager
+def _threads(n: int) -> Iterator[None]:
+    """torch's intra-op threads set to ``n`` while inside.
+
+    A dry run's stand-ins are tiny: a second thread buys nothing, and where another process holds
+    a core its barriers spin (the Raptor chapter's dry run at ``paper``: 13 s on one thread, 363 s
+    on two beside a one-thread job; BENCHMARKS)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 # --- checks and costs --------------------------------------------------------------------------

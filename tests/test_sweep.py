@@ -217,6 +217,21 @@ def test_a_chapters_cost_is_its_dry_plan_from_an_empty_cache(fresh_cache: Path) 
     assert cost(CHAPTER, "smoke").loc["total"].item().startswith(total)
 
 
+def test_a_dry_plan_runs_on_one_thread_and_restores_the_count(
+        fresh_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its stand-ins are too small for a second thread, which only spins where a core is busy."""
+    module, seen = chapter(CHAPTER), []
+    compute = module.compute
+    monkeypatch.setattr(module, "compute",
+                        lambda spec: seen.append(torch.get_num_threads()) or compute(spec))
+    torch.set_num_threads(2)
+    try:
+        assert plan(CHAPTER, "smoke", dry=True)[0]
+        assert seen == [1] and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(1)  # as conftest sets it
+
+
 def test_a_sweep_lacking_its_data_submits_nothing(fresh_cache: Path, isolated_data: None,
                                                   tmp_path: Path) -> None:
     with pytest.raises(RunnerError, match="lacks inputs:(.|\n)*cifar100"):
