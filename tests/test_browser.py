@@ -5,12 +5,13 @@ is served over HTTP and opened: no SEVERE console message, every image loaded, m
 MathJax (no raw ``$$``, ``\\(`` or ``\\[`` left in the text), every internal link to an existing
 file and anchor, every claim ID of the claims page linked to an anchor, no stray ``PosixPath(…)``
 output, every claims table followed by a link to its data, every figure's caption linking to its
-data (CSV or JSON), and at a 420-px-wide viewport no horizontal scrolling of the page (a wide table
-or figure scrolls in its own box), no text past its right edge, and no figure text under 8 px as
-rendered (font sizes read from each SVG, scaled by the width it is shown at). Each chapter that
-tests claims opens with their verdicts: at 1,280 × 900 px every badge of its
-result box is in the first screen. Screenshots of each page (desktop first screen and phone) go to
-``book/_build/screenshots/``. Planted broken sites prove that the checks fail. ``make browser`` runs these after ``make build``; elsewhere they skip, saying why.
+data (CSV or JSON), as the result box's copy of a figure does, and at a 420-px-wide viewport no
+horizontal scrolling of the page (a wide table or figure scrolls in its own box), no text past its
+right edge, and no figure text under 8 px as rendered (font sizes read from each SVG, scaled by the
+width it is shown at). Each chapter that tests claims opens with their verdicts: at 1,280 × 900 px
+every badge of its result box is in the first screen. Screenshots of each page (desktop first
+screen and phone) go to ``book/_build/screenshots/``. Planted broken sites prove that the checks
+fail. ``make browser`` runs these after ``make build``; elsewhere they skip, saying why.
 """
 
 from __future__ import annotations
@@ -162,12 +163,14 @@ out.stray = [...document.querySelectorAll('.cell_output')]
 out.undata = [...document.querySelectorAll('table.rc-table:not(.rc-verdicts)')]
   .filter(t => { const next = (t.closest('.rc-scroll') || t).nextElementSibling;
                  return !(next && next.querySelector('a[href$=".json"], a[href$=".csv"]')); }).length;
-// a figure: an image of the text; the result box's repeats the figure of the chapter below
+// a figure: an image of the text, linked from its caption, or the result box's copy, from the box
 const article = document.querySelector('article') || document.querySelector('main')
   || document.body;
+const data = 'a[href$=".csv"], a[href$=".json"]';
 out.unlinked = [...article.querySelectorAll('img')]
-  .filter(i => !i.closest('.rc-result-figure'))
-  .filter(i => { const f = i.closest('figure');
+  .filter(i => { const copy = i.closest('.rc-result-figure');
+                 if (copy) return !copy.querySelector(data);
+                 const f = i.closest('figure');
                  return !(f && f.querySelector(
                    'figcaption a[href$=".csv"], figcaption a[href$=".json"]')); })
   .map(i => i.getAttribute('src'));
@@ -359,7 +362,7 @@ def test_a_clean_tiny_site_passes(tmp_path: Path, driver, serve) -> None:
     site = _tiny_site(tmp_path / "clean", "")
     assert check_site(site, serve(site), driver) == []
     fine = ('<div class="rc-result"><span class="rc-badge">✓ holds</span></div>'
-            '<div class="rc-result-figure"><img src="dot.png"></div>'  # a repeat: no link needed
+            '<div class="rc-result-figure"><img src="dot.png"><a href="fig.csv">data</a></div>'
             '<div class="rc-scroll" style="overflow-x:auto"><table class="rc-table"><tr>'
             '<td style="min-width:900px">wide, in its own box</td></tr></table></div>'
             '<p class="rc-data"><a href="data.json">data</a></p>' + FIGURE)
@@ -394,6 +397,8 @@ def test_a_missing_result_box_is_caught(tmp_path: Path, driver, serve) -> None:
     (FIGURE.replace('<a href="fig.csv">Data (CSV)</a>', ""),
      "a figure without a link to its data .*: fig.svg"),
     ('<div class="cell_output"><img src="dot.png"></div>', "a figure without a link to its data"),
+    ('<div class="rc-result-figure"><img src="dot.png"></div>',
+     "a figure without a link to its data .*: dot.png"),
     (FIGURE.replace("max-width:none;width:720px", "max-width:100%"),
      r"figure text [0-9.]+ px at 420 px \(under 8\): fig.svg"),
 ])
