@@ -73,16 +73,21 @@ def test_seeds_of_one_cell_are_combined_by_a_binomial_test(stored, result) -> No
     seeds "holds" only if the seeds saying so are too many for chance at 2.5% a seed and those
     saying "does not hold" are not (scipy's binomial, the oracle)."""
     _, answers = stored
-    (row,) = chapter.seeds_table(result).itertuples()
-    assert row.Index == "L12-D64-n1000-p0-P7" and row.seeds == len(answers)
-    assert row[3].split(", ") == [HOLDS if answers[c] else FAILS
-                                  for c in sorted(answers, key=lambda c: c.seed)]
+    table = chapter.seeds_table(result)
     n, holding = len(answers), sum(answers.values())
+    seeds = sorted(answers, key=lambda c: c.seed)
+    assert list(table.index) == [("L12-D64-n1000-p0-P7", s) for s in
+                                 [f"seed {c.seed}" for c in seeds] + [f"over the {n} seeds"]]
+    assert list(table["C1"][:-1]) == [HOLDS if answers[c] else FAILS for c in seeds]
+    x = result.excess[seeds[0].name][result.spec.k]
+    assert tuple(table.iloc[0][:2]) == (f"{x.excess:+.3f}", f"[{x.low:+.3f}, {x.high:+.3f}]")
     holds, fails = (st.binom.sf(m - 1, n, 0.025) < 0.05 for m in (holding, n - holding))
-    assert row[4] == (HOLDS if holds and not fails else FAILS if fails and not holds
-                      else INCONCLUSIVE)
+    assert table["C1"].iloc[-1] == (HOLDS if holds and not fails else FAILS if fails and not holds
+                                    else INCONCLUSIVE)
+    assert chapter.findings(result)["seeds"].startswith("1 cell is measured on several seeds; ")
     one = dataclasses.replace(result, cells=result.cells[:1])
     assert chapter.seeds_table(one).empty  # a single seed is no row
+    assert chapter.findings(one)["seeds"] == "No cell is measured on several seeds yet"
 
 
 def test_a_folder_without_results_is_refused_by_name(tmp_path: Path) -> None:

@@ -89,26 +89,25 @@ def table(result: Result) -> pd.DataFrame:
 
 
 def seeds_table(result: Result) -> pd.DataFrame:
-    """The cells measured on several seeds (stage 2): each seed's excess at ``spec.k`` with its
-    interval and verdict, and C1's verdict over the seeds (:func:`~raptor.book.claims.across_seeds`,
-    a binomial test of the seeds' verdicts)."""
+    """The cells measured on several seeds (stage 2): a row per seed (its excess at ``spec.k``,
+    the interval, C1's verdict), then C1's verdict over the seeds
+    (:func:`~raptor.book.claims.across_seeds`, a binomial test of the seeds' verdicts)."""
     k, by_cell = result.spec.k, {}
     for r in result.cells:
         by_cell.setdefault(dataclasses.replace(r.cell, seed=0), []).append(r.cell)
-    rows = []
+    rows: dict[tuple[str, str], tuple[str, str, str]] = {}
     for base, cells in by_cell.items():
-        cells = sorted(cells, key=lambda c: c.seed)
         if len(cells) < 2:
             continue
-        e = [result.excess[c.name][k] for c in cells]
-        per_seed = {c.seed: claim("C1", paper="", ours="", holds=result.verdict(c)) for c in cells}
-        rows.append({"cell": base.name.removesuffix("-s0"), "seeds": len(cells),
-                     "excess per seed": "; ".join(f"{x.excess:+.3f} [{x.low:+.3f}, {x.high:+.3f}]"
-                                                  for x in e),
-                     "verdict per seed": ", ".join(c.verdict for c in per_seed.values()),
-                     "C1 over the seeds": across_seeds(per_seed).verdict})
-    return pd.DataFrame(rows, columns=["cell", "seeds", "excess per seed", "verdict per seed",
-                                       "C1 over the seeds"]).set_index("cell")
+        name, per_seed = base.name.removesuffix("-s0"), {}
+        for c in sorted(cells, key=lambda c: c.seed):
+            x, per_seed[c.seed] = result.excess[c.name][k], claim("C1", paper="", ours="",
+                                                                 holds=result.verdict(c))
+            rows[name, f"seed {c.seed}"] = (f"{x.excess:+.3f}", f"[{x.low:+.3f}, {x.high:+.3f}]",
+                                            per_seed[c.seed].verdict)
+        rows[name, f"over the {len(cells)} seeds"] = ("", "", across_seeds(per_seed).verdict)
+    return pd.DataFrame(list(rows.values()), columns=[f"excess at k = {k}", "interval", "C1"],
+                        index=pd.MultiIndex.from_tuples(list(rows), names=["cell", "seed"]))
 
 
 FACTORS = {"L": ("depth L", atlas_design.DEPTHS), "D": ("width D", atlas_design.WIDTHS),
@@ -211,6 +210,8 @@ def findings(result: Result) -> dict[str, str]:
     at_k = [result.excess[r.cell.name][k] for r in result.cells]
     every = [e.excess for by_k in result.excess.values() for e in by_k.values()]
     passing = [r.cell.name for r, v in zip(result.cells, verdicts) if v == HOLDS]
+    table = seeds_table(result)
+    over = [v for (_, seed), v in table["C1"].items() if seed.startswith("over")]
     return {
         "summary": (f"C1's test passes on {len(passing)} cells ({', '.join(passing)})" if passing
                     else "no cell measured so far has block structure beyond a smooth decay"),
@@ -227,6 +228,11 @@ def findings(result: Result) -> dict[str, str]:
         "dinov2b": f"{result.dinov2b[k].excess:+.3f}",
         "core-hours": f"{hours:.1f}", "missing": str(len(result.missing)),
         "waiting": str(len(waiting)),
+        "seeds": (f"{len(over)} {'cell is' if len(over) == 1 else 'cells are'} measured on "
+                  f"several seeds; over their seeds C1's test "
+                  f"holds for {over.count(HOLDS)}, does not hold for {over.count(FAILS)} and is "
+                  f"inconclusive for {over.count(INCONCLUSIVE)}" if over
+                  else "No cell is measured on several seeds yet"),
     }
 
 
