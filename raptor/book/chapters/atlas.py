@@ -101,8 +101,8 @@ def seeds_table(result: Result) -> pd.DataFrame:
             continue
         name, per_seed = base.name.removesuffix("-s0"), {}
         for c in sorted(cells, key=lambda c: c.seed):
-            x, per_seed[c.seed] = result.excess[c.name][k], claim("C1", paper="", ours="",
-                                                                 holds=result.verdict(c))
+            x = result.excess[c.name][k]
+            per_seed[c.seed] = claim("C1", paper="", ours="", holds=result.verdict(c))
             rows[name, f"seed {c.seed}"] = (f"{x.excess:+.3f}", f"[{x.low:+.3f}, {x.high:+.3f}]",
                                             per_seed[c.seed].verdict)
         rows[name, f"over the {len(cells)} seeds"] = ("", "", across_seeds(per_seed).verdict)
