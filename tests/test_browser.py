@@ -22,6 +22,7 @@ import json
 import re
 import shutil
 import threading
+import time
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
@@ -181,6 +182,24 @@ out.badgesFirstScreen = badges.filter(b => { const r = b.getBoundingClientRect()
 return out;
 """
 
+LAYOUT = """
+return JSON.stringify([...document.querySelectorAll('main, .bd-sidebar-primary, .bd-sidebar-secondary')]
+  .map(e => e.getBoundingClientRect()));
+"""
+
+
+def settle(driver, polls: int = 50) -> None:
+    """Wait (up to ``polls`` × 0.1 s) until the layout stops moving after a resize: the theme's
+    sidebars slide away, and a check or screenshot taken meanwhile sees them half-way."""
+    last = None
+    for _ in range(polls):
+        now = driver.execute_script(LAYOUT)
+        if now == last:
+            return
+        last = now
+        time.sleep(0.1)
+
+
 PHONE_CHECK = """
 const tol = arguments[0];
 const el = document.scrollingElement;
@@ -268,6 +287,7 @@ def check_site(site: Path, base: str, driver, shots: Path | None = None,
         if shots:
             driver.save_screenshot(str(shots / f"{name.replace('/', '_')[:-5]}-desktop.png"))
         driver.set_window_size(PHONE, 900)
+        settle(driver)
         fit = driver.execute_script(PHONE_CHECK, TOLERANCE)
         if fit["scroll"] > fit["inner"] + TOLERANCE:
             problems.append(f"{name}: scrolls horizontally at {PHONE} px "
