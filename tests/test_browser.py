@@ -8,8 +8,9 @@ output, every claims table followed by a link to its data, every figure's captio
 data (CSV or JSON), as the result box's copy of a figure does, and at a 420-px-wide viewport no
 horizontal scrolling of the page (a wide table or figure scrolls in its own box), no text past its
 right edge, and no figure text under 8 px as rendered (font sizes read from each SVG, scaled by the
-width it is shown at). Each chapter that tests claims opens with their verdicts: at 1,280 × 900 px
-every badge of its result box is in the first screen. Screenshots of each page (desktop first
+width it is shown at). Each chapter that tests claims opens with their verdicts and its key
+figure: at 1,280 × 900 px every badge of its result box and the whole figure are in the first
+screen, the figure's text at 8 px or more. Screenshots of each page (desktop first
 screen and phone) go to ``book/_build/screenshots/``. Planted broken sites prove that the checks
 fail. ``make browser`` runs these after ``make build``; elsewhere they skip, saying why.
 """
@@ -179,6 +180,9 @@ const badges = [...document.querySelectorAll('.rc-result .rc-badge')];
 out.badges = badges.length;
 out.badgesFirstScreen = badges.filter(b => { const r = b.getBoundingClientRect();
   return r.height > 0 && r.top >= 0 && r.bottom <= window.innerHeight; }).length;
+out.keyFigures = [...document.querySelectorAll('.rc-result-figure img')].map(i => {
+  const r = i.getBoundingClientRect(); return [i.getAttribute('src'), r.top, r.bottom]; });
+out.inner = window.innerHeight;
 return out;
 """
 
@@ -221,7 +225,7 @@ return out;
 FIGURE_TEXT = """
 const done = arguments[arguments.length - 1];
 const page = document.querySelector('article') || document.querySelector('main') || document.body;
-const imgs = [...page.querySelectorAll('img')]
+const imgs = [...page.querySelectorAll(arguments[0])]
   .filter(i => /[.]svg([?#]|$)/.test(i.src) && i.getBoundingClientRect().width > 0);
 Promise.all(imgs.map(async i => {
   const text = await (await fetch(i.src)).text();
@@ -238,6 +242,16 @@ Promise.all(imgs.map(async i => {
 
 REDIRECT = re.compile(r'http-equiv="Refresh" content="0; url=([^"]+)"', re.I)
 RAW_TEX = re.compile(r"\$\$|\\\(|\\\)|\\\[|\\begin\{")
+
+
+def figure_text(driver, name: str, selector: str, width: int) -> list[str]:
+    """The SVG figures matching ``selector`` whose smallest text is under ``MIN_TEXT_PX`` as
+    rendered at the present ``width`` of the window."""
+    texts = driver.execute_async_script(FIGURE_TEXT, selector)
+    if isinstance(texts, str):
+        return [f"{name}: figure text not measured: {texts}"]
+    return [f"{name}: figure text {px:.1f} px at {width} px (under {MIN_TEXT_PX}): {src}"
+            for src, px in texts if px < MIN_TEXT_PX]
 
 
 def check_site(site: Path, base: str, driver, shots: Path | None = None,
@@ -284,6 +298,13 @@ def check_site(site: Path, base: str, driver, shots: Path | None = None,
             problems.append(f"{name}: {seen['badgesFirstScreen']} verdict badge(s) of the result "
                             f"box in the first screen at {DESKTOP} px, expected "
                             f"{max(seen['badges'], boxes.get(name, 0))}")
+        if name in boxes and not seen["keyFigures"]:
+            problems.append(f"{name}: no key figure in the result box")
+        problems += [f"{name}: the result box's figure is not wholly in the first screen at "
+                     f"{DESKTOP} px (from {top:.0f} to {bottom:.0f} px of {seen['inner']}): {src}"
+                     for src, top, bottom in seen["keyFigures"]
+                     if top < 0 or bottom > seen["inner"] + TOLERANCE]
+        problems += figure_text(driver, name, ".rc-result-figure img", DESKTOP)
         if shots:
             driver.save_screenshot(str(shots / f"{name.replace('/', '_')[:-5]}-desktop.png"))
         driver.set_window_size(PHONE, 900)
@@ -294,12 +315,7 @@ def check_site(site: Path, base: str, driver, shots: Path | None = None,
                             f"(scrollWidth {fit['scroll']} > innerWidth {fit['inner']})")
         problems += [f"{name}: text past the right edge at {PHONE} px: {t!r}" for t in fit["wide"]]
         problems += [f"{name}: verdict off-screen at {PHONE} px: {b!r}" for b in fit["badges"]]
-        texts = driver.execute_async_script(FIGURE_TEXT)
-        if isinstance(texts, str):
-            problems.append(f"{name}: figure text not measured: {texts}")
-        else:
-            problems += [f"{name}: figure text {px:.1f} px at {PHONE} px (under {MIN_TEXT_PX}): "
-                         f"{src}" for src, px in texts if px < MIN_TEXT_PX]
+        problems += figure_text(driver, name, "img", PHONE)
         if shots:
             driver.save_screenshot(str(shots / f"{name.replace('/', '_')[:-5]}-phone.png"))
     return problems
@@ -396,7 +412,7 @@ def test_a_missing_result_box_is_caught(tmp_path: Path, driver, serve) -> None:
     site = _tiny_site(tmp_path / "nobox", "")
     problems = check_site(site, serve(site), driver, boxes={"index.html": 2})
     assert problems == ["index.html: 0 verdict badge(s) of the result box in the first screen at "
-                        "1280 px, expected 2"]
+                        "1280 px, expected 2", "index.html: no key figure in the result box"]
 
 
 @browser
@@ -421,6 +437,11 @@ def test_a_missing_result_box_is_caught(tmp_path: Path, driver, serve) -> None:
      "a figure without a link to its data .*: dot.png"),
     (FIGURE.replace("max-width:none;width:720px", "max-width:100%"),
      r"figure text [0-9.]+ px at 420 px \(under 8\): fig.svg"),
+    ('<div style="height:1200px"></div><div class="rc-result-figure"><img src="fig.svg">'
+     '<a href="fig.csv">data</a></div>',
+     "the result box's figure is not wholly in the first screen at 1280 px .*: fig.svg"),
+    ('<div class="rc-result-figure"><img src="fig.svg" style="width:300px">'
+     '<a href="fig.csv">data</a></div>', r"figure text 3.8 px at 1280 px \(under 8\): fig.svg"),
 ])
 def test_planted_faults_are_caught(tmp_path: Path, driver, serve, plant: str, expect: str) -> None:
     site = _tiny_site(tmp_path / "broken", plant)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from raptor import controls
+from raptor.book import plotting
 from raptor.book.chapters import phase_structure as chapter
 from raptor.book.claims import FAILS, HOLDS, INCONCLUSIVE
 from raptor.book.experiment import images_of, teacher_of, walk
@@ -78,3 +80,17 @@ def test_untrained_teachers_have_no_excess_over_a_random_walk(fresh_cache) -> No
     t = chapter.EXCESS_MIN.value
     assert any(e.ladder["stationary"].low > t for e in excess.values())
     assert all(e.ladder["random walk"].high < t and e.high < t for e in excess.values())
+
+
+def test_the_excess_figure_plots_what_c1_judges(smoke_result) -> None:
+    """Each model's and control's excess with its interval, C1's threshold and the paper's level."""
+    r = smoke_result("phase-structure")
+    rows = plotting.figure_data(chapter.excess_figure(r))
+    points = {row["x_tick"]: row["y"] for row in rows if row["kind"] == "points"}
+    bars = {row["x_tick"]: (row["y_low"], row["y_high"]) for row in rows if row["kind"] == "interval"}
+    assert set(points) == set(bars) == set(r.excess) | set(r.controls)
+    for name, e in {**r.excess, **r.controls}.items():
+        assert (points[name], *bars[name]) == pytest.approx((e.excess, e.low, e.high))
+    lines = {row["series"]: row["y"] for row in rows if row["kind"] == "horizontal line"}
+    assert lines == pytest.approx({"C1's threshold": chapter.EXCESS_MIN.value,
+                                   "DINOv2-B (the paper's matrix)": r.paper_dinov2b[r.spec.k].excess})

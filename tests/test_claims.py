@@ -287,8 +287,7 @@ def test_box_gives_each_claim_its_badge_and_one_line() -> None:
     from raptor.book.claims import box, first_line
     one = claim("C17", paper="grow", ours="cls: ρ=1.00", holds=True)
     seeds = across_seeds({0: one, 1: one, 2: replace(one, verdict=INCONCLUSIVE)})
-    html = box([seeds, claim("C12", paper="96%", ours="—", holds=None)],
-               chapter="dynamics", scale="Run at the smoke profile.").data
+    html = box([seeds, claim("C12", paper="96%", ours="—", holds=None)]).data
     assert first_line(seeds.ours) == "seed 0: cls: ρ=1.00" and "per seed" in seeds.ours
     assert html.count('class="rc-result-row"') == 2
     assert '<a class="rc-result-id" href="../claims.html#C17">C17</a>' in html
@@ -296,8 +295,7 @@ def test_box_gives_each_claim_its_badge_and_one_line() -> None:
     assert f'<span class="rc-result-claim">{CLAIMS["C17"]}:</span>' in html
     assert '<span class="rc-result-ours">seed 0: cls: ρ=1.00</span>' in html
     assert 'title="seed 0: cls: ρ=1.00 (per seed' in html  # the whole number on hover
-    assert 'Run at the smoke profile. <a href="#claims-dynamics">' in html
-    assert "no claim of its own" in box([], chapter="atlas", scale="s").data
+    assert "no claim of its own" in box([]).data
 
 
 def test_by_verdict_lists_each_claim_under_its_verdict(tmp_path: Path) -> None:

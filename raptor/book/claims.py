@@ -369,18 +369,17 @@ def first_line(text: str) -> str:
     return text.split(" (per seed: ")[0]
 
 
-def box(claims: Iterable[Claim], *, chapter: str, scale: str) -> HTML:
-    """The box that opens a chapter, as HTML: each claim's ID (linked to the claims page), its
-    verdict badge and one line — the claim and this run's number — then the scale it was run
-    at (``scale``, a sentence) and a link to the chapter's claims check."""
+def box(claims: Iterable[Claim]) -> HTML:
+    """The verdicts that open a chapter, as HTML: each claim's ID (linked to the claims page), its
+    verdict badge and one line — the claim and this run's number. The chapter's key figure and
+    its scale (:func:`scale`) follow it in the box."""
     rows = "".join(
         f'<div class="rc-result-row" title="{escape(c.ours)}">'
         f'<a class="rc-result-id" href="../claims.html#{c.id}">{c.id}</a>{badge(c.verdict)}'
         f'<span class="rc-result-claim">{escape(c.claim)}:</span>'
         f'<span class="rc-result-ours">{escape(first_line(c.ours))}</span></div>' for c in claims)
     rows = rows or '<div class="rc-result-row">This chapter tests no claim of its own.</div>'
-    return HTML(f'<div class="rc rc-result">{rows}<p class="rc-result-scale">{escape(scale)} '
-                f'<a href="#claims-{chapter}">The claims check</a> has every number.</p></div>')
+    return HTML(f'<div class="rc rc-result">{rows}</div>')
 
 
 def scale(spec, *, profile: str, n_images: int | None = None) -> str:

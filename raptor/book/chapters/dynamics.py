@@ -194,7 +194,7 @@ def norms_convergence_figure(result: Result) -> plt.Figure:
     """Feature norms (Fig. 9) and directional convergence γ_l (Fig. 8 right), both models, for
     the first seed."""
     run = result.runs[0]
-    fig, axes = plotting.figure(1, 2, height=3.4)
+    fig, axes = plotting.figure(1, 2, height=2.9)
     ax_n, ax_c = axes[0]
     curves = {metric: {f"{model} {g}": v for model in MODELS
                        for g, v in getattr(run.flow[model], metric).items()}

@@ -93,6 +93,46 @@ def similarity_figure(result: Result) -> plt.Figure:
     return plotting.similarity_panels(panels, ncols=len(groups), partitions=cuts)
 
 
+SYMLOG_LINEAR = 0.02  # the excess axis is linear where the teachers and C1's threshold lie
+
+
+def excess_figure(result: Result) -> plt.Figure:
+    """C1's statistic for every model beside the controls whose answer is built in: the max-cut's
+    block excess over the warped-decay null with its bootstrap interval, against C1's threshold
+    and the paper's DINOv2-B matrix over the same null."""
+    phased = {name for name, (has_phases, _) in controls.CONTROLS.items() if has_phases}
+    kinds = {"teacher": result.trained(), "untrained": result.untrained(),
+             "control with phases": {n: e for n, e in result.controls.items() if n in phased},
+             "control without phases": {n: e for n, e in result.controls.items()
+                                        if n not in phased}}
+    fig, ((ax,),) = plotting.figure(height=3.8)
+    names: list[str] = []
+    for (kind, models), color in zip(kinds.items(), ("C0", "0.55", "C2", "C3")):
+        x = np.arange(len(names), len(names) + len(models))
+        e = list(models.values())
+        ax.vlines(x, [m.low for m in e], [m.high for m in e], color=color, label=f"_{kind}")
+        ax.scatter(x, [m.excess for m in e], s=16, color=color, label=kind)
+        names += list(models)
+    ax.axhline(EXCESS_MIN.value, color="black", ls="--", lw=0.8, label="C1's threshold")
+    ax.axhline(result.paper_dinov2b[result.spec.k].excess, color="C3", ls=":",
+               label="DINOv2-B (the paper's matrix)")
+    ax.set_xticks(range(len(names)), names, rotation=50, ha="right", rotation_mode="anchor")
+    ax.set_yscale("symlog", linthresh=SYMLOG_LINEAR, linscale=1.5)  # the threshold's scale visible
+    shown = [m.low for k in kinds.values() for m in k.values()] + [
+        result.paper_dinov2b[result.spec.k].excess]
+    low = min(min(shown), -SYMLOG_LINEAR)
+    high = max(max(m.high for k in kinds.values() for m in k.values()), EXCESS_MIN.value)
+    ax.set_ylim(low * 1.2, high * 1.5)
+    ticks = [t for t in (-0.3, -0.1, -0.02, -0.01, 0, 0.01, 0.02, 0.1, 0.3)
+             if low * 1.2 <= t <= high * 1.5]
+    ax.set_yticks(ticks, [f"{t:+g}".replace("-", "−") if t else "0" for t in ticks])
+    ax.set(xlabel="model or synthetic control", ylabel="block excess over warped decay",
+           title=f"C1: max-cut into k = {result.spec.k} phases (Fig. 1); linear within "
+                 f"±{SYMLOG_LINEAR}, logarithmic beyond")
+    plotting.legend_below(fig, [ax], ncols=3)
+    return fig
+
+
 def _shown(e: PhaseExcess, null: str) -> str:
     x = e.ladder.get(null)
     if x is None:

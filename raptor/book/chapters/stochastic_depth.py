@@ -88,23 +88,32 @@ def similarity_figure(result: Result) -> plt.Figure:
         partitions={f"p={r.p}": r.partition for r in first})
 
 
+def layerwise_figure(result: Result) -> plt.Figure:
+    """(B) each rate's Raptor R² to its teacher through depth, mean over seeds (Fig. 4B)."""
+    fig, ((ax,),) = plotting.figure(width=5.5, height=3.0)
+    cmap = plt.get_cmap("viridis")
+    p_values = result.spec.p_values
+    for i, p in enumerate(p_values):
+        runs = [r for r in result.runs if r.p == p]
+        color = cmap(i / max(1, len(p_values) - 1))
+        for g, ls in (("cls", "-"), ("patches", "--")):
+            ax.plot(np.mean([r.r2[g] for r in runs], axis=0), ls=ls, color=color,
+                    label=f"_p={p} {g}")
+        ax.plot([], [], color=color, label=f"p={p}")
+    for g, ls in (("cls", "-"), ("patches", "--")):
+        ax.plot([], [], color="grey", ls=ls, label=g)
+    ax.set(xlabel="layer", ylabel="R² to the teacher", title="(B) R² through depth")
+    plotting.legend_below(fig, [ax], ncols=4)
+    return fig
+
+
 def sweep_figure(result: Result) -> plt.Figure:
-    """(B) layerwise R², (C) accuracy and (D) R² against p; (E) similarity vs R² (Fig. 4B–E)."""
+    """(C) accuracy and (D) R² against p, mean ± sd over seeds; (E) similarity vs R², one point a
+    teacher (Fig. 4C–E): what C6–C8 judge."""
     spec, sweep = result.spec, sweep_table(result)
     by_p = sweep.drop(columns="partition").groupby("p").agg(["mean", "std"])
-    fig, axes = plotting.figure(2, 2, height=6.0)
-    (ax_b, ax_c), (ax_d, ax_e) = axes
-    cmap = plt.get_cmap("viridis")
-    for i, p in enumerate(spec.p_values):
-        runs = [r for r in result.runs if r.p == p]
-        color = cmap(i / max(1, len(spec.p_values) - 1))
-        for g, ls in (("cls", "-"), ("patches", "--")):
-            ax_b.plot(np.mean([r.r2[g] for r in runs], axis=0), ls=ls, color=color,
-                      label=f"_p={p} {g}")
-        ax_b.plot([], [], color=color, label=f"p={p}")
-    for g, ls in (("cls", "-"), ("patches", "--")):
-        ax_b.plot([], [], color="grey", ls=ls, label=g)
-    ax_b.set(xlabel="layer", ylabel="R² to the teacher", title="(B) R² through depth")
+    fig, axes = plotting.figure(1, 3, height=3.0)
+    ax_c, ax_d, ax_e = axes[0]
     for col, label in (("teacher acc", "teacher"), ("student acc", "Raptor")):
         ax_c.errorbar(spec.p_values, by_p[(col, "mean")], yerr=by_p[(col, "std")].fillna(0),
                       marker="o", label=label, capsize=3)
@@ -119,7 +128,7 @@ def sweep_figure(result: Result) -> plt.Figure:
     assoc = correlation(sweep["mean similarity"], sweep["R²"])
     ax_e.set(xlabel="mean layer–layer similarity", ylabel="mean R²",
              title=f"(E) r = {assoc.r:.2f} [{assoc.low:.2f}, {assoc.high:.2f}]")
-    plotting.legend_below(fig, axes, ncols=4)
+    plotting.legend_below(fig, axes, ncols=2)
     return fig
 
 
