@@ -113,18 +113,16 @@ def excess_figure(result: Result) -> plt.Figure:
         ax.vlines(x, [m.low for m in e], [m.high for m in e], color=color, label=f"_{kind}")
         ax.scatter(x, [m.excess for m in e], s=16, color=color, label=kind)
         names += list(models)
+    every = [m for models in kinds.values() for m in models.values()]
+    dinov2b = result.paper_dinov2b[result.spec.k].excess
     ax.axhline(EXCESS_MIN.value, color="black", ls="--", lw=0.8, label="C1's threshold")
-    ax.axhline(result.paper_dinov2b[result.spec.k].excess, color="C3", ls=":",
-               label="DINOv2-B (the paper's matrix)")
+    ax.axhline(dinov2b, color="C3", ls=":", label="DINOv2-B (the paper's matrix)")
     ax.set_xticks(range(len(names)), names, rotation=50, ha="right", rotation_mode="anchor")
     ax.set_yscale("symlog", linthresh=SYMLOG_LINEAR, linscale=1.5)  # the threshold's scale visible
-    shown = [m.low for k in kinds.values() for m in k.values()] + [
-        result.paper_dinov2b[result.spec.k].excess]
-    low = min(min(shown), -SYMLOG_LINEAR)
-    high = max(max(m.high for k in kinds.values() for m in k.values()), EXCESS_MIN.value)
-    ax.set_ylim(low * 1.2, high * 1.5)
-    ticks = [t for t in (-0.3, -0.1, -0.02, -0.01, 0, 0.01, 0.02, 0.1, 0.3)
-             if low * 1.2 <= t <= high * 1.5]
+    low = 1.2 * min(-SYMLOG_LINEAR, dinov2b, *(m.low for m in every))
+    high = 1.5 * max(EXCESS_MIN.value, *(m.high for m in every))
+    ticks = [t for t in (-0.3, -0.1, -0.02, -0.01, 0, 0.01, 0.02, 0.1, 0.3) if low <= t <= high]
+    ax.set(ylim=(low, high))
     ax.set_yticks(ticks, [f"{t:+g}".replace("-", "−") if t else "0" for t in ticks])
     ax.set(xlabel="model or synthetic control", ylabel="block excess over warped decay",
            title=f"C1: max-cut into k = {result.spec.k} phases (Fig. 1); linear within "
