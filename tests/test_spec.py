@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from raptor.book import profiles
 from raptor.book.chapters import chapter
 from raptor.book.specs import MODULES
-from raptor.book.profiles import DISTILL, PHASE_TEACHER, PHASE_TRAIN, TEACHER, TRAIN
+from raptor.book.profiles import DISTILL, PAPER_TEACHER, PAPER_TRAIN, TEACHER, TRAIN
 from raptor.book.spec import (Machine, SpecError, diff, fields_of, from_parameters, nested, param,
                               parameters, parameters_cell, require, require_data)
 from raptor.catalog import DATASETS
@@ -76,8 +76,8 @@ def test_nested_fields_flatten_to_their_parameter_names() -> None:
 def test_parameters_and_diff() -> None:
     spec = Toy()
     flat = parameters(spec)
-    assert flat["L"] == 8 and flat["distill_limit"] == 5000 and flat["p_values"] == (0.0, 0.3)
-    assert flat["p"] == 0.5 and flat["weights"] is None and flat["eval_every"] == 100
+    assert flat["L"] == 12 and flat["distill_limit"] == 5000 and flat["p_values"] == (0.0, 0.3)
+    assert flat["p"] == 0.5 and flat["weights"] is None and flat["eval_every"] == 50
     changed = dataclasses.replace(spec, teacher=dataclasses.replace(spec.teacher, depth=4),
                                   rate=0.1)
     assert diff(changed, spec) == {"L": 4, "p": 0.1}
@@ -158,7 +158,7 @@ def test_unknown_name_lists_the_valid_ones() -> None:
     ("distill_limit", 0, "parameter 'distill_limit' must be an integer >= 1, got 0"),
     ("device", "tpu", "parameter 'device': device must be 'auto', 'cpu', 'cuda'"),
     ("p", 1.0, "parameter 'p' must be in [0, 1)"), ("ks", [], "parameter 'ks' must be a non-"),
-    ("ks", [2, 9], "parameter 'ks' must be a non-empty list of k in [1, L = 8]")])
+    ("ks", [2, 13], "parameter 'ks' must be a non-empty list of k in [1, L = 12]")])
 def test_validation_errors_name_the_notebook_parameter(name: str, value: object, message: str
                                                        ) -> None:
     """The science configurations check their own fields; the error names the parameter as the
@@ -201,7 +201,7 @@ def test_base_is_kept_where_not_overridden() -> None:
 def test_parameters_cell_is_python_that_gives_the_spec_back() -> None:
     cell = parameters_cell(Toy(), profile="smoke")
     lines = cell.splitlines()
-    assert lines[0] == "profile = 'smoke'" and "L = 8" in lines and "p_values = [0.0, 0.3]" in lines
+    assert lines[0] == "profile = 'smoke'" and "L = 12" in lines and "p_values = [0.0, 0.3]" in lines
     namespace: dict = {}
     exec(cell, namespace)
     assert namespace["profile"] == "smoke" and isinstance(namespace["ks"], list)
@@ -260,12 +260,12 @@ def test_round_trip_parameters_from_parameters(values: dict[str, object]) -> Non
 def test_a_nested_field_may_default_to_an_instance() -> None:
     @dataclass(frozen=True)
     class Deeper:
-        teacher: TeacherConfig = nested(PHASE_TEACHER)
-        train: TrainConfig = nested(PHASE_TRAIN)
+        teacher: TeacherConfig = nested(PAPER_TEACHER)
+        train: TrainConfig = nested(PAPER_TRAIN)
 
-    assert Deeper().teacher is PHASE_TEACHER
-    assert parameters(Deeper())["L"] == 12
-    assert from_parameters(Deeper, {"steps": 400}).train == dataclasses.replace(PHASE_TRAIN,
+    assert Deeper().teacher is PAPER_TEACHER
+    assert parameters(Deeper())["D"] == 768
+    assert from_parameters(Deeper, {"steps": 400}).train == dataclasses.replace(PAPER_TRAIN,
                                                                                 steps=400)
 
 

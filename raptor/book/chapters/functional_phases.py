@@ -7,7 +7,6 @@ Raptors of an overfitting run's checkpoints (Fig. 13; C11).
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
@@ -68,7 +67,7 @@ class Result:
 
     spec: Spec
     unit_sizes: np.ndarray  # images per unit of ≤ UNIT_IMAGES (the bootstrap units)
-    versus: list[SeedVersus]  # the first ``spec.versus_seeds`` seeds (None: all)
+    versus: list[SeedVersus]  # one per seed, in the order of ``spec.seeds``
     seeds: list[SeedChecks]  # one per seed, in the order of ``spec.seeds``
 
     def student_acc(self, k: int, run: SeedVersus | None = None) -> np.ndarray:
@@ -114,8 +113,7 @@ def compute(spec: Spec) -> Result:
         w = walk(teacher_of(spec, spec.p, seed=seed), images_of(spec, spec.n_images, seed=seed),
                  cuts=spec.k_values, excess=spec.k_values, device=device)
         sizes = np.array([len(y) for _, y in w.batches(UNIT_IMAGES)], dtype=float)
-        if seed in spec.seeds[:spec.versus_seeds]:
-            versus.append(_seed_versus(spec, seed, w, device))
+        versus.append(_seed_versus(spec, seed, w, device))
         checks.append(_seed_checks(spec, seed, w, sizes, device))
     return Result(spec, sizes, versus, checks)
 
@@ -294,29 +292,20 @@ def _c3(run: SeedVersus, sizes: np.ndarray) -> Claim:
         {f"k={k}": e for k, e in run.excess.items()})
 
 
-def _versus(per_seed: dict[int, Claim]) -> Claim:
-    """C3 or C11 over the first ``versus_seeds`` seeds, saying so when it is one."""
-    c = across_seeds(per_seed)
-    return c if len(per_seed) > 1 else dataclasses.replace(
-        c, detail=f"{c.detail}; one teacher seed (versus_seeds = 1: at cpu the artifact tier "
-                  "cannot hold another seed's models under its 64 MB)")
-
-
 def claims(result: Result) -> list[Claim]:
-    """C3 and C11 on the first ``versus_seeds`` seeds, C4, C9 and C10 on every seed, the seeds'
-    verdicts combined by :func:`~raptor.book.claims.across_seeds`' binomial test; each judged by
+    """C3, C4, C9, C10 and C11 on every seed, the seeds' verdicts combined by :func:`~raptor.book.claims.across_seeds`' binomial test; each judged by
     :mod:`~raptor.book.chapters.functional_phases_claims`."""
     s, sizes = result.spec, result.unit_sizes
     controls = {c.seed: c.control_units for c in result.seeds}
     return [
-        _versus({run.seed: _c3(run, sizes) for run in result.versus}),
+        across_seeds({run.seed: _c3(run, sizes) for run in result.versus}),
         across_seeds({c.seed: _c4(c, sizes, s.control_k) for c in result.seeds}),
         across_seeds({seed: judge.c9_untrained_easier(u["untrained"], u["trained"], sizes)
                       for seed, u in controls.items()}),
         across_seeds({seed: judge.c10_skip_removal(u["untrained"]["patches"],
                                                    u["untrained, no skip"]["patches"], sizes)
                       for seed, u in controls.items()}),
-        _versus({run.seed: judge.c11_overfitting(
+        across_seeds({run.seed: judge.c11_overfitting(
             best_step(run), s.overfit_snapshots, {g: run.snapshot_units[g] for g in GROUPS},
             run.snapshot_units["acc"], sizes) for run in result.versus}),
     ]

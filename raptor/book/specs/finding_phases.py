@@ -6,8 +6,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from raptor.book.profiles import (PAPER_TEACHER, PAPER_TRAIN, PHASE_TEACHER,
-                                  PHASE_TRAIN, SMOKE_TEACHER, SMOKE_TRAIN)
+from raptor.book.profiles import PAPER_TEACHER, PAPER_TRAIN, SMOKE_TEACHER, SMOKE_TRAIN, TEACHER, TRAIN
 from raptor.book.pretrained import Pretrained
 from raptor.book.spec import Machine, nested, require, require_data
 from raptor.config import TeacherConfig, TrainConfig
@@ -25,9 +24,9 @@ class Spec:
     timm ViT on its ``images`` (DINOv2-B on ImageNet: Figs. 2–3).
     """
 
-    teacher: TeacherConfig = nested(PHASE_TEACHER)
-    train: TrainConfig = nested(PHASE_TRAIN)
-    p_values: tuple[float, ...] = (0.0, 0.3)
+    teacher: TeacherConfig = nested(TEACHER)
+    train: TrainConfig = nested(TRAIN)
+    p_values: tuple[float, ...] = (TEACHER.p, 0.0)
     teacher_seeds: tuple[int, ...] = (0, 1, 2)
     n_images: int = 1000
     k_values: tuple[int, ...] = (2, 3, 4)

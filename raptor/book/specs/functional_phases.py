@@ -19,21 +19,17 @@ NOTEBOOK = "chapters/functional_phases.ipynb"
 
 @dataclass(frozen=True)
 class Spec:
-    """A teacher with stochastic-depth rate ``p`` per seed in ``seeds``. On the first
-    ``versus_seeds`` seeds' teachers (None: all), Raptors with the max-cut and ``n_random``
-    other random partitions (all others where fewer exist) for each k in ``k_values``, and
-    Raptors of an overfitting run of ``overfit_steps`` on ``overfit_limit`` images without
-    weight decay, snapshotted at ``overfit_snapshots``, on the max-cut at ``control_k``. On every
-    seed's, on the max-cut at ``control_k``: untrained controls and layer swaps of
-    ``swap_counts`` layers, at most ``max_swap_sets`` sets each (None: all)."""
+    """A teacher with stochastic-depth rate ``p`` per seed in ``seeds``; on each, Raptors with the
+    max-cut and ``n_random`` other random partitions (all others where fewer exist) for each k in
+    ``k_values``, Raptors of an overfitting run of ``overfit_steps`` on ``overfit_limit`` images
+    without weight decay, snapshotted at ``overfit_snapshots``, on the max-cut at ``control_k``,
+    and on that max-cut untrained controls and layer swaps of ``swap_counts`` layers, at most
+    ``max_swap_sets`` sets each (None: all)."""
 
     teacher: TeacherConfig = nested(TEACHER)
     train: TrainConfig = nested(TRAIN)
-    p: float = 0.0
+    p: float = TEACHER.p
     seeds: tuple[int, ...] = (0, 1, 2)
-    # One more seed's random partitions, overfitting run and snapshots take ~17 MB of the
-    # artifact tier, which cannot hold them under its 64 MB: one seed at cpu [ours]
-    versus_seeds: int | None = 1
     # k = 4 (paper.K_VALUES) adds ten Raptors the artifact tier cannot hold under 64 MB [ours]
     k_values: tuple[int, ...] = (2, 3)
     n_random: int = paper.RANDOM_PARTITIONS
@@ -52,9 +48,6 @@ class Spec:
         L = self.teacher.depth
         require(0 <= self.p < 1, "p", "a rate in [0, 1)", self.p)
         require_seeds(self.seeds)
-        require(self.versus_seeds is None or 1 <= self.versus_seeds <= len(self.seeds),
-                "versus_seeds", f"None (all) or a count in [1, len(seeds) = {len(self.seeds)}]",
-                self.versus_seeds)
         require(len(self.k_values) > 0 and all(2 <= k <= L for k in self.k_values), "k_values",
                 f"a non-empty list of k in [2, L = {L}]", self.k_values)
         require(self.n_random >= 2, "n_random", "≥ 2 (for a standard deviation)", self.n_random)
@@ -76,7 +69,7 @@ class Spec:
         """The overfitting run's changes to the teacher's training (Fig. 13; the paper reduces
         weight decay, we remove it [ours])."""
         return dict(train_limit=self.overfit_limit, weight_decay=0.0, steps=self.overfit_steps,
-                    snapshot_steps=self.overfit_snapshots,
+                    patience=None, snapshot_steps=self.overfit_snapshots,
                     eval_every=math.gcd(*self.overfit_snapshots))
 
 
@@ -85,6 +78,6 @@ SMOKE = dataclasses.replace(Spec(), teacher=SMOKE_TEACHER, train=SMOKE_TRAIN, di
                             overfit_limit=128, overfit_steps=20, overfit_snapshots=(10, 20),
                             swap_counts=(1, 2), max_swap_sets=3)
 PAPER = dataclasses.replace(Spec(), teacher=PAPER_TEACHER, train=PAPER_TRAIN, distill=PAPER_DISTILL,
-                            versus_seeds=None, n_images=10_000,
+                            n_images=10_000,
                             k_values=paper.K_VALUES, overfit_limit=5_000, overfit_steps=8_000,
                             overfit_snapshots=(500, 1_000, 2_000, 4_000, 8_000))

@@ -26,7 +26,7 @@ class Spec:
 
     teacher: TeacherConfig = nested(TEACHER)
     train: TrainConfig = nested(TRAIN)
-    p: float = 0.0
+    p: float = TEACHER.p
     seeds: tuple[int, ...] = (0, 1, 2)
     k_values: tuple[int, ...] = (2, 3)
     distill: DistillConfig = nested(DISTILL)

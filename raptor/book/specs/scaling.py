@@ -24,7 +24,7 @@ class Spec:
 
     teacher: TeacherConfig = nested(TEACHER)
     train: TrainConfig = nested(TRAIN)
-    p: float = 0.0
+    p: float = TEACHER.p
     seeds: tuple[int, ...] = (0, 1, 2)
     k_values: tuple[int, ...] = (2, 3, 4)
     ladder_k: int = 3

@@ -24,7 +24,7 @@ class Spec:
 
     teacher: TeacherConfig = nested(TEACHER)
     train: TrainConfig = nested(TRAIN)
-    p_values: tuple[float, ...] = (0.0, 0.15, 0.3, 0.45)
+    p_values: tuple[float, ...] = (0.0, 0.2, 0.4, 0.6)  # C7's range
     seeds: tuple[int, ...] = (0, 1, 2)
     k: int = 3
     distill: DistillConfig = nested(DISTILL)
