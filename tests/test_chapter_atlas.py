@@ -88,6 +88,19 @@ def test_seeds_of_one_cell_are_combined_by_a_binomial_test(stored, result) -> No
     one = dataclasses.replace(result, cells=result.cells[:1])
     assert chapter.seeds_table(one).empty  # a single seed is no row
     assert chapter.findings(one)["seeds"] == "No cell is measured on several seeds yet"
+    assert chapter.family(one) == (None, "none yet: no cell is measured on 3 seeds")
+    chosen, why = chapter.family(result)  # one cell, on seven seeds
+    assert chosen == seeds[0] and why.startswith("L12-D64-n1000-p0-P7 (")
+    assert ("the cheapest" in why) == (table["C1"].iloc[-1] == HOLDS)
+
+
+def test_the_books_teachers_are_the_family_the_stored_atlas_chooses() -> None:
+    """The ``cpu`` profile's teachers (:data:`raptor.book.profiles.FAMILY`) are the cell the
+    repository's atlas chooses by the rule of :func:`chapter.family`."""
+    from raptor.book.profiles import FAMILY
+
+    spec = dataclasses.replace(chapter.Spec(), k_values=(chapter.Spec().k,), n_boot=20)
+    assert chapter.family(chapter.compute(spec))[0] == FAMILY
 
 
 def test_a_folder_without_results_is_refused_by_name(tmp_path: Path) -> None:

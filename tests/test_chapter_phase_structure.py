@@ -53,6 +53,9 @@ def test_smoke_result_has_every_model_and_a_c1(smoke_result) -> None:
     assert all(e.low <= e.high and e.cut == r.cuts[name] for name, e in r.excess.items())
     (c1,) = chapter.claims(r)
     assert c1.id == "C1" and c1.verdict in (HOLDS, FAILS, INCONCLUSIVE)
+    t = chapter.training_table(r)
+    assert list(t.index) == list(r.trained()) and (t["kept step"] <= t["stopped at"]).all()
+    assert (t["stopped at"] <= t["budget"]).all() and (t["val acc"] == [r.accuracy[n] for n in t.index]).all()
 
 
 def test_c1_judges_the_trained_models_alone(smoke_result) -> None:

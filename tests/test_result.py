@@ -123,7 +123,9 @@ def test_round_trip_of_a_chapter_result(tmp_path: Path) -> None:
         excess={"untrained": PhaseExcess(2, ((0, 2), (2, 5)), ((0, 3), (3, 5)), 0.02, 0.01, 0.03,
                                          0.95, 0.9, Rank(2, 4),
                                          {"stationary": NullExcess(0.05, 0.04, 0.06)}, 0.1)},
-        controls={}, paper_dinov2b={2: matrix_excess(np.eye(5), 2)})
+        controls={}, paper_dinov2b={2: matrix_excess(np.eye(5), 2)},
+        records={"trained, p=0.0": {"loss": [0.9, 0.5], "val": [{"step": 2, "acc": 0.75}],
+                                    "best": {"step": 2, "loss": 0.5}, "converged": True}})
     save(result, tmp_path / "phase-structure")
     loaded = load(phase_structure.Result, tmp_path / "phase-structure")
     assert_same(result, loaded)

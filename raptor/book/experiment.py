@@ -74,13 +74,15 @@ def _planned_teacher(cfg: TeacherConfig, train: TrainConfig | None, seed: int, d
 
 # A chapter's spec nests ``teacher`` (TeacherConfig), ``train`` (TrainConfig), ``machine``
 # (raptor.book.spec.Machine) and, for a chapter with students, ``distill`` (DistillConfig).
-def teacher_of(spec: Any, p: float = 0.0, *, seed: int = 0, trained: bool = True,
+def teacher_of(spec: Any, p: float | None = None, *, seed: int = 0, trained: bool = True,
                residual: bool = True, **train_changes: Any
                ) -> tuple[torch.nn.Module, dict[str, Any]]:
-    """The chapter's teacher with stochastic depth ``p`` (trained through the cache, or untrained)
-    and its training record; ``train_changes`` override its training's fields."""
+    """The chapter's teacher with stochastic depth ``p`` (``None``: its teacher's; trained through
+    the cache, or untrained) and its training record; ``train_changes`` override its training's
+    fields."""
     train = dataclasses.replace(spec.train, seed=seed, **train_changes) if trained else None
-    cfg = dataclasses.replace(spec.teacher, p=p, residual=residual)
+    cfg = dataclasses.replace(spec.teacher, p=spec.teacher.p if p is None else p,
+                              residual=residual)
     if dry_planning():
         return _planned_teacher(cfg, train, seed, spec.machine.device)
     return get_teacher(cfg, train, seed=seed, data_root=spec.machine.data_root, progress=False,
@@ -214,8 +216,13 @@ class Walk:
 
     @property
     def accuracy(self) -> float:
-        """The teacher's last validation accuracy in training (NaN if not trained here)."""
-        return self.record["val"][-1]["acc"] if "val" in self.record else math.nan
+        """The teacher's validation accuracy in training at the weights it kept: at its lowest
+        validation loss where a convergence criterion stopped it, else the last (NaN if not
+        trained here)."""
+        if "val" not in self.record:
+            return math.nan
+        kept = self.record.get("best", {}).get("step", self.record["val"][-1]["step"])
+        return next(v["acc"] for v in self.record["val"] if v["step"] == kept)
 
     def batches(self, size: int = 250) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """The images and labels in batches of ``size`` (:func:`batched`)."""

@@ -198,6 +198,35 @@ def convergence_figure(result: Result) -> plt.Figure:
     return fig
 
 
+def family(result: Result, seeds: int = 3) -> tuple[Cell | None, str]:
+    """The family the book's ``cpu`` teachers are taken from (seed 0's cell) and why: of the cells
+    measured on ≥ ``seeds`` seeds, the cheapest to train (mean core-minutes) of those over whose
+    seeds C1's test holds (:func:`seeds_table`); none holding, the one of the largest mean excess
+    at ``spec.k`` (the excess over the warped decay: C1's calibrated statistic)."""
+    k, by_cell = result.spec.k, {}
+    for r in result.cells:
+        by_cell.setdefault(dataclasses.replace(r.cell, seed=0), []).append(r)
+    over = seeds_table(result)["C1"]
+    cells = {c: rs for c, rs in by_cell.items() if len(rs) >= seeds}
+    if not cells:
+        return None, f"none yet: no cell is measured on {seeds} seeds"
+    mean = {c: float(np.mean([result.excess[r.cell.name][k].excess for r in rs]))
+            for c, rs in cells.items()}
+    cost = {c: float(np.mean([r.summary["train_seconds"] * r.summary["machine"]["threads"]
+                              for r in rs])) / 60 for c, rs in cells.items()}
+    passing = [c for c in cells
+               if over[c.name.removesuffix("-s0"), f"over the {len(cells[c])} seeds"] == HOLDS]
+    if passing:
+        chosen = min(passing, key=cost.__getitem__)
+        why = f"the cheapest of the {len(passing)} cells over whose seeds C1's test holds"
+    else:
+        chosen = max(mean, key=mean.__getitem__)
+        why = (f"C1's test holds over the seeds of none of the {len(cells)} cells measured on "
+               f"≥ {seeds} seeds: the one of the largest mean excess")
+    return chosen, (f"{chosen.name.removesuffix('-s0')} ({why}: {mean[chosen]:+.3f} at k = {k} "
+                    f"over {len(cells[chosen])} seeds, {cost[chosen]:.1f} core-minutes a teacher)")
+
+
 def findings(result: Result) -> dict[str, str]:
     """What the atlas finds at ``spec.k``, as text for the chapter's prose."""
     k = result.spec.k
@@ -233,6 +262,7 @@ def findings(result: Result) -> dict[str, str]:
                   f"holds for {over.count(HOLDS)}, does not hold for {over.count(FAILS)} and is "
                   f"inconclusive for {over.count(INCONCLUSIVE)}" if over
                   else "No cell is measured on several seeds yet"),
+        "family": family(result)[1],
     }
 
 

@@ -10,12 +10,14 @@ the warped decay, the one null the controls show to tell phases from smooth deca
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
 from raptor import controls, paper, phases
+from raptor.catalog import dataset_info
 from raptor.book import plotting
 from raptor.book.claims import (EXCESS_MIN, FAILS, HOLDS, Claim, all_of, claim, correction,
                                 part)
@@ -41,6 +43,7 @@ class Result:
     excess: dict[str, PhaseExcess]
     controls: dict[str, PhaseExcess]
     paper_dinov2b: dict[int, PhaseExcess]
+    records: dict[str, dict[str, Any]]  # each trained teacher's training record
 
     def trained(self) -> dict[str, PhaseExcess]:
         return {name: e for name, e in self.excess.items() if not name.startswith("untrained")}
@@ -55,11 +58,13 @@ def compute(spec: Spec) -> Result:
     spec.require_model()
     images = images_of(spec, spec.n_images)
     measure = dict(excess=(spec.k,), n_boot=spec.n_boot, device=resolve_device(spec.machine.device))
-    accuracy, shapes, mats, excess = {}, {}, {}, {}
+    accuracy, shapes, mats, excess, records = {}, {}, {}, {}, {}
 
     def add(name: str, w: Walk) -> None:
         accuracy[name], shapes[name], mats[name] = w.accuracy, list(w.traj.shape), w.similarity
         excess[name] = w.excess[spec.k]
+        if "val" in w.record:
+            records[name] = w.record
 
     for p in spec.p_values:
         for seed in spec.teacher_seeds:
@@ -72,7 +77,25 @@ def compute(spec: Spec) -> Result:
                                                    spec.machine.data_root, **measure))
     return Result(spec, accuracy, shapes, mats, {name: e.cut for name, e in excess.items()},
                   excess, {name: _check(name, spec) for name in controls.CONTROLS},
-                  {k: matrix_excess(paper.dinov2b_block_similarity(), k) for k in paper.K_VALUES})
+                  {k: matrix_excess(paper.dinov2b_block_similarity(), k) for k in paper.K_VALUES},
+                  records)
+
+
+def training_table(result: Result) -> pd.DataFrame:
+    """Each trained teacher's training: whether the convergence criterion stopped it within its
+    budget, the step (and epoch) of the weights kept, where it stopped, its validation accuracy
+    at the weights kept and the wall time of its training."""
+    t = result.spec.train
+    images = t.train_limit or dataset_info(t.dataset).train_size
+    rows = {}
+    for name, r in result.records.items():
+        kept = r.get("best", {}).get("step", r["val"][-1]["step"])
+        rows[name] = {"converged": r.get("converged", "no criterion"), "kept step": kept,
+                      "epoch": round(kept * t.batch_size / images, 1),
+                      "stopped at": r.get("stopped", len(r["loss"])), "budget": t.steps,
+                      "val acc": result.accuracy[name],
+                      "train minutes (wall)": round(r["seconds"] / 60, 1)}
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("teacher")
 
 
 def _check(control: str, spec: Spec) -> PhaseExcess:
