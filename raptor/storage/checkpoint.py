@@ -115,7 +115,8 @@ def metadata(data: bytes) -> dict[str, str]:
 def tensors_from_bytes(data: bytes, config: Mapping[str, Any] | None = None, *, where: str
                        ) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """:func:`load_tensors` of a checkpoint's bytes; ``where`` names it in errors. float16 tensors
-    are read as float32: the models hold none, only the tier stores weights so (:func:`narrowed`)."""
+    are read as float32: the models hold none; only the tier stores weights so
+    (:func:`narrowed`)."""
     try:
         tensors = {k: v.float() if v.dtype == torch.float16 else v for k, v in load(data).items()}
         meta = metadata(data)

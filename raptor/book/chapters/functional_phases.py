@@ -293,7 +293,8 @@ def _c3(run: SeedVersus, sizes: np.ndarray) -> Claim:
 
 
 def claims(result: Result) -> list[Claim]:
-    """C3, C4, C9, C10 and C11 on every seed, the seeds' verdicts combined by :func:`~raptor.book.claims.across_seeds`' binomial test; each judged by
+    """C3, C4, C9, C10 and C11 on every seed, the seeds' verdicts combined by
+    :func:`~raptor.book.claims.across_seeds`' binomial test; each judged by
     :mod:`~raptor.book.chapters.functional_phases_claims`."""
     s, sizes = result.spec, result.unit_sizes
     controls = {c.seed: c.control_units for c in result.seeds}

@@ -6,7 +6,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from raptor.book.profiles import PAPER_TEACHER, PAPER_TRAIN, SMOKE_TEACHER, SMOKE_TRAIN, TEACHER, TRAIN
+from raptor.book.profiles import (PAPER_TEACHER, PAPER_TRAIN, SMOKE_TEACHER, SMOKE_TRAIN, TEACHER,
+                                  TRAIN)
 from raptor.book.pretrained import Pretrained
 from raptor.book.spec import Machine, nested, require, require_data
 from raptor.config import TeacherConfig, TrainConfig
