@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from raptor.storage import artifacts
@@ -179,6 +179,7 @@ def test_a_malformed_manifest_is_an_error_naming_it(tier):
             call()
 
 
+@settings(deadline=None)  # xz at preset 9e is slow by design; a loaded machine's time is not tested
 @given(st.binary(max_size=64))
 def test_pack_is_lossless(data):
     assert artifacts.unpack(artifacts.pack(data)) == data
@@ -291,7 +292,7 @@ def _cheapest_tier_teacher():
 
 
 # Training from scratch on another CPU (other kernels, other thread counts) moves the last bits,
-# and 400 steps amplify them: accuracy on 2,000 validation images may move by a few tenths of a
+# and hundreds of steps amplify them: accuracy on 2,000 validation images may move by a few tenths of a
 # percent. [ours] 0.02 is an order of magnitude above that and far below any effect the book reads.
 RETRAIN_ACC_TOL = 0.02
 
