@@ -127,6 +127,8 @@ class TrainConfig:
     not fallen by a relative :data:`raptor.teachers.CONVERGENCE_TOL` for ``patience`` evaluations in a row, and
     the weights of its lowest are kept — the convergence criterion; ``steps`` is then the
     budget (and the cosine's length). ``None``: all ``steps``, the last weights.
+    ``half_weights``: the trained weights (snapshots too) rounded to float16 values, which the
+    artifact tier stores in half the bytes (:func:`~raptor.storage.checkpoint.half_rounded`).
     """
 
     dataset: str = "fashion-mnist"
@@ -143,6 +145,7 @@ class TrainConfig:
     val_limit: int | None = 2000
     snapshot_steps: tuple[int, ...] = field(default_factory=tuple)
     patience: int | None = None
+    half_weights: bool = False
 
     def __post_init__(self) -> None:
         if self.dataset not in DATASETS:
@@ -178,6 +181,7 @@ class DistillConfig:
     ``grad_clip=None`` trains without clipping. ``dataset`` and ``train_limit`` choose the
     training images in :func:`get_student` (:func:`distill` is given its dataset).
     ``cache_teacher`` keeps the teacher's trajectories of the whole training set in memory.
+    ``half_weights`` rounds the student's weights as :class:`TrainConfig`'s does a teacher's.
     ``bf16`` (autocast, teacher included) and ``compile`` (each block) are CUDA-only.
     """
 
@@ -204,6 +208,7 @@ class DistillConfig:
     dataset: str = "fashion-mnist"
     train_limit: int | None = None
     cache_teacher: bool = False
+    half_weights: bool = False
     device: str = "cpu"
     bf16: bool = False
     compile: bool = False

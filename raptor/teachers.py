@@ -28,8 +28,8 @@ from torch import nn
 
 from raptor import data
 from raptor.storage.cache import get_or_build, load_entry
-from raptor.storage.checkpoint import (load_state_checked, load_tensors, read_state_dict,
-                                       save_tensors, save_training_state)
+from raptor.storage.checkpoint import (half_rounded, load_state_checked, load_tensors,
+                                       read_state_dict, save_tensors, save_training_state)
 from raptor.config import TeacherConfig, TrainConfig
 from raptor.loop import adamw, batches_from, resolve_device, resume, train
 
@@ -219,8 +219,9 @@ def teacher_key(cfg: TeacherConfig, train: TrainConfig | None, seed: int, device
     """The cache key of a teacher: its architecture, training recipe and seed, and the kind of
     device it trains on unless the CPU (CUDA's arithmetic gives other weights)."""
     recipe = dataclasses.asdict(train) if train is not None else None
-    if recipe is not None and recipe["patience"] is None:
-        del recipe["patience"]  # a field added later: without it, every stored key holds
+    for later in ("patience", "half_weights"):  # fields added later: at their defaults (off),
+        if recipe is not None and not recipe[later]:  # left out, so every stored key holds
+            del recipe[later]
     key = {"arch": dataclasses.asdict(cfg), "train": recipe,
            "seed": seed, "format": 1}
     kind = resolve_device(device).split(":")[0]
@@ -265,7 +266,7 @@ def get_teacher(cfg: TeacherConfig, train: TrainConfig | None = None, *, seed: i
         tensors = dict(model.state_dict())
         for step, state in snaps.items():
             tensors.update({f"snapshot.{step}.{k}": v for k, v in state.items()})
-        return tensors, record
+        return (half_rounded(tensors) if train.half_weights else tensors), record
 
     tensors, record = get_or_build("teacher", key, build,
                                    request=TeacherRequest(cfg, train, seed, device))

@@ -41,7 +41,7 @@ from tqdm import tqdm
 
 from raptor import data
 from raptor.storage.cache import digest, get_or_build
-from raptor.storage.checkpoint import save_training_state
+from raptor.storage.checkpoint import half_rounded, save_training_state
 from raptor.loop import adamw, batches_from, resume, train
 from raptor.losses import Objective, present_weights
 from raptor.model import Raptor, count_parameters, flops_per_image
@@ -265,8 +265,11 @@ def student_key(teacher_cfg: TeacherConfig, teacher_train: TrainConfig | None, t
         weights = None
     else:
         weights = teacher if isinstance(teacher, str) else digest(teacher.state_dict())
+    distill = dataclasses.asdict(cfg)
+    if not distill["half_weights"]:  # a field added later: off, left out (stored keys hold)
+        del distill["half_weights"]
     return {"teacher": teacher_key(teacher_cfg, teacher_train, teacher_seed, cfg.device),
-            "teacher_weights": weights, "distill": dataclasses.asdict(cfg), "format": 1}
+            "teacher_weights": weights, "distill": distill, "format": 1}
 
 
 @dataclass(frozen=True)
@@ -308,7 +311,8 @@ def get_student(teacher_cfg: TeacherConfig, teacher_train: TrainConfig | None, t
                                          img_size=teacher_cfg.img_size,
                                          train_limit=cfg.train_limit, seed=cfg.seed)
         raptor, record = distill(teacher, train_set, cfg, work_path=work, progress=progress)
-        return dict(raptor.blocks.state_dict()), record
+        tensors = dict(raptor.blocks.state_dict())
+        return (half_rounded(tensors) if cfg.half_weights else tensors), record
 
     tensors, record = get_or_build("student", key, build, request=request)
     raptor = build_student(teacher.cpu(), cfg)

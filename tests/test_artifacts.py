@@ -14,6 +14,7 @@ from raptor.storage import artifacts
 from raptor.storage.artifacts import ArtifactError, export, tier_entry, verify
 from raptor.storage.build_log import builds_reported
 from raptor.storage.cache import entry_name, entry_path, get_or_build
+from raptor.storage.checkpoint import half_rounded
 from raptor.storage.manifest import RETRAIN_MISSING
 
 
@@ -198,6 +199,37 @@ def test_the_tier_is_smaller_than_the_cache_and_loads_the_same_tensors(tmp_path,
     monkeypatch.setenv("RAPTOR_ARTIFACTS", str(root))
     tensors, _ = tier_entry(name, {"a": 1})
     assert torch.equal(tensors["w"], weights["w"])
+
+
+def test_half_rounded_weights_take_half_the_tier_and_load_bit_for_bit(tmp_path, monkeypatch):
+    """Weights rounded to float16 values (``half_weights``) are stored in float16, read back as the
+    cache's float32 tensors exactly (digest checked); a tensor float16 cannot hold stays float32."""
+    cache, root = tmp_path / "cache", tmp_path / "artifacts"
+    monkeypatch.setenv("RAPTOR_CACHE", str(cache))
+    monkeypatch.setenv("RAPTOR_ARTIFACTS", "")
+    g = torch.Generator().manual_seed(0)
+    full = {"w": torch.randn(256, 256, generator=g) * 0.02, "step": torch.tensor([3])}
+    half = half_rounded(full)
+    assert half["w"].dtype == torch.float32 and not torch.equal(half["w"], full["w"])
+    assert torch.equal(half["step"], full["step"])
+    names = {}
+    for tag, weights in (("full", full), ("half", half)):
+        get_or_build("teacher", {"a": tag}, lambda _work, w=weights: (w, {}))
+        names[tag] = entry_name("teacher", {"a": tag})
+    entries = export(names.values(), root)["entries"]
+    assert entries[names["half"]]["bytes"] < 0.6 * entries[names["full"]]["bytes"]
+    monkeypatch.setenv("RAPTOR_ARTIFACTS", str(root))
+    for f in cache.rglob("*.safetensors"):
+        f.unlink()
+    for tag, weights in (("full", full), ("half", half)):
+        tensors, _ = tier_entry(names[tag], {"a": tag})
+        assert all(torch.equal(tensors[k], v) and tensors[k].dtype == v.dtype
+                   for k, v in weights.items())
+
+
+def test_half_rounding_refuses_weights_beyond_float16():
+    with pytest.raises(ValueError, match="half_weights"):
+        half_rounded({"w": torch.tensor([1e6])})
 
 
 def test_a_stray_file_in_the_tier_is_an_error(tier):

@@ -503,6 +503,20 @@ def test_patience_resumes_to_the_same_weights(converged, tmp_path: Path,
         {k: v for k, v in record_a.items() if k != "seconds"}
 
 
+def test_half_weights_round_the_kept_weights_and_snapshots(tiny_datasets, uninterrupted) -> None:
+    """``half_weights``: the same training, its weights and snapshots rounded to float16 values;
+    a key of its own, and none of the field where it is off (stored keys hold)."""
+    half = dataclasses.replace(TRAIN, half_weights=True)
+    model, _ = get_teacher(P_CFG, half, seed=0, progress=False)
+    assert all(torch.equal(v, u.half().float())
+               for v, u in zip(model.state_dict().values(), uninterrupted[0].state_dict().values()))
+    snap = teacher_snapshot(P_CFG, half, 5)
+    assert all(torch.equal(snap.state_dict()[k], v.half().float())
+               for k, v in uninterrupted[2][5].items())
+    assert teacher_key(P_CFG, half, 0)["train"]["half_weights"] is True
+    assert "half_weights" not in teacher_key(P_CFG, TRAIN, 0)["train"]
+
+
 def test_patience_is_in_a_key_only_when_set() -> None:
     assert "patience" not in teacher_key(CFG, TRAIN, 0)["train"]
     assert teacher_key(CFG, PATIENT, 0)["train"]["patience"] == 3

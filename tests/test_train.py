@@ -311,6 +311,17 @@ def test_damaged_work_file_restarts_from_zero_bit_identical(tmp_path: Path, dama
     assert rec["stage2"]["loss"] == rec_ref["stage2"]["loss"]
 
 
+def test_half_weights_round_a_students_weights(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAPTOR_CACHE", str(tmp_path))
+    monkeypatch.setattr(raptor.data, "get_datasets", lambda *a, **k: (dataset(), dataset(4)))
+    cfg = DistillConfig(**{**FAST, "stage1_steps": 2, "stage2_steps": 1})
+    full, _ = get_student(TINY, None, 0, cfg)
+    half, _ = get_student(TINY, None, 0, dataclasses.replace(cfg, half_weights=True))
+    assert all(torch.equal(weights(half)[k], v.half().float()) for k, v in weights(full).items())
+    assert "half_weights" not in student_key(TINY, None, 0, cfg, None)["distill"]
+
+
 def test_student_key_holds_the_teachers_weight_digest() -> None:
     from raptor.teachers import TrainConfig
 

@@ -1,7 +1,8 @@
 """The artifact tier: the trained teachers and students behind the committed book, in the repository.
 
 ``artifacts/<kind>/<fingerprint>.safetensors.xz`` are cache entries (same names), stored packed
-(:func:`pack`: lossless, ~18% smaller; unpacked they are the cache's bytes), and
+(:func:`pack`: lossless, ~18% smaller; weights trained with ``half_weights`` in float16,
+:func:`~raptor.storage.checkpoint.narrowed`; read back they are the cache's tensors), and
 ``artifacts/manifest.json`` lists each under its cache name with its configuration, the code
 version that trained it, the sha256 of the stored file, training wall time, machine and final
 metrics. The cache reads the tier read-only, after its own folder; a file whose sha256 differs
@@ -27,7 +28,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from raptor.storage.checkpoint import CheckpointError, atomic_write, metadata, tensors_from_bytes
+from safetensors.torch import load, save
+
+from raptor.storage.checkpoint import (CheckpointError, atomic_write, metadata, narrowed,
+                                       tensors_from_bytes)
 from raptor.storage.manifest import (MANIFEST, ArtifactError, artifacts_root, cache_root,
                                      read_manifest, retrain_missing)
 
@@ -113,6 +117,15 @@ def metrics(record: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _narrowed(data: bytes) -> bytes:
+    """A cache file's bytes, its weights rounded to float16 values (``half_weights``) rewritten in
+    float16 (:func:`~raptor.storage.checkpoint.narrowed`); the file itself if it has none."""
+    tensors = load(data)
+    small = narrowed(tensors)
+    same = all(small[k].dtype == v.dtype for k, v in tensors.items())
+    return data if same else save(small, metadata=metadata(data))
+
+
 def export(names: Iterable[str], root: Path, *, source: Path | None = None) -> dict[str, Any]:
     """Pack the entries ``names`` (from the cache, else already in the tier) into the tier at
     ``root``, drop the tier's other files and rewrite its manifest."""
@@ -120,7 +133,7 @@ def export(names: Iterable[str], root: Path, *, source: Path | None = None) -> d
     blobs = {}
     for name in sorted(set(names)):
         if (source / name).is_file():
-            blobs[name] = pack((source / name).read_bytes())
+            blobs[name] = pack(_narrowed((source / name).read_bytes()))
         elif (root / (name + PACKED)).is_file():
             blobs[name] = (root / (name + PACKED)).read_bytes()
         else:

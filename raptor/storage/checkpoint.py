@@ -89,6 +89,23 @@ def load_tensors(path: str | os.PathLike, config: Mapping[str, Any] | None = Non
     return tensors_from_bytes(path.read_bytes(), config, where=str(path))
 
 
+def half_rounded(tensors: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``tensors`` with each float32 one rounded to the nearest float16 value, still float32: the
+    weights of a model trained with ``half_weights`` (:class:`~raptor.config.TrainConfig`), which
+    the artifact tier stores in half the bytes, losslessly."""
+    out = {k: v.half().float() if v.dtype == torch.float32 else v for k, v in tensors.items()}
+    if not all(v.isfinite().all() for v in out.values() if v.is_floating_point()):
+        raise ValueError("half_weights: a weight is beyond float16's range (±65,504)")
+    return out
+
+
+def narrowed(tensors: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``tensors`` with each float32 one that float16 holds exactly stored as float16 (read back
+    as float32: :func:`tensors_from_bytes`)."""
+    return {k: v.half() if v.dtype == torch.float32 and torch.equal(v.half().float(), v) else v
+            for k, v in tensors.items()}
+
+
 def metadata(data: bytes) -> dict[str, str]:
     """The string metadata of a safetensors file's bytes."""
     n = int.from_bytes(data[:8], "little")
@@ -97,9 +114,11 @@ def metadata(data: bytes) -> dict[str, str]:
 
 def tensors_from_bytes(data: bytes, config: Mapping[str, Any] | None = None, *, where: str
                        ) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    """:func:`load_tensors` of a checkpoint's bytes; ``where`` names it in errors."""
+    """:func:`load_tensors` of a checkpoint's bytes; ``where`` names it in errors. float16 tensors
+    are read as float32: the models hold none; only the tier stores weights so
+    (:func:`narrowed`)."""
     try:
-        tensors = load(data)
+        tensors = {k: v.float() if v.dtype == torch.float16 else v for k, v in load(data).items()}
         meta = metadata(data)
         record = json.loads(meta["record"])
     except (SafetensorError, KeyError, ValueError) as err:
