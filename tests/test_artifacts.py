@@ -204,15 +204,17 @@ def test_the_tier_is_smaller_than_the_cache_and_loads_the_same_tensors(tmp_path,
 
 def test_half_rounded_weights_take_half_the_tier_and_load_bit_for_bit(tmp_path, monkeypatch):
     """Weights rounded to float16 values (``half_weights``) are stored in float16, read back as the
-    cache's float32 tensors exactly (digest checked); a tensor float16 cannot hold stays float32."""
+    cache's float32 tensors exactly (digest checked); a tensor float16 cannot hold stays float32,
+    and one that is float16 in the cache stays float16."""
     cache, root = tmp_path / "cache", tmp_path / "artifacts"
     monkeypatch.setenv("RAPTOR_CACHE", str(cache))
     monkeypatch.setenv("RAPTOR_ARTIFACTS", "")
     g = torch.Generator().manual_seed(0)
-    full = {"w": torch.randn(256, 256, generator=g) * 0.02, "step": torch.tensor([3])}
+    full = {"w": torch.randn(256, 256, generator=g) * 0.02, "step": torch.tensor([3]),
+            "h": torch.full((2,), 0.5, dtype=torch.float16)}  # float16 of its own: kept so
     half = half_rounded(full)
     assert half["w"].dtype == torch.float32 and not torch.equal(half["w"], full["w"])
-    assert torch.equal(half["step"], full["step"])
+    assert torch.equal(half["step"], full["step"]) and half["h"].dtype == torch.float16
     names = {}
     for tag, weights in (("full", full), ("half", half)):
         get_or_build("teacher", {"a": tag}, lambda _work, w=weights: (w, {}))

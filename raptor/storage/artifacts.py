@@ -30,7 +30,7 @@ import torch
 
 from safetensors.torch import load, save
 
-from raptor.storage.checkpoint import (CheckpointError, atomic_write, metadata, narrowed,
+from raptor.storage.checkpoint import (NARROWED, CheckpointError, atomic_write, metadata, narrowed,
                                        tensors_from_bytes)
 from raptor.storage.manifest import (MANIFEST, ArtifactError, artifacts_root, cache_root,
                                      read_manifest, retrain_missing)
@@ -120,10 +120,8 @@ def metrics(record: Mapping[str, Any]) -> dict[str, Any]:
 def _narrowed(data: bytes) -> bytes:
     """A cache file's bytes, its weights rounded to float16 values (``half_weights``) rewritten in
     float16 (:func:`~raptor.storage.checkpoint.narrowed`); the file itself if it has none."""
-    tensors = load(data)
-    small = narrowed(tensors)
-    same = all(small[k].dtype == v.dtype for k, v in tensors.items())
-    return data if same else save(small, metadata=metadata(data))
+    small, names = narrowed(load(data))
+    return save(small, metadata={**metadata(data), NARROWED: json.dumps(names)}) if names else data
 
 
 def export(names: Iterable[str], root: Path, *, source: Path | None = None) -> dict[str, Any]:

@@ -22,6 +22,9 @@ from safetensors.torch import load, load_file, save_file
 from torch import nn
 
 
+NARROWED = "narrowed"  # the metadata key listing the float32 tensors a file stores in float16
+
+
 class CheckpointError(RuntimeError):
     """A checkpoint is missing, corrupt, or belongs to another configuration."""
 
@@ -99,11 +102,12 @@ def half_rounded(tensors: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]
     return out
 
 
-def narrowed(tensors: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """``tensors`` with each float32 one that float16 holds exactly stored as float16 (read back
-    as float32: :func:`tensors_from_bytes`)."""
-    return {k: v.half() if v.dtype == torch.float32 and torch.equal(v.half().float(), v) else v
-            for k, v in tensors.items()}
+def narrowed(tensors: Mapping[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], list[str]]:
+    """``tensors`` with each float32 one that float16 holds exactly in float16, and the names of
+    those (a file lists them under ``NARROWED`` for :func:`tensors_from_bytes` to widen)."""
+    names = [k for k, v in tensors.items()
+             if v.dtype == torch.float32 and torch.equal(v.half().float(), v)]
+    return {k: v.half() if k in names else v for k, v in tensors.items()}, names
 
 
 def metadata(data: bytes) -> dict[str, str]:
@@ -114,12 +118,12 @@ def metadata(data: bytes) -> dict[str, str]:
 
 def tensors_from_bytes(data: bytes, config: Mapping[str, Any] | None = None, *, where: str
                        ) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    """:func:`load_tensors` of a checkpoint's bytes; ``where`` names it in errors. float16 tensors
-    are read as float32: the models hold none; only the tier stores weights so
-    (:func:`narrowed`)."""
+    """:func:`load_tensors` of a checkpoint's bytes; ``where`` names it in errors. Tensors stored
+    :func:`narrowed` are read back as float32."""
     try:
-        tensors = {k: v.float() if v.dtype == torch.float16 else v for k, v in load(data).items()}
         meta = metadata(data)
+        wide = set(json.loads(meta.get(NARROWED, "[]")))
+        tensors = {k: v.float() if k in wide else v for k, v in load(data).items()}
         record = json.loads(meta["record"])
     except (SafetensorError, KeyError, ValueError) as err:
         raise CheckpointError(f"corrupt checkpoint {where}: {err}") from err
