@@ -219,9 +219,10 @@ def teacher_key(cfg: TeacherConfig, train: TrainConfig | None, seed: int, device
     """The cache key of a teacher: its architecture, training recipe and seed, and the kind of
     device it trains on unless the CPU (CUDA's arithmetic gives other weights)."""
     recipe = dataclasses.asdict(train) if train is not None else None
-    for later in ("patience", "half_weights"):  # fields added later: at their defaults (off),
-        if recipe is not None and not recipe[later]:  # left out, so every stored key holds
-            del recipe[later]
+    if recipe is not None:  # fields added later, at their defaults (off), are left out: every
+        for later in ("patience", "half_weights"):  # stored key holds
+            if not recipe[later]:
+                del recipe[later]
     key = {"arch": dataclasses.asdict(cfg), "train": recipe,
            "seed": seed, "format": 1}
     kind = resolve_device(device).split(":")[0]

@@ -27,7 +27,6 @@ from typing import Any
 
 import numpy as np
 import torch
-
 from safetensors.torch import load, save
 
 from raptor.storage.checkpoint import (NARROWED, CheckpointError, atomic_write, metadata, narrowed,

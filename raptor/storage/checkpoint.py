@@ -107,7 +107,7 @@ def narrowed(tensors: Mapping[str, torch.Tensor]) -> tuple[dict[str, torch.Tenso
     those (a file lists them under ``NARROWED`` for :func:`tensors_from_bytes` to widen)."""
     names = [k for k, v in tensors.items()
              if v.dtype == torch.float32 and torch.equal(v.half().float(), v)]
-    return {k: v.half() if k in names else v for k, v in tensors.items()}, names
+    return {**tensors, **{k: tensors[k].half() for k in names}}, names
 
 
 def metadata(data: bytes) -> dict[str, str]:
