@@ -111,8 +111,8 @@ def _check_pair(a: torch.Tensor, b: torch.Tensor) -> None:
 
 @torch.no_grad()
 def evaluate_student(student: nn.Module, teacher: nn.Module, batches: Iterable, *,
-                     device: str | torch.device = "cpu", max_images: int | None = None
-                     ) -> dict[str, object]:
+                     device: str | torch.device = "cpu", max_images: int | None = None,
+                     teacher_traj: torch.Tensor | None = None) -> dict[str, object]:
     """One streaming pass comparing a student (e.g. a Raptor) with its teacher.
 
     Returns per-layer, per-group ``r2`` and ``cosine`` (lists, layers 0..L), the authors'
@@ -120,6 +120,8 @@ def evaluate_student(student: nn.Module, teacher: nn.Module, batches: Iterable, 
     teacher's head, their top-1 ``agreement``, ``student_correct`` (per image, in order: the
     student's top-1 is the label) and the number of ``images``. Computed on
     ``device`` (:func:`~raptor.loop.on_device`: the models are given back where they were).
+    ``teacher_traj``: the teacher's trajectories of these images ``(N, L+1, T, D)``, in order,
+    where they are already computed (a chapter's walk), so the teacher is not run again.
     """
     if max_images is not None and max_images < 1:
         raise ValueError(f"max_images must be >= 1 or None, got {max_images}")
@@ -134,7 +136,8 @@ def evaluate_student(student: nn.Module, teacher: nn.Module, batches: Iterable, 
             if max_images is not None:
                 images, labels = images[: max_images - seen], labels[: max_images - seen]
             images, labels = images.to(device), labels.to(device)
-            t_traj = run_layers(teacher, embed(teacher, images))
+            t_traj = (run_layers(teacher, embed(teacher, images)) if teacher_traj is None
+                      else teacher_traj[seen:seen + len(labels)].to(device))
             s_traj = run_layers(student, embed(student, images))
             r2.update(s_traj, t_traj)
             cos.update(s_traj, t_traj)

@@ -15,7 +15,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from raptor.metrics import (GlobalR2, LayerwiseMeans, Stat, cosine_vectors, evaluate_student,
                             head_accuracy, r2_vectors)
 from raptor.model import Raptor
-from raptor.trajectories import TokenGroups
+from raptor.trajectories import TokenGroups, collect_trajectories
 
 
 def ols_r2(y: np.ndarray, x: np.ndarray) -> float:
@@ -136,3 +136,19 @@ def test_accuracy_and_evaluation_of_an_exact_copy(tiny_teacher: Callable[..., to
     assert report["global_r2"] == pytest.approx(1.0, abs=1e-6)
     with pytest.raises(ValueError, match="max_images"):
         evaluate_student(copy, t, data, max_images=0)
+
+
+def test_evaluation_from_the_teachers_stored_trajectories_is_bit_identical(
+        tiny_teacher: Callable[..., torch.nn.Module]) -> None:
+    t, data = tiny_teacher(), loader()
+    student = Raptor(t, (2, 2), depth_scaling=False, init="teacher")
+    traj, _ = collect_trajectories(t, data, progress=False)
+    given = evaluate_student(student, t, data, teacher_traj=traj, max_images=7)
+    recomputed = evaluate_student(student, t, data, max_images=7)
+    assert {k: v for k, v in given.items() if k != "student_correct"} == \
+        {k: v for k, v in recomputed.items() if k != "student_correct"}
+    assert given["student_correct"].tolist() == recomputed["student_correct"].tolist()
+    planted = traj.clone()
+    planted[:, -1] += 1.0  # a teacher's trajectory that is not this teacher's: the report moves
+    assert evaluate_student(student, t, data, teacher_traj=planted)["r2"] != \
+        evaluate_student(student, t, data)["r2"]

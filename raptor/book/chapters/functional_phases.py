@@ -99,7 +99,7 @@ def _per_unit(student, teacher, units, device: str) -> dict[str, np.ndarray]:
 
 def _evaluate(student, w: Walk, device: str) -> tuple[np.ndarray, dict[str, float]]:
     """``student`` on ``w``'s images: its head accuracy per unit, its mean R² per group."""
-    ev = evaluate_student(student, w.model, w.batches(), device=device)
+    ev = evaluate_student(student, w.model, w.batches(), device=device, teacher_traj=w.traj)
     ends = np.cumsum([len(y) for _, y in w.batches(UNIT_IMAGES)])
     return (np.array([part.mean() for part in np.split(ev["student_correct"], ends[:-1])]),
             {g: float(np.mean(ev["r2"][g][1:])) for g in GROUPS})

@@ -70,7 +70,8 @@ def _seed_run(spec: Spec, seed: int, device: str) -> SeedRun:
     teacher, partitions, val = w.model, w.cuts, w.batches()
     students = {k: student_of(spec, spec.p, partitions[k], seed=seed)
                 for k in spec.k_values}
-    evals = {k: evaluate_student(s, teacher, val, device=device) for k, (s, _) in students.items()}
+    evals = {k: evaluate_student(s, teacher, val, device=device, teacher_traj=w.traj)
+             for k, (s, _) in students.items()}
     train = batched(*images_of(spec, spec.probe_images, seed=seed, split="train"))
     first = evals[spec.k_values[0]]["teacher_acc"]
     models = [Model(f"teacher (L={t.depth})", first, probe_accuracy(teacher, train, val, device),

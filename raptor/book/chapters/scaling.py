@@ -94,7 +94,8 @@ def _seed_run(spec: Spec, seed: int, device: str) -> SeedRun:
     students, evals = {}, {}
     for k in spec.k_values:
         students[k], _ = student_of(spec, spec.p, parts[k], seed=seed)
-        evals[k] = evaluate_student(students[k], teacher, batches, device=device)
+        evals[k] = evaluate_student(students[k], teacher, batches, device=device,
+                                    teacher_traj=w.traj)
     teacher_probe = probe_accuracy(teacher, probe_train, batches, device)
     probes = {k: probe_correct(students[k], probe_train, batches, device) for k in spec.k_values}
     cosine = {k: {g: np.asarray(v) for g, v in e["cosine"].items()} for k, e in evals.items()}
@@ -102,8 +103,8 @@ def _seed_run(spec: Spec, seed: int, device: str) -> SeedRun:
     for name, options in LADDER.items():
         student, _ = student_of(spec, spec.p, parts[spec.ladder_k], seed=seed,
                                    **options)
-        ladder[name] = evaluate_student(student, teacher, batches,
-                                        device=device)["student_correct"]
+        ladder[name] = evaluate_student(student, teacher, batches, device=device,
+                                        teacher_traj=w.traj)["student_correct"]
     ladder[PROBE_RUNG] = probes[spec.ladder_k]
     return SeedRun(seed, parts, evals[spec.k_values[0]]["teacher_acc"], teacher_probe,
                    {k: e["student_acc"] for k, e in evals.items()}, probes, cosine, ladder)

@@ -63,7 +63,8 @@ def compute(spec: Spec) -> Result:
         for seed in spec.seeds:
             w = walk(teacher_of(spec, p, seed=seed), images, cuts=(spec.k,), device=device)
             student, _ = student_of(spec, p, w.cuts[spec.k], seed=seed)
-            ev = evaluate_student(student, w.model, w.batches(), device=device)
+            ev = evaluate_student(student, w.model, w.batches(), device=device,
+                                  teacher_traj=w.traj)
             runs.append(Run(p, seed, w.S, w.cuts[spec.k],
                             {g: np.asarray(v) for g, v in ev["r2"].items()},
                             ev["teacher_acc"], ev["student_acc"]))
