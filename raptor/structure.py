@@ -35,6 +35,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations, pairwise
+from typing import Any
 
 import numpy as np
 import torch
@@ -237,14 +238,17 @@ def _nulls(S: np.ndarray, growth: np.ndarray | None) -> dict[str, np.ndarray]:
 
 
 def _crossfit(A: np.ndarray, B: np.ndarray, GA: np.ndarray | None, GB: np.ndarray | None,
-              k: int) -> tuple[dict[str, float], Partition]:
-    """Excess of each half's max-cut measured on the other half (each half's nulls fitted on
-    that half), averaged, per null; and ``A + B``'s cut."""
-    cut_a, cut_b = maxcut(A, k), maxcut(B, k)
+              ks: Sequence[int]) -> dict[int, tuple[dict[str, float], Partition]]:
+    """Per k of ``ks``: the excess of each half's max-cut measured on the other half (each
+    half's nulls fitted on that half, once for every k), averaged, per null; and ``A + B``'s
+    cut."""
     nulls_a, nulls_b = _nulls(A, GA), _nulls(B, GB)
-    excess = {name: (contrast(B - nulls_b[name], cut_a) + contrast(A - nulls_a[name], cut_b)) / 2
-              for name in nulls_a}
-    return excess, maxcut((A + B) / 2, k)
+    out = {}
+    for k in ks:
+        cut_a, cut_b = maxcut(A, k), maxcut(B, k)
+        out[k] = ({name: (contrast(B - nulls_b[name], cut_a) + contrast(A - nulls_a[name], cut_b))
+                   / 2 for name in nulls_a}, maxcut((A + B) / 2, k))
+    return out
 
 
 def _fit_rmse(S: np.ndarray) -> float:
@@ -252,9 +256,15 @@ def _fit_rmse(S: np.ndarray) -> float:
     return float(np.sqrt(np.mean((S - warped_decay_null(S))[upper] ** 2)))
 
 
-def phase_excess(per_image: np.ndarray, k: int, *, growth: np.ndarray | None = None,
-                 n_boot: int = 200, level: float = 0.95, seed: int = 0) -> PhaseExcess:
-    """:class:`PhaseExcess` from per-image phase matrices ``(N, L, L)``
+def phase_excess(per_image: np.ndarray, k: int, **kwargs: Any) -> PhaseExcess:
+    """:func:`phase_excesses` at one ``k``."""
+    return phase_excesses(per_image, (k,), **kwargs)[k]
+
+
+def phase_excesses(per_image: np.ndarray, ks: Sequence[int], *,
+                   growth: np.ndarray | None = None, n_boot: int = 200, level: float = 0.95,
+                   seed: int = 0) -> dict[int, PhaseExcess]:
+    """:class:`PhaseExcess` for each k of ``ks`` from per-image phase matrices ``(N, L, L)``
     (:func:`image_phase_matrices`) and, optionally, their random-walk nulls
     (:func:`image_growth_nulls`, same shape).
 
@@ -262,7 +272,8 @@ def phase_excess(per_image: np.ndarray, k: int, *, growth: np.ndarray | None = N
     replacement within each half and recomputes both cuts and both halves' nulls, so the
     interval covers the selection of the cut and the fit of the null as well as the noise of
     the images. Under a null expected ``S`` the excess over it has mean 0 whatever the noise,
-    because the cut is never measured on the images it came from.
+    because the cut is never measured on the images it came from. The resamples do not depend on
+    k, so every k shares them and their nulls: each k's result is that of a call for it alone.
     """
     per_image = np.asarray(per_image, dtype=float)
     if per_image.ndim != 3 or per_image.shape[1] != per_image.shape[2] or len(per_image) < 4 \
@@ -271,8 +282,8 @@ def phase_excess(per_image: np.ndarray, k: int, *, growth: np.ndarray | None = N
     if growth is not None and np.shape(growth) != per_image.shape:
         raise ValueError(f"growth must have per_image's shape {per_image.shape}, "
                          f"got {np.shape(growth)}")
-    if not 1 <= k <= per_image.shape[1]:
-        raise ValueError(f"k must be in [1, L = {per_image.shape[1]}], got {k}")
+    if not ks or not all(1 <= k <= per_image.shape[1] for k in ks):
+        raise ValueError(f"k must be in [1, L = {per_image.shape[1]}], got {list(ks)}")
     if n_boot < 10 or not 0 < level < 1:
         raise ValueError(f"need n_boot ≥ 10 and level in (0, 1), got {n_boot}, {level}")
     rng = np.random.default_rng(seed)
@@ -284,22 +295,27 @@ def phase_excess(per_image: np.ndarray, k: int, *, growth: np.ndarray | None = N
                 *((None, None) if growth is None else (growth[i].mean(0) for i in idx)))
 
     S = per_image.mean(0)
-    cut = maxcut(S, k)
-    estimate, _ = _crossfit(*means(halves), k)
-    boots, same = {name: [] for name in estimate}, 0
+    cuts = {k: maxcut(S, k) for k in ks}
+    estimates = _crossfit(*means(halves), ks)
+    boots = {k: {name: [] for name in estimates[k][0]} for k in ks}
+    same = dict.fromkeys(ks, 0)
     for _ in range(n_boot):
-        excess, resampled_cut = _crossfit(
-            *means([h[rng.integers(0, len(h), len(h))] for h in halves]), k)
-        for name, value in excess.items():
-            boots[name].append(value)
-        same += resampled_cut == cut
+        resampled = _crossfit(*means([h[rng.integers(0, len(h), len(h))] for h in halves]), ks)
+        for k, (excess, resampled_cut) in resampled.items():
+            for name, value in excess.items():
+                boots[k][name].append(value)
+            same[k] += resampled_cut == cuts[k]
     q = [(1 - level) / 2, (1 + level) / 2]
-    ladder = {name: NullExcess(float(value), *map(float, np.quantile(boots[name], q)))
-              for name, value in estimate.items()}
-    judged = ladder[JUDGED_NULL]
-    return PhaseExcess(k, cut, maxcut(stationary_null(S), k), judged.excess, judged.low,
-                       judged.high, level, same / n_boot, contrast_rank(S, cut), ladder,
-                       _fit_rmse(S))
+    rmse, stationary = _fit_rmse(S), stationary_null(S)
+    out = {}
+    for k in ks:
+        ladder = {name: NullExcess(float(value), *map(float, np.quantile(boots[k][name], q)))
+                  for name, value in estimates[k][0].items()}
+        judged = ladder[JUDGED_NULL]
+        out[k] = PhaseExcess(k, cuts[k], maxcut(stationary, k), judged.excess, judged.low,
+                             judged.high, level, same[k] / n_boot, contrast_rank(S, cuts[k]),
+                             ladder, rmse)
+    return out
 
 
 def matrix_excess(S: np.ndarray, k: int) -> PhaseExcess:

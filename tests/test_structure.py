@@ -13,8 +13,8 @@ from raptor.phases import maxcut
 from raptor.similarity import layer_similarity, phase_matrix
 from raptor.structure import (block_excess, boundaries, boundary_shift, contiguous_partitions,
                               contrast, contrast_rank, image_growth_nulls, image_phase_matrices,
-                              matrix_excess, phase_excess, stationary_null, subset_stability,
-                              warped_decay_null, NULLS, WARP_EXPONENTS)
+                              matrix_excess, phase_excess, phase_excesses, stationary_null,
+                              subset_stability, warped_decay_null, NULLS, WARP_EXPONENTS)
 from raptor.trajectories import TokenGroups
 
 Blocks = Callable[..., np.ndarray]  # the planted_blocks fixture
@@ -120,6 +120,17 @@ def test_stationary_images_give_an_excess_interval_that_covers_zero():
     ex = phase_excess(per_image, 3, n_boot=200)
     assert ex.low < 0 < ex.high and abs(ex.excess) < 0.02
     assert ex.null_cut == maxcut(stationary_null(per_image.mean(0)), 3)
+
+
+def test_every_k_at_once_is_each_k_alone(planted_blocks: Blocks):
+    S = 0.5 * planted_blocks([3, 3, 2]) + 0.5 * _decay(8)
+    per_image = _noisy_images(S, n=60, noise=0.3, seed=3)
+    growth = _noisy_images(_decay(8), n=60, noise=0.1, seed=4)
+    together = phase_excesses(per_image, (2, 3, 4), growth=growth, n_boot=20, seed=5)
+    assert together == {k: phase_excess(per_image, k, growth=growth, n_boot=20, seed=5)
+                        for k in (2, 3, 4)}
+    with pytest.raises(ValueError, match="k must be"):
+        phase_excesses(per_image, ())
 
 
 def test_stationary_excess_is_unbiased_over_seeds():

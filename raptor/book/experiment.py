@@ -30,7 +30,7 @@ from raptor.loop import resolve_device
 from raptor.phases import Partition, maxcut, partition_to_repeats
 from raptor.probes import linear_probe, probe_features
 from raptor.similarity import layer_similarity, phase_matrix
-from raptor.structure import PhaseExcess, image_growth_nulls, image_phase_matrices, phase_excess
+from raptor.structure import PhaseExcess, image_growth_nulls, image_phase_matrices, phase_excesses
 from raptor.storage.cache import dry_planning, plan_entry, planned_images
 from raptor.teachers import (TeacherConfig, TeacherRequest, TrainConfig, build_teacher,
                              get_teacher, teacher_key, teacher_snapshot)
@@ -237,7 +237,7 @@ def walk(teacher: tuple[torch.nn.Module, dict[str, Any]],
     (images and labels, as :func:`images_of` gives them): its trajectories (in batches
     of ``batch_size`` on ``device``), similarity, phase matrix and max-cut for each k of ``cuts``
     (App. A.1), and for each k of ``excess`` the block excess over each null
-    (:func:`~raptor.structure.phase_excess` with ``n_boot`` resamples seeded by ``boot_seed``;
+    (:func:`~raptor.structure.phase_excesses` with ``n_boot`` resamples seeded by ``boot_seed``;
     C1)."""
     model, record = teacher
     images, labels = data
@@ -250,8 +250,8 @@ def walk(teacher: tuple[torch.nn.Module, dict[str, Any]],
     growth = image_growth_nulls(traj, groups) if excess else None
     return Walk(model, record, images, labels, traj, groups, similarity, S,
                 {k: maxcut(S, k) for k in cuts}, per_image,
-                {k: phase_excess(per_image, k, growth=growth, n_boot=n_boot, seed=boot_seed)
-                 for k in excess})
+                phase_excesses(per_image, excess, growth=growth, n_boot=n_boot, seed=boot_seed)
+                if excess else {})
 
 
 def pretrained_walk(pretrained: Pretrained, n_images: int, data_root: str | None = None,

@@ -37,7 +37,7 @@ from raptor.metrics import evaluate_student
 from raptor.model import repeats_from_partition
 from raptor.phases import Partition, maxcut, random_partitions
 from raptor.similarity import phase_matrix
-from raptor.structure import PhaseExcess, matrix_excess, phase_excess
+from raptor.structure import PhaseExcess, matrix_excess, phase_excesses
 from raptor.train import CACHE_LIMIT_BYTES, distill
 from raptor.trajectories import TokenGroups
 
@@ -108,8 +108,7 @@ def compute(spec: Spec) -> Result:
                         len(S), k, spec.random_partitions, seed=k, exclude=[cut]))]]
                 for k, cut in cuts.items()}
     return Result(spec, len(S), a.similarity, S, cuts,
-                  {k: phase_excess(a.per_image, k, growth=a.growth, n_boot=spec.n_boot)
-                   for k in spec.k_values},
+                  phase_excesses(a.per_image, spec.k_values, growth=a.growth, n_boot=spec.n_boot),
                   {k: matrix_excess(dinov2b, k) for k in spec.k_values}, a.dynamics, fits,
                   a.n_images)
 

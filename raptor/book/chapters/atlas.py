@@ -27,7 +27,7 @@ from raptor.book.chapters.phase_structure import excess_row
 from raptor.book.claims import (EXCESS_MIN, FAILS, HOLDS, INCONCLUSIVE, Claim, across_seeds,
                                  claim, versus)
 from raptor.book.specs.atlas import NAME, NOTEBOOK, PAPER, SMOKE, Spec  # noqa: F401
-from raptor.structure import PhaseExcess, matrix_excess, phase_excess
+from raptor.structure import PhaseExcess, matrix_excess, phase_excesses
 from raptor.teachers import build_teacher
 
 
@@ -49,9 +49,8 @@ def compute(spec: Spec) -> Result:
     """Every stored cell's :class:`~raptor.structure.PhaseExcess` at each k (resamples seeded
     by the cell's seed), and the paper's DINOv2-B matrix's."""
     cells = atlas.load(spec.folder)
-    excess = {r.cell.name: {k: phase_excess(r.phase, k, growth=r.growth, n_boot=spec.n_boot,
-                                            seed=r.cell.seed) for k in spec.k_values}
-              for r in cells}
+    excess = {r.cell.name: phase_excesses(r.phase, spec.k_values, growth=r.growth,
+                                          n_boot=spec.n_boot, seed=r.cell.seed) for r in cells}
     S = paper.dinov2b_block_similarity()
     return Result(spec, cells, excess, atlas.missing(atlas_design.stage1(), spec.folder),
                   {k: matrix_excess(S, k) for k in spec.k_values})
