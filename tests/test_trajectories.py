@@ -252,6 +252,9 @@ def test_walk_gives_the_steps_it_stands_for_bit_for_bit(teacher: Factory) -> Non
     assert w.excess == {2: phase_excess(image_phase_matrices(traj, groups), 2, n_boot=20, seed=1,
                                         growth=image_growth_nulls(traj, groups))}
     assert math.isnan(w.accuracy) and [len(b) for _, b in w.batches(5)] == [5, 5, 2]
-    trained = walk((model, {"val": [{"acc": 0.1}, {"acc": 0.4}]}), (x, y), device="cpu")
+    val = [{"step": 50, "acc": 0.1}, {"step": 100, "acc": 0.4}]
+    trained = walk((model, {"val": val}), (x, y), device="cpu")
     assert trained.accuracy == 0.4 and trained.per_image is None
+    stopped = walk((model, {"val": val, "best": {"step": 50}}), (x, y), device="cpu")
+    assert stopped.accuracy == 0.1  # the weights kept at the lowest validation loss
     assert trained.cuts == trained.excess == {}
