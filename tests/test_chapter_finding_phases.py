@@ -100,7 +100,7 @@ def test_paper_partitions_table() -> None:
 def test_smoke_result(smoke_result) -> None:
     result = smoke_result(chapter.NAME)
     spec = chapter.SMOKE
-    assert [(t.p, t.seed) for t in result.teachers] == [(0.0, 0), (0.0, 1), (0.0, 2), (0.3, 0)]
+    assert [(t.p, t.seed) for t in result.teachers] == [(0.0, 0), (0.2, 0), (0.2, 1), (0.2, 2)]
     for t in result.teachers:
         assert t.S.shape == (spec.teacher.depth,) * 2 and 0 <= t.accuracy <= 1
         assert list(t.cuts) == list(t.excess) == list(spec.k_values)

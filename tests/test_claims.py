@@ -315,7 +315,7 @@ def test_scale_names_profile_teachers_and_images() -> None:
     from raptor.book.chapters import dynamics, finding_phases
     from raptor.book.claims import scale
     said = scale(dynamics.Spec(), profile="cpu")
-    assert said == ("Run at profile cpu: ViT teachers of 8 blocks, width 64, trained on "
+    assert said == ("Run at profile cpu: ViT teachers of 12 blocks, width 64, trained on "
                     "fashion-mnist, 3 seeds; measured on n = 1,000 validation images.")
     assert "3 seeds" in scale(finding_phases.Spec(), profile="cpu", n_images=50)
     assert "n = 50 " in scale(finding_phases.Spec(), profile="cpu", n_images=50)

@@ -291,7 +291,7 @@ def test_a_failed_job_stops_the_sweep_naming_it(fresh_cache: Path, tmp_path: Pat
         raise RuntimeError("planted failure")
 
     monkeypatch.setattr("raptor.sweep.train_job", fails)
-    with pytest.raises(RunnerError, match="teacher p=0.0 seed=0.*failed"):
+    with pytest.raises(RunnerError, match="teacher p=0.2 seed=0.*failed"):
         sweep(CHAPTER, "smoke", opts=Options(executor="debug", folder=tmp_path / "jobs"),
               out=lambda _: None)
 
