@@ -14,7 +14,7 @@ PY := $(VENV)/bin/python
 PROFILE ?= cpu
 export RAPTOR_CACHE ?= $(CURDIR)/.cache/raptor
 
-.PHONY: setup book test test-checks unit smoke test-paper-shape verify book-checks nbval kernels build browser \
+.PHONY: setup book test test-checks unit timed smoke test-paper-shape verify book-checks nbval kernels build browser \
 	artifacts reproduce clean
 
 $(VENV)/.installed: pyproject.toml
@@ -34,7 +34,7 @@ book: setup
 
 test: setup verify
 	$(MAKE) --no-print-directory test-checks
-	$(MAKE) --no-print-directory build browser
+	$(MAKE) --no-print-directory timed build browser
 
 # The unit tests and the two checks of the stored book side by side; their OpenMP threads sleep
 # while they wait instead of spinning, which would take the core another check needs (measured:
@@ -43,7 +43,12 @@ test-checks: setup
 	OMP_WAIT_POLICY=PASSIVE $(MAKE) --no-print-directory --output-sync=target -j3 unit nbval kernels
 
 unit: setup
-	$(PY) -m pytest -q -m "not browser" --ignore=tests/test_paper_shape.py
+	$(PY) -m pytest -q -m "not browser and not timed" --ignore=tests/test_paper_shape.py
+
+# The tests that bound wall-clock time (a bad input refused within a second, a dry run's plan
+# within a minute), alone: beside the checks above, three processes share two cores.
+timed: setup
+	$(PY) -m pytest -q -m timed
 
 smoke: setup
 	$(PY) -m pytest -q tests/test_smoke_chapters.py

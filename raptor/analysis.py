@@ -47,8 +47,9 @@ def vit_shape(name: str, img_size: int | None = None) -> VisionTransformer:
         if not isinstance(model, VisionTransformer):
             raise ValueError(f"model {name!r} is a timm {type(model).__name__}, not a "
                              f"VisionTransformer: the analysis reads a ViT's residual stream")
-        if img_size:
-            model = timm.create_model(name, pretrained=False, img_size=img_size)
+        if img_size:  # a ViT: its initialisation skipped (slow on meta, and of no use there)
+            model = timm.create_model(name, pretrained=False, img_size=img_size,
+                                      weight_init="skip")
     return model
 
 
@@ -59,6 +60,7 @@ def check_weights(name: str, weights: str | Path, img_size: int | None = None) -
     state = read_state_dict(weights, shapes_only=True)
     with torch.device("meta"):
         model = timm.create_model(name, pretrained=False, num_classes=head_classes(state),
+                                  weight_init="skip",
                                   **({"img_size": img_size} if img_size else {}))
         filtered = checkpoint_filter_fn(state, model)
     mismatch(model, filtered, source=str(weights))

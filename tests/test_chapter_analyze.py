@@ -131,6 +131,7 @@ def bad(changes: dict, weights, folder: Path) -> str:
     return str(err.value)
 
 
+@pytest.mark.timed
 def test_bad_inputs_are_clear_errors_in_under_a_second(weights, image_folder: Path,
                                                       tmp_path: Path) -> None:
     assert "unknown timm model 'vit_nope'" in bad({"model": "vit_nope"}, weights, image_folder)

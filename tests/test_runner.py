@@ -123,6 +123,7 @@ def test_bad_input_is_a_runner_error(book: Path, args: tuple, message: str) -> N
     assert message in str(info.value)
 
 
+@pytest.mark.timed
 def test_a_bad_parameter_fails_fast_before_any_kernel_starts(book: Path,
                                                              monkeypatch: pytest.MonkeyPatch
                                                              ) -> None:

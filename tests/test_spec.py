@@ -29,8 +29,9 @@ from raptor.train import DistillConfig
 
 ARCHITECTURE = ["L", "D", "heads", "patch_size", "img_size", "registers"]
 TRAINING = ["dataset", "steps", "batch_size", "lr", "warmup", "weight_decay", "min_lr",
-            "grad_clip", "train_limit", "eval_every"]
-DISTILLATION = ["stage1_steps", "stage2_steps", "distill_lr", "distill_warmup", "distill_limit"]
+            "grad_clip", "train_limit", "eval_every", "patience", "half_precision"]
+DISTILLATION = ["stage1_steps", "stage2_steps", "distill_lr", "distill_warmup", "distill_limit",
+                "distill_half_precision"]
 OWN = ["p_values", "ks", "p", "pairs", "weights", "limit", "scale", "flag"]
 MACHINE = ["data_root", "device"]
 
@@ -226,9 +227,11 @@ def toy_values(draw: st.DrawFn) -> dict[str, object]:
         "warmup": draw(st.integers(0, 100)), "weight_decay": draw(st.floats(0, 1)),
         "min_lr": draw(st.floats(0, 0.001)), "grad_clip": draw(st.none() | st.floats(0.1, 5)),
         "train_limit": draw(maybe_int), "eval_every": draw(st.integers(1, 100)),
+        "patience": draw(st.none() | st.integers(1, 10)), "half_precision": draw(st.booleans()),
         "stage1_steps": draw(st.integers(1, 99)),
         "stage2_steps": draw(st.integers(0, 99)), "distill_lr": draw(st.floats(1e-6, 1.0)),
         "distill_warmup": draw(st.integers(0, 20)), "distill_limit": draw(maybe_int),
+        "distill_half_precision": draw(st.booleans()),
         "p_values": draw(st.lists(rates, max_size=4)),
         "ks": draw(st.lists(st.integers(1, depth), min_size=1, max_size=3)), "p": draw(rates),
         "pairs": draw(pairs), "weights": draw(st.none() | st.text(max_size=5)),

@@ -165,6 +165,7 @@ def test_dry_run_at_paper_lists_jobs_and_costs_and_trains_nothing(
     assert not fresh_cache.exists() or not list(fresh_cache.rglob("*.safetensors"))
 
 
+@pytest.mark.timed
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(MODULES))
 def test_every_chapter_dry_run_at_paper_lists_every_job_with_gpu_hours_within_a_minute(

@@ -60,10 +60,11 @@ PARAMETERS: dict[type, dict[str, str]] = {
     TrainConfig: {"dataset": "dataset", "steps": "steps", "batch_size": "batch_size", "lr": "lr",
                   "warmup_steps": "warmup", "weight_decay": "weight_decay", "min_lr": "min_lr",
                   "grad_clip": "grad_clip", "train_limit": "train_limit",
-                  "eval_every": "eval_every"},
+                  "eval_every": "eval_every", "patience": "patience",
+                  "half_weights": "half_precision"},
     DistillConfig: {"stage1_steps": "stage1_steps", "stage2_steps": "stage2_steps",
                     "lr": "distill_lr", "warmup_steps": "distill_warmup",
-                    "train_limit": "distill_limit"},
+                    "train_limit": "distill_limit", "half_weights": "distill_half_precision"},
 }
 
 
