@@ -41,14 +41,11 @@ def on_device(model: nn.Module, device: str | torch.device) -> Iterator[torch.de
     """``model`` in eval mode on ``device`` (:func:`resolve_device`) for the ``with`` block, then
     given back on the device it came on."""
     on, home = torch.device(resolve_device(str(device))), next(model.parameters()).device
-    model.eval()
-    if on != home:  # a move to where the model is walks every tensor for nothing
-        model.to(on)
+    model.eval().to(on)
     try:
         yield on
     finally:
-        if on != home:
-            model.to(home)
+        model.to(home)
 
 
 def warmup_cosine(step: int, total: int, warmup: int, base_lr: float, min_lr: float = 0.0) -> float:
