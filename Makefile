@@ -69,7 +69,8 @@ nbval: setup
 	rm -rf runs/nbval && mkdir -p runs/nbval/book/claims
 	cp -r book/chapters book/claims.ipynb runs/nbval/book/
 	ATEN_CPU_CAPABILITY=default ONEDNN_MAX_CPU_ISA=SSE41 MKL_CBWR=COMPATIBLE OMP_NUM_THREADS=1 \
-		$(PY) -m pytest -q --nbval-lax --nbval-current-env runs/nbval/book/chapters runs/nbval/book/claims.ipynb
+		$(PY) -m pytest -q --nbval-lax --nbval-current-env \
+		--nbval-sanitize-with tests/nbval_sanitize.cfg runs/nbval/book/chapters runs/nbval/book/claims.ipynb
 	$(PY) -m raptor compare book/claims runs/nbval/book/claims
 
 build: setup

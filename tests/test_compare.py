@@ -74,3 +74,35 @@ def test_a_retrained_book_is_compared_with_a_wider_tolerance(tmp_path: Path,
     assert main(["compare", str(a), str(moved), "--retrained", "--chapter", "chapter"]) == 0
     assert main(["compare", str(a), str(moved), "--chapter", "other"]) == 2
     assert "no claims (*.json) in" in capsys.readouterr().err
+
+
+def test_nbval_checks_claims_cells_exactly_but_their_decimals(tmp_path: Path) -> None:
+    """`make nbval` with tests/nbval_sanitize.cfg: a claims cell whose stored output differs from
+    the code's in a decimal passes (`raptor compare` checks its numbers within a tolerance); one
+    that differs in a word or an integer fails."""
+    import subprocess
+    import sys
+
+    import nbformat
+
+    printed = "C3 holds: excess +0.012 [+0.010, +0.014] on 3 seeds, 1.5e-03"
+    stored = {"same": printed,
+              "decimal": printed.replace("+0.012", "+0.013").replace("1.5e", "1.6e"),
+              "word": printed.replace("holds", "does not hold"),
+              "integer": printed.replace("3 seeds", "4 seeds")}
+    nb = nbformat.v4.new_notebook()
+    for text in stored.values():
+        cell = nbformat.v4.new_code_cell(f"print({printed!r})", execution_count=1,
+                                         metadata={"tags": ["nbval-check-output"]})
+        cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=text + "\n")]
+        nb.cells.append(cell)
+    nbformat.write(nb, tmp_path / "claims.ipynb")
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    sanitize = Path(__file__).with_name("nbval_sanitize.cfg")
+    run = subprocess.run([sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider",
+                          "-c", "pytest.ini", "--rootdir", ".", "--nbval-lax",
+                          "--nbval-current-env", "--nbval-sanitize-with", str(sanitize),
+                          "claims.ipynb"], cwd=tmp_path, capture_output=True, text=True)
+    outcome = {name: ("Cell %d PASSED" % i) in run.stdout for i, name in enumerate(stored)}
+    assert outcome == {"same": True, "decimal": True, "word": False, "integer": False}, \
+        run.stdout
