@@ -14,7 +14,7 @@ PY := $(VENV)/bin/python
 PROFILE ?= cpu
 export RAPTOR_CACHE ?= $(CURDIR)/.cache/raptor
 
-.PHONY: setup book test test-checks unit timed smoke test-paper-shape verify nbval build browser \
+.PHONY: setup book test test-checks unit timed smoke test-paper-shape verify nbval nbval-copy nbval-first nbval-rest nbval-claims build browser \
 	artifacts reproduce clean
 
 $(VENV)/.installed: pyproject.toml
@@ -36,10 +36,13 @@ test: setup verify
 	$(MAKE) --no-print-directory test-checks
 	$(MAKE) --no-print-directory timed build browser
 
-# The unit tests and the check of the stored book side by side, one core each; OpenMP threads
-# sleep while they wait instead of spinning, which would take the core the other needs.
+# The unit tests and the check of the stored book (its chapters in two streams, then its claims
+# page) side by side; OpenMP threads sleep while they wait instead of spinning, which would take
+# the core another needs.
 test-checks: setup
-	OMP_WAIT_POLICY=PASSIVE $(MAKE) --no-print-directory --output-sync=target -j2 unit nbval
+	OMP_WAIT_POLICY=PASSIVE $(MAKE) --no-print-directory --output-sync=target -j3 unit nbval-first \
+		nbval-rest
+	$(MAKE) --no-print-directory nbval-claims
 
 unit: setup
 	$(PY) -m pytest -q -m "not browser and not timed" --ignore=tests/test_paper_shape.py
@@ -61,16 +64,32 @@ verify: setup
 
 # The stored book is what the code produces, on any machine: nbval executes a copy of it (in
 # runs/nbval/, so the stored files stay as they are) with other CPU kernels than the ones it was
-# executed with (no vectorised ATen or oneDNN kernels beyond SSE4.1, MKL in compatible mode) and one
-# thread, checks each chapter's claims cell against the stored notebook, and `raptor compare` checks
-# the claims it wrote against the stored ones: verdicts exactly, every number within one unit of its
-# last printed digit (raptor/book/compare.py).
+# executed with (no vectorised ATen or oneDNN kernels beyond SSE4.1, MKL in compatible mode: about
+# twice the time, bench/bench_kernels.py) and one thread a stream, checks each chapter's claims cell
+# against the stored notebook (decimals masked: tests/nbval_sanitize.cfg), then `raptor compare`
+# checks the claims it wrote against the stored ones: verdicts exactly, every number within one
+# unit of its last printed digit (raptor/book/compare.py). Functional phases takes a third of the
+# book: it and Raptor in one stream, the other chapters in another, then the claims page (it reads
+# every chapter's claims).
+NBVAL := ATEN_CPU_CAPABILITY=default ONEDNN_MAX_CPU_ISA=SSE41 MKL_CBWR=COMPATIBLE OMP_NUM_THREADS=1 \
+	$(PY) -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env \
+	--nbval-sanitize-with tests/nbval_sanitize.cfg
+NBVAL_first := functional_phases raptor
+NBVAL_rest := $(filter-out $(NBVAL_first),$(basename $(notdir $(wildcard book/chapters/*.ipynb))))
+
 nbval: setup
+	OMP_WAIT_POLICY=PASSIVE $(MAKE) --no-print-directory --output-sync=target -j2 nbval-first nbval-rest
+	$(MAKE) --no-print-directory nbval-claims
+
+nbval-copy:
 	rm -rf runs/nbval && mkdir -p runs/nbval/book/claims
 	cp -r book/chapters book/claims.ipynb runs/nbval/book/
-	ATEN_CPU_CAPABILITY=default ONEDNN_MAX_CPU_ISA=SSE41 MKL_CBWR=COMPATIBLE OMP_NUM_THREADS=1 \
-		$(PY) -m pytest -q --nbval-lax --nbval-current-env \
-		--nbval-sanitize-with tests/nbval_sanitize.cfg runs/nbval/book/chapters runs/nbval/book/claims.ipynb
+
+nbval-first nbval-rest: nbval-%: setup nbval-copy
+	$(NBVAL) $(NBVAL_$*:%=runs/nbval/book/chapters/%.ipynb)
+
+nbval-claims: setup
+	$(NBVAL) runs/nbval/book/claims.ipynb
 	$(PY) -m raptor compare book/claims runs/nbval/book/claims
 
 build: setup
