@@ -20,10 +20,13 @@ SETTINGS = {
     "oneDNN SSE4.1": {"ONEDNN_MAX_CPU_ISA": "SSE41"},
     "MKL compatible": {"MKL_CBWR": "COMPATIBLE"},
     "MKL AVX": {"MKL_CBWR": "AVX"},
+    "MKL dispatch AVX": {"MKL_ENABLE_INSTRUCTIONS": "AVX"},
+    "MKL dispatch SSE4.2": {"MKL_ENABLE_INSTRUCTIONS": "SSE4_2"},
     "ATen, oneDNN, MKL compatible": {"ATEN_CPU_CAPABILITY": "default",
                                      "ONEDNN_MAX_CPU_ISA": "SSE41", "MKL_CBWR": "COMPATIBLE"},
-    "ATen, oneDNN, MKL AVX": {"ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": "SSE41",
-                              "MKL_CBWR": "AVX"},
+    "ATen, oneDNN, MKL dispatch AVX": {"ATEN_CPU_CAPABILITY": "default",
+                                       "ONEDNN_MAX_CPU_ISA": "SSE41",
+                                       "MKL_ENABLE_INSTRUCTIONS": "AVX"},
 }
 
 PASS = """

@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     p_cmp = sub.add_parser("compare", help="compare two claims folders: verdicts exactly, "
                            "numbers within one unit of their last printed digit")
     p_cmp.add_argument("expected", type=Path, help="e.g. book/claims")
-    p_cmp.add_argument("actual", type=Path, help="e.g. runs/kernels/claims")
+    p_cmp.add_argument("actual", type=Path, help="e.g. runs/nbval/book/claims")
     p_cmp.add_argument("--chapter", action="append", dest="chapters",
                        help="compare only this chapter (repeatable; default: all)")
     p_cmp.add_argument("--retrained", action="store_true",
