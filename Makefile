@@ -14,8 +14,8 @@ PY := $(VENV)/bin/python
 PROFILE ?= cpu
 export RAPTOR_CACHE ?= $(CURDIR)/.cache/raptor
 
-.PHONY: setup book test test-checks unit timed smoke test-paper-shape verify nbval nbval-copy nbval-first nbval-rest nbval-claims build browser \
-	artifacts reproduce clean
+.PHONY: setup book test test-checks unit timed smoke test-paper-shape verify nbval nbval-copy \
+	nbval-first nbval-rest nbval-claims build browser artifacts reproduce clean
 
 $(VENV)/.installed: pyproject.toml
 	@if [ ! -d /usr/share/datasets/fashion-mnist ] && command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
@@ -64,21 +64,22 @@ verify: setup
 
 # The stored book is what the code produces, on any machine: nbval executes a copy of it (in
 # runs/nbval/, so the stored files stay as they are) with other CPU kernels than the ones it was
-# executed with (no vectorised ATen or oneDNN kernels beyond SSE4.1, MKL in compatible mode: about
-# twice the time, bench/bench_kernels.py) and one thread a stream, checks each chapter's claims cell
-# against the stored notebook (decimals masked: tests/nbval_sanitize.cfg), then `raptor compare`
-# checks the claims it wrote against the stored ones: verdicts exactly, every number within one
-# unit of its last printed digit (raptor/book/compare.py). Functional phases takes a third of the
-# book: it and Raptor in one stream, the other chapters in another, then the claims page (it reads
-# every chapter's claims).
-NBVAL := ATEN_CPU_CAPABILITY=default ONEDNN_MAX_CPU_ISA=SSE41 MKL_CBWR=COMPATIBLE OMP_NUM_THREADS=1 \
-	$(PY) -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env \
+# executed with (no vectorised ATen or oneDNN kernels beyond SSE4.1, MKL in compatible mode: 1.8–3.4×
+# the default kernels' time, bench/bench_kernels.py) and one thread a stream, checks each chapter's
+# claims cell against the stored notebook (decimals masked: tests/nbval_sanitize.cfg), then
+# `raptor compare` checks the claims it wrote against the stored ones: verdicts exactly, every
+# number within one unit of its last printed digit (raptor/book/compare.py). Functional phases takes
+# a third of the book: it and Raptor in one stream, the other chapters in another, then the claims
+# page (it reads every chapter's claims).
+NBVAL := ATEN_CPU_CAPABILITY=default ONEDNN_MAX_CPU_ISA=SSE41 MKL_CBWR=COMPATIBLE \
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env \
 	--nbval-sanitize-with tests/nbval_sanitize.cfg
 NBVAL_first := functional_phases raptor
 NBVAL_rest := $(filter-out $(NBVAL_first),$(basename $(notdir $(wildcard book/chapters/*.ipynb))))
 
 nbval: setup
-	OMP_WAIT_POLICY=PASSIVE $(MAKE) --no-print-directory --output-sync=target -j2 nbval-first nbval-rest
+	OMP_WAIT_POLICY=PASSIVE $(MAKE) --no-print-directory --output-sync=target -j2 nbval-first \
+		nbval-rest
 	$(MAKE) --no-print-directory nbval-claims
 
 nbval-copy:
