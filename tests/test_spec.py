@@ -21,8 +21,8 @@ from raptor.book import profiles
 from raptor.book.chapters import chapter
 from raptor.book.specs import MODULES
 from raptor.book.profiles import DISTILL, PAPER_TEACHER, PAPER_TRAIN, TEACHER, TRAIN
-from raptor.book.spec import (Machine, SpecError, diff, fields_of, from_parameters, nested, param,
-                              parameters, parameters_cell, require, require_data)
+from raptor.book.spec import (Machine, SpecError, diff, fields_of, from_parameters, input_files,
+                              nested, param, parameters, parameters_cell, require, require_data)
 from raptor.catalog import DATASETS
 from raptor.teachers import TeacherConfig, TrainConfig
 from raptor.train import DistillConfig
@@ -270,6 +270,27 @@ def test_a_nested_field_may_default_to_an_instance() -> None:
     assert parameters(Deeper())["D"] == 768
     assert from_parameters(Deeper, {"steps": 400}).train == dataclasses.replace(PAPER_TRAIN,
                                                                                 steps=400)
+
+
+def test_a_file_to_read_is_marked_on_its_field_not_read_off_its_name(tmp_path: Path) -> None:
+    """Only an :func:`input_files` field is checked as files, whatever the names of the others
+    (a bool ``half_weights`` once was, and crashed the run)."""
+    from raptor.book.inputs import missing_inputs
+
+    there = tmp_path / "there.json"
+    there.write_text("{}")
+
+    @dataclass(frozen=True)
+    class Reads:
+        half_weights: bool = True
+        old_results: str = "not a file to read"
+        tables: tuple[str, ...] = input_files()
+
+    assert missing_inputs(Reads()) == []
+    assert missing_inputs(Reads(tables=(str(there), str(tmp_path / "gone.json")))) == [
+        f"parameter tables: file {tmp_path / 'gone.json'} does not exist"]
+    assert [n for n, f in fields_of(chapter("scaling").Spec).items() if f.files] == [
+        "pipeline_results"]
 
 
 def _replaces(path: Path) -> list[tuple[str, str, list[str]]]:

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from raptor.book.spec import parameters
+from raptor.book.spec import fields_of, parameters
 from raptor.catalog import DATASETS, DatasetNotFoundError, dataset_info, find
 from raptor.config import TrainConfig
 
@@ -17,8 +17,8 @@ IMAGE_COUNTS = {"n_images": "val", "probe_images": "train"}
 
 
 def missing_inputs(spec: Any) -> list[str]:
-    """Every data set, weights file and results file ``spec`` names that is not there, and every
-    image count its dataset's split cannot give."""
+    """Every data set and input file (:func:`~raptor.book.spec.input_files`) ``spec`` names that
+    is not there, and every image count its dataset's split cannot give."""
     problems = []
     values = parameters(spec)
     wanted = []
@@ -32,11 +32,10 @@ def missing_inputs(spec: Any) -> list[str]:
             find(dataset, root)
         except DatasetNotFoundError as err:
             problems.append(f"parameter {param}: {err}")
-    for param, value in values.items():
-        if param.endswith(("_weights", "_results")) and value:
-            for path in (value,) if isinstance(value, str) else value:
-                if not Path(path).expanduser().is_file():
-                    problems.append(f"parameter {param}: file {path} does not exist")
+    for param, where in fields_of(type(spec)).items():
+        for path in values[param] if where.files else ():
+            if not Path(path).expanduser().is_file():
+                problems.append(f"parameter {param}: file {path} does not exist")
     # the analyze chapter reads its images from ``images``, every other from its dataset
     dataset = values.get("images" if pretrained is None else "dataset", values.get("dataset"))
     if dataset in DATASETS:

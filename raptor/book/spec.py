@@ -32,6 +32,12 @@ def param(default: Any, name: str | None = None, doc: str = "") -> Any:
     return field(default=default, metadata={"param": name, "doc": doc})
 
 
+def input_files(default: tuple[str, ...] = ()) -> Any:
+    """A spec field naming files the chapter reads, each checked to be there before any work
+    (:func:`raptor.book.inputs.missing_inputs`)."""
+    return field(default=default, metadata={"files": True})
+
+
 def nested(default: Any) -> Any:
     """A nested spec field, defaulting to ``default()`` for a class, else to the (frozen)
     instance ``default``."""
@@ -88,6 +94,7 @@ class Machine:
 class _Field:
     path: tuple[str, ...]
     hint: Any
+    files: bool = False  # names files to read (:func:`input_files`)
 
 
 def fields_of(cls: type) -> dict[str, _Field]:
@@ -104,7 +111,8 @@ def fields_of(cls: type) -> dict[str, _Field]:
             found = {name: _Field((f.name, *where.path), where.hint)
                      for name, where in fields_of(hint).items()}
         else:
-            found = {f.metadata.get("param") or f.name: _Field((f.name,), hint)}
+            found = {f.metadata.get("param") or f.name:
+                     _Field((f.name,), hint, f.metadata.get("files", False))}
         for name, where in found.items():
             if name in out:
                 raise TypeError(f"{cls.__name__}: two fields use the parameter name {name!r}")

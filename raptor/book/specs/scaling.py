@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 from raptor.book.profiles import (DISTILL, PAPER_DISTILL, PAPER_TEACHER, PAPER_TRAIN, SMOKE_DISTILL,
                                   SMOKE_TEACHER, SMOKE_TRAIN, TEACHER, TRAIN)
-from raptor.book.spec import Machine, nested, require, require_data, require_seeds
+from raptor.book.spec import (Machine, input_files, nested, require, require_data,
+                              require_seeds)
 from raptor.config import DistillConfig, TeacherConfig, TrainConfig
 
 NAME = "scaling"
@@ -31,7 +32,7 @@ class Spec:
     distill: DistillConfig = nested(DISTILL)
     n_images: int = 1000
     probe_images: int = 2000
-    pipeline_results: tuple[str, ...] = ()
+    pipeline_results: tuple[str, ...] = input_files()
     machine: Machine = nested(Machine)
 
     def __post_init__(self) -> None:
