@@ -204,39 +204,34 @@ def test_the_cpu_overfitting_run() -> None:
                                             patience=None)
 
 
-def _checks(seed: int, untrained_cls: float) -> chapter.SeedChecks:
-    """One seed's controls and swaps; its phases have block excess (C1 holds)."""
+def _run(seed: int, *, untrained_cls: float = 0.98, maxcut_acc: float = 0.8) -> chapter.SeedRun:
+    """One seed's max-cut vs random partitions, controls, swaps and overfitting run; its phases
+    have block excess (C1 holds)."""
     cut = ((0, 2), (2, 5), (5, 8))
-    trained = {"cls": units(0.957, seed=seed), "patches": units(0.98, seed=seed + 1)}
+    trained = {"cls": units(0.957, seed=seed), "patches": units(0.98, seed=seed + 1),
+               "acc": units(0.8, seed=seed + 5)}
     untrained = {"cls": units(untrained_cls, seed=seed + 2),
                  "patches": units(0.999, seed=seed + 3)}
-    teacher = units(0.8, seed=seed + 5)
-    return chapter.SeedChecks(
-        seed, cut, 0.8, teacher, {},
+    teacher = trained["acc"]
+    raptors = np.stack([units(a, seed=seed + i)
+                        for i, a in enumerate([maxcut_acc, 0.7, 0.72, 0.71])])
+    r2, acc = snapshots([0.96, 0.95, 0.93, 0.91], [0.7, 0.72, 0.70, 0.66])
+    return chapter.SeedRun(
+        seed, {}, {3: raptors}, {},
+        {3: PhaseExcess(3, cut, cut, 0.05, 0.04, 0.06, 0.95, 1.0, Rank(1, 21))}, 0.8,
         {"trained": trained, "untrained": untrained,
          "untrained, no skip": {"cls": untrained["cls"], "patches": units(0.95, seed=seed + 4)}},
         {"intra": {1: np.stack([teacher - 0.02, teacher - 0.01])},
          "inter": {1: np.stack([units(0.3, seed=seed + 6), units(0.4, seed=seed + 7)])}},
-        PhaseExcess(3, cut, cut, 0.05, 0.04, 0.06, 0.95, 1.0, Rank(1, 21)))
-
-
-def _versus(seed: int, maxcut_acc: float) -> chapter.SeedVersus:
-    """One seed's max-cut vs random partitions and overfitting run; its phases have block
-    excess."""
-    r2, acc = snapshots([0.96, 0.95, 0.93, 0.91], [0.7, 0.72, 0.70, 0.66])
-    raptors = np.stack([units(a, seed=seed + i)
-                        for i, a in enumerate([maxcut_acc, 0.7, 0.72, 0.71])])
-    return chapter.SeedVersus(seed, {}, {3: raptors}, {}, {3: _checks(seed, 0.98).excess},
-                              np.array(STEPS), np.array([1.0, 0.5, 0.6, 0.7]), np.zeros(4),
-                              {**r2, "acc": acc})
+        {"step": np.array(STEPS), "loss": np.array([1.0, 0.5, 0.6, 0.7]), "acc": np.zeros(4)},
+        {**r2, "acc": acc})
 
 
 def test_claims_judge_controls_and_swaps_on_every_seed() -> None:
     """C4, C9 and C10 are judged on every seed and combined by ``across_seeds``' binomial test:
     one seed of three whose untrained teacher is reconstructed worse than its trained one is
     outvoted (2 holds: P ≈ 0.002; 1 fails: P ≈ 0.07), two of three make C9 fail, and only C9."""
-    result = chapter.Result(chapter.Spec(), SIZES, [_versus(s, 0.8) for s in (0, 10, 20)],
-                            [_checks(0, 0.98), _checks(10, 0.98), _checks(20, 0.98)])
+    result = chapter.Result(chapter.Spec(), SIZES, [_run(s) for s in (0, 10, 20)])
     claims = {c.id: c for c in chapter.claims(result)}
     assert [claims[i].verdict for i in ("C4", "C9", "C10")] == [HOLDS, HOLDS, HOLDS]
     assert "(per seed: 0 holds, 10 holds, 20 holds)" in claims["C9"].ours
@@ -244,12 +239,12 @@ def test_claims_judge_controls_and_swaps_on_every_seed() -> None:
     assert [claims[i].tests for i in ("C4", "C9", "C10")] == [6, 6, 3]
     assert claims["C3"].verdict == HOLDS  # 0.8 against 0.70–0.72: many σ, whatever the draw
     assert "combined over 3 seeds" in claims["C3"].detail
-    result.seeds[1] = _checks(10, 0.90)
+    result.seeds[1] = _run(10, untrained_cls=0.90)
     claims = {c.id: c for c in chapter.claims(result)}
     assert [claims[i].verdict for i in ("C4", "C9", "C10")] == [HOLDS, HOLDS, HOLDS]
     assert "(per seed: 0 holds, 10 does not hold, 20 holds)" in claims["C9"].ours
     assert "2 hold (P = 0.0018), 1 do not (P = 0.073)" in claims["C9"].detail
-    result.seeds[2] = _checks(20, 0.90)
+    result.seeds[2] = _run(20, untrained_cls=0.90)
     claims = {c.id: c for c in chapter.claims(result)}
     assert [claims[i].verdict for i in ("C4", "C9", "C10")] == [HOLDS, FAILS, HOLDS]
     assert "(per seed: 0 holds, 10 does not hold, 20 does not hold)" in claims["C9"].ours
@@ -259,18 +254,17 @@ def test_claims_judge_c3_and_c11_on_every_seed() -> None:
     """C3 and C11 are judged on each seed and combined by ``across_seeds``' binomial test: of two
     seeds, one whose max-cut Raptor is no better than the random ones leaves C3 inconclusive
     (1 of 2 either way: P ≈ 0.049 < 0.05), two make it fail; C11 keeps its verdict."""
-    checks = [_checks(0, 0.98), _checks(10, 0.98)]
-    result = chapter.Result(chapter.Spec(), SIZES, [_versus(0, 0.8), _versus(10, 0.8)], checks)
+    result = chapter.Result(chapter.Spec(), SIZES, [_run(0), _run(10)])
     claims = {c.id: c for c in chapter.claims(result)}
     assert claims["C3"].verdict == HOLDS and "(per seed: 0 holds, 10 holds)" in claims["C3"].ours
     assert "combined over 2 seeds" in claims["C3"].detail
     c11 = claims["C11"].verdict
-    result.versus[1] = _versus(10, 0.6)
+    result.seeds[1] = _run(10, maxcut_acc=0.6)
     claims = {c.id: c for c in chapter.claims(result)}
     assert claims["C3"].verdict == INCONCLUSIVE
     assert "(per seed: 0 holds, 10 does not hold)" in claims["C3"].ours
     assert claims["C11"].verdict == c11 and "(per seed: 0 " in claims["C11"].ours
-    result.versus[0] = _versus(0, 0.6)
+    result.seeds[0] = _run(0, maxcut_acc=0.6)
     claims = {c.id: c for c in chapter.claims(result)}
     assert claims["C3"].verdict == FAILS
     assert "(per seed: 0 does not hold, 10 does not hold)" in claims["C3"].ours
@@ -296,30 +290,28 @@ def test_evaluate_gives_head_accuracy_of_each_unit(tiny_teacher) -> None:
 def test_smoke_result(smoke_result) -> None:
     result = smoke_result(chapter.NAME)
     spec = chapter.SMOKE
-    (run,) = result.versus
+    (run,) = result.seeds
+    assert run.seed == spec.seeds[0]
     assert list(run.partitions) == list(spec.k_values)
     for k, parts in run.partitions.items():
         assert len(parts) == len(set(parts)) == 1 + spec.n_random  # the max-cut, then others
         assert run.student_units[k].shape == (len(parts), len(result.unit_sizes))
-        assert result.student_acc(k).shape == (len(parts),)
-        assert 0 <= result.student_acc(k).min() and result.student_acc(k).max() <= 1
+        acc = result.pooled(run.student_units[k])
+        assert acc.shape == (len(parts),) and 0 <= acc.min() and acc.max() <= 1
         assert all(run.student_r2[k][g].shape == (len(parts),) for g in chapter.GROUPS)
-    (checks,) = result.seeds
-    assert checks.seed == run.seed == spec.seeds[0]
-    assert checks.partition == run.partitions[spec.control_k][0]
-    assert set(checks.controls) == {"trained", "untrained", "untrained, no skip"}
-    assert checks.controls["trained"]["cls"] == run.student_r2[spec.control_k]["cls"][0]
-    assert result.snapshot_r2()["cls"].shape == (len(spec.overfit_snapshots),)
-    assert set(spec.overfit_snapshots) <= set(run.val_steps.tolist())
-    assert 0 <= checks.teacher_acc <= 1
+    assert set(run.control_units) == {"trained", "untrained", "untrained, no skip"}
+    assert run.snapshot_units["cls"].shape == (len(spec.overfit_snapshots),
+                                               len(result.unit_sizes))
+    assert set(spec.overfit_snapshots) <= set(run.val["step"].tolist())
+    assert 0 <= run.teacher_acc <= 1
     # C4's units: the teacher's accuracy per unit adds up to its accuracy on all the images
-    assert np.average(checks.teacher_units, weights=result.unit_sizes) == \
-        pytest.approx(checks.teacher_acc)
-    for kind, by_n in checks.swap_units.items():
-        for n, u in by_n.items():
+    assert result.pooled(run.control_units["trained"]["acc"]) == pytest.approx(run.teacher_acc)
+    for by_n in run.swap_units.values():
+        for u in by_n.values():
             assert u.shape[1] == len(result.unit_sizes)
-            assert result.swap_acc(checks, kind, n).shape == (u.shape[0],)
     assert len(chapter.versus_table(result)) == len(spec.k_values) * (1 + spec.n_random)
+    controls = chapter.controls_table(result).loc[run.seed]
+    assert controls.loc["trained", "cls"] == run.student_r2[spec.control_k]["cls"][0]
 
 
 @pytest.mark.slow
@@ -331,12 +323,11 @@ def test_every_seed_gets_its_own_partitions_and_overfitting_run(
     monkeypatch.setenv("RAPTOR_CACHE", str(smoke_cache))
     spec = dataclasses.replace(chapter.SMOKE, seeds=(0, 1), swap_counts=(1,), max_swap_sets=1)
     result = chapter.compute(spec)
-    first, second = result.versus
-    assert (first.seed, second.seed) == (0, 1) and [c.seed for c in result.seeds] == [0, 1]
-    assert second.partitions[2][0] == result.seeds[1].partition  # its own max-cut
-    assert not np.array_equal(first.val_loss, second.val_loss)  # its own overfitting run
+    first, second = result.seeds
+    assert (first.seed, second.seed) == (0, 1)
+    assert not np.array_equal(first.val["loss"], second.val["loss"])  # its own overfitting run
     alone = chapter.compute(dataclasses.replace(spec, seeds=(0,)))
-    (only,) = alone.versus
+    (only,) = alone.seeds
     assert only.partitions == first.partitions
     np.testing.assert_array_equal(only.student_units[2], first.student_units[2])
     assert chapter.snapshots_table(result).index.get_level_values("seed").unique().tolist() \

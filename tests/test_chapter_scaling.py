@@ -151,7 +151,7 @@ def test_claims_of_a_run_like_the_committed_cpu_run() -> None:
     run = chapter.SeedRun(0, {}, 0.806, 0.794, {2: 0.769, 3: 0.771, 4: 0.788},
                           by_k(*nested(1000, 0.777, 0.787, 0.794)), {}, ladder)
     assert run.probe_acc == {2: 0.777, 3: 0.787, 4: 0.794}
-    assert run.ladder[chapter.PROBE_RUNG] == 0.787
+    assert run.ladder_correct[chapter.PROBE_RUNG].mean() == 0.787
     result = chapter.Result(dataclasses.replace(chapter.Spec(), seeds=(0,)), [run], [])
     c12, c13, c14 = chapter.claims(result)
     assert c12.verdict == UNTESTABLE and "head k=2 95.4%, k=3 95.7%, k=4 97.8%" in c12.ours
@@ -201,15 +201,16 @@ def test_smoke_compute_round_trips(smoke_cache: Path, tmp_path: Path) -> None:
     (run,) = result.runs
     assert run.seed == spec.seeds[0] and list(run.partitions) == list(spec.k_values)
     assert all(len(run.partitions[k]) == k for k in spec.k_values)
-    assert list(run.ladder) == [*chapter.LADDER, chapter.PROBE_RUNG]
-    assert run.ladder[chapter.PROBE_RUNG] == run.probe_acc[spec.ladder_k]
+    assert list(run.ladder_correct) == [*chapter.LADDER, chapter.PROBE_RUNG]
+    assert run.ladder_correct[chapter.PROBE_RUNG] is run.probe_correct[spec.ladder_k]
     L = spec.teacher.depth
     assert all(run.cosine[k]["cls"].shape == (L + 1,) for k in spec.k_values)
     table = chapter.run_table(result)
     assert table.loc[(run.seed, f"teacher (L={L})"), "probe, % of teacher"] == 100
     again = load(chapter.Result, save(result, tmp_path / "result"))
     assert again.spec == spec and again.pipeline == result.pipeline
-    assert again.runs[0].partitions == run.partitions and again.runs[0].ladder == run.ladder
+    assert again.runs[0].partitions == run.partitions
+    assert list(again.runs[0].ladder_correct) == list(run.ladder_correct)
     assert all(np.array_equal(again.runs[0].ladder_correct[r], c) and c.dtype == bool
                and len(c) == spec.n_images for r, c in run.ladder_correct.items())
     assert all(np.array_equal(again.runs[0].probe_correct[k], run.probe_correct[k])

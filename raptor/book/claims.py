@@ -224,6 +224,14 @@ def all_of(parts: Iterable[str | Part]) -> str:
     return FAILS if FAILS in vs else INCONCLUSIVE if INCONCLUSIVE in vs else HOLDS
 
 
+def conjoined(claim_id: str, parts: Mapping[str, str | Part], *, paper: str, ours: str,
+              detail: str) -> Claim:
+    """Claim ``claim_id`` judged as the conjunction of its named ``parts`` (:func:`all_of`): one
+    test a part, its ``detail`` followed by what the correction did (:func:`correction`)."""
+    return claim(claim_id, paper=paper, ours=ours, holds=all_of(parts.values()),
+                 tests=len(parts), detail=detail + correction(parts))
+
+
 SEEDS_ALPHA = Threshold(0.05, "[ours] the conventional 5% level for the combined test over seeds; "
                               "as 0.025 < 0.05, one seed keeps its own verdict")
 

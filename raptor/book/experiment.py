@@ -27,6 +27,7 @@ from raptor.analysis import image_data, load_vit, split, vit_shape
 from raptor.book.pretrained import Pretrained
 from raptor.book.spec import SpecError
 from raptor.loop import resolve_device
+from raptor.metrics import evaluate_student
 from raptor.phases import Partition, maxcut, partition_to_repeats
 from raptor.probes import linear_probe, probe_features
 from raptor.similarity import layer_similarity, phase_matrix
@@ -227,6 +228,12 @@ class Walk:
     def batches(self, size: int = 250) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """The images and labels in batches of ``size`` (:func:`batched`)."""
         return batched(self.images, self.labels, size)
+
+    def evaluate(self, student: torch.nn.Module, device: str = "auto") -> dict[str, Any]:
+        """A Raptor of this teacher on these images (:func:`~raptor.metrics.evaluate_student`),
+        the teacher's trajectories reused."""
+        return evaluate_student(student, self.model, self.batches(), device=device,
+                                teacher_traj=self.traj)
 
 
 def walk(teacher: tuple[torch.nn.Module, dict[str, Any]],

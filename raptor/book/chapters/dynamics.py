@@ -36,54 +36,34 @@ class Flow:
 
 
 @dataclass
-class Spectrum:
-    """The exact DMD eigenvalues ``λ = real + i·imag`` of one token group (Fig. 12 right)."""
-
-    real: np.ndarray
-    imag: np.ndarray
-
-    @property
-    def eigenvalues(self) -> np.ndarray:
-        return self.real + 1j * self.imag
-
-
-@dataclass
 class SeedRun:
-    """One seed's teacher: per-group curves (and, in ``flow``, its Raptor's) over ``L`` layers.
+    """One seed's teacher (and, in ``flow``, its Raptor) over ``L`` layers; the ``(N, …)`` arrays
+    hold one row per image, for the claims' bootstrap intervals.
 
-    ``pca_paths`` ``(n, L+1, 2)`` are the cls paths of the images with a label below
-    ``n_classes`` (labels ``pca_labels``); ``distance[g]`` ``(L−layer+1,)`` follows the
-    perturbation injected at ``perturb_layer``; ``sensitivity[g][l]`` is for injection at layer
-    ``l = 0..L−1``; ``share[metric][g]`` is the Pearson r of the teacher's and Raptor's curves.
+    ``pca_paths`` ``(n, L+1, 2)``: the cls paths of the images with a label below ``n_classes``;
+    ``distance[g]`` ``(L−layer+1,)`` follows the perturbation injected at ``perturb_layer``.
     """
 
     seed: int
     partition: tuple[tuple[int, int], ...]
-    bounds: list[int]
+    excess: PhaseExcess  # the max-cut's block excess over the warped-decay null (C1)
     flow: dict[str, Flow]
     effective_rank: dict[str, np.ndarray]
     stable_rank: dict[str, np.ndarray]
     coherence: np.ndarray
-    dmd: dict[str, Spectrum]
+    dmd: dict[str, np.ndarray]  # the exact DMD's eigenvalues λ per group (Fig. 12 right)
     pca_paths: np.ndarray
-    pca_labels: np.ndarray
-    basin_first: float
-    basin_last: float
+    labels: np.ndarray  # (N,)
+    basin_dirs: np.ndarray  # (N, 2, D) cls directions at layers 1 and L (C18)
     perturb_layer: int
     distance: dict[str, np.ndarray]
-    sensitivity: dict[str, np.ndarray]
-    share: dict[str, dict[str, float]]
-    # Per image, for the claims' bootstrap intervals (C16, C19, C20, C23) and DMD radii (C24):
-    convergence_images: dict[str, np.ndarray]  # (N, L+1) the teacher's γ_l, token-averaged
-    eps_over_norm: dict[str, float]  # ε / mean ‖x_l‖ at the injection layer, per group
     relative_deviation: dict[str, np.ndarray]  # (N, L−layer+1), dynamics.image_deviation
+    eps_over_norm: dict[str, float]  # ε / mean ‖x_l‖ at the injection layer, per group
     sensitivity_images: dict[str, np.ndarray]  # (N, L): injection at layer l = 0..L−1
+    convergence_images: dict[str, np.ndarray]  # (N, L+1) the teacher's γ_l, token-averaged
     coherence_images: np.ndarray  # (N, L) patch κ_l
     dmd_radius_boot: dict[str, np.ndarray]  # (DMD_BOOT,) ρ(A) on resampled images
     dmd_nearest_boot: dict[str, np.ndarray]  # (DMD_BOOT,) min |λ − 1| on the same resamples
-    basin_dirs: np.ndarray  # (N, 2, D) cls directions at layers 1 and L (C18)
-    labels: np.ndarray  # (N,)
-    excess: PhaseExcess  # the max-cut's block excess over the warped-decay null (C1)
 
 
 @dataclass
@@ -102,7 +82,7 @@ def compute(spec: Spec) -> Result:
 
 
 def _seed_run(spec: Spec, seed: int, device: str) -> SeedRun:
-    depth = spec.teacher.depth
+    depth, mid = spec.teacher.depth, spec.teacher.depth // 2
     w = walk(teacher_of(spec, spec.p, seed=seed), images_of(spec, spec.n_images, seed=seed),
              cuts=(spec.k,), excess=(spec.k,), device=device)
     teacher, labels, traj, groups, partition = w.model, w.labels, w.traj, w.groups, w.cuts[spec.k]
@@ -113,47 +93,37 @@ def _seed_run(spec: Spec, seed: int, device: str) -> SeedRun:
         acc = dynamics.DynamicsAccumulator(groups)
         acc.update(x)
         summary[name] = acc.result(dmd_rank=spec.dmd_rank)
-    flow = {name: Flow(norms=_means(s.norms), convergence=_means(s.convergence),
-                       speed=_means(s.speed)) for name, s in summary.items()}
     gamma_images = dynamics.image_convergence(traj, groups)  # before d: one copy of traj at a time
-    chosen = labels < spec.n_classes
-    pca = dynamics.pca_paths(traj[chosen], groups, n_components=2, group="cls")
-    unit = directions(traj[:, :, groups.cls].squeeze(2))
-    mid = depth // 2
+    pca = dynamics.pca_paths(traj[labels < spec.n_classes], groups, n_components=2, group="cls")
     with on_device(teacher, device):
         pert = dynamics.perturb(teacher, traj[:, mid].to(device), mid, spec.eps, groups=groups)
-        sens_images = {g: [] for g in pert.distance}
-        for layer in range(depth):  # one injection layer at a time: each holds two trajectories
-            dev = dynamics.image_deviation(dynamics.perturb(
-                teacher, traj[:, layer].to(device), layer, spec.eps, groups=groups), groups)
-            for g, d in dev.items():
-                sens_images[g].append(d["distance"][:, -1] / abs(spec.eps))
-    sens_images = {g: np.stack(v, axis=1) for g, v in sens_images.items()}
+        # each injection layer l = 0..L−1 in turn: a perturbation holds two trajectories
+        injected = [dynamics.image_deviation(dynamics.perturb(
+            teacher, traj[:, layer].to(device), layer, spec.eps, groups=groups), groups)
+            for layer in range(depth)]
     norm_at = {g: float(np.linalg.norm(traj[:, mid, sl].numpy(), axis=-1).mean())
                for g, sl in groups.items()}
     d = directions(traj)
     s = summary["teacher"]
     return SeedRun(
-        seed=seed, partition=tuple(partition), bounds=list(boundaries(partition)), flow=flow,
+        seed=seed, partition=tuple(partition), excess=w.excess[spec.k],
+        flow={name: Flow(norms=_means(m.norms), convergence=_means(m.convergence),
+                         speed=_means(m.speed)) for name, m in summary.items()},
         effective_rank={g: r.effective for g, r in s.ranks.items()},
         stable_rank={g: r.stable for g, r in s.ranks.items()},
         coherence=s.coherence["patches"].mean,
-        dmd={g: Spectrum(d.eigenvalues.real, d.eigenvalues.imag) for g, d in s.dmd.items()},
-        pca_paths=pca.paths, pca_labels=labels[chosen].numpy(),
-        basin_first=dynamics.basin_compactness(unit[:, 1], labels).ratio,
-        basin_last=dynamics.basin_compactness(unit[:, -1], labels).ratio,
+        dmd={g: f.eigenvalues for g, f in s.dmd.items()},
+        pca_paths=pca.paths, labels=labels.numpy(),
+        basin_dirs=directions(traj[:, :, groups.cls].squeeze(2))[:, [1, -1]].double().numpy(),
         perturb_layer=mid, distance=pert.distance,
-        sensitivity={g: v.mean(axis=0) for g, v in sens_images.items()},
-        share=_share(flow["teacher"], flow["Raptor"]),
-        convergence_images=gamma_images,
-        eps_over_norm={g: abs(spec.eps) / n for g, n in norm_at.items()},
         relative_deviation={g: v["relative"]
                             for g, v in dynamics.image_deviation(pert, groups).items()},
-        sensitivity_images=sens_images,
+        eps_over_norm={g: abs(spec.eps) / n for g, n in norm_at.items()},
+        sensitivity_images={g: np.stack([dev[g]["distance"][:, -1] / abs(spec.eps)
+                                         for dev in injected], axis=1) for g in norm_at},
+        convergence_images=gamma_images,
         coherence_images=coherence_rows(updates(d), groups.patches).double().numpy(),
-        **_dmd_boot(d, groups, spec.dmd_rank, seed),
-        basin_dirs=unit[:, [1, -1]].double().numpy(), labels=labels.numpy(),
-        excess=w.excess[spec.k])
+        **_dmd_boot(d, groups, spec.dmd_rank, seed))
 
 
 DMD_BOOT = 200  # bootstrap resamples of the images for the DMD spectral radius [ours]
@@ -161,10 +131,8 @@ DMD_BOOT = 200  # bootstrap resamples of the images for the DMD spectral radius 
 
 def _dmd_boot(d: torch.Tensor, groups: TokenGroups, rank: int, seed: int
               ) -> dict[str, dict[str, np.ndarray]]:
-    """Each group's exact DMD on ``DMD_BOOT`` resamples of the images (directions ``d``
-    ``(N, L+1, T, D)``; the states are the resampled images' re-normalised direction sums), the
-    same resamples for every group: its spectral radius ρ(A) (``dmd_radius_boot``) and the
-    distance of its nearest eigenvalue to +1 (``dmd_nearest_boot``)."""
+    """Each group's exact DMD on the same ``DMD_BOOT`` resamples of the images (directions ``d``
+    ``(N, L+1, T, D)``): its spectral radius ρ(A) and its nearest eigenvalue's distance to +1."""
     rng = np.random.default_rng(seed)
     draws = [rng.integers(0, len(d), len(d)) for _ in range(DMD_BOOT)]
     radius, nearest = {}, {}
@@ -181,13 +149,13 @@ def _means(stats: dict[str, MeanStd]) -> dict[str, np.ndarray]:
     return {g: v.mean for g, v in stats.items()}
 
 
-def _share(a: Flow, b: Flow) -> dict[str, dict[str, float]]:
-    """Pearson r across layers of two models' curves, per metric and group."""
-    return {m: {g: float(np.corrcoef(x, getattr(b, m)[g])[0, 1]) for g, x in getattr(a, m).items()}
-            for m in ("convergence", "speed", "norms")}
-
-
 # --------------------------------------------------------------------------- figures and tables
+
+
+def _curves(run: SeedRun, metric: str) -> dict[str, np.ndarray]:
+    """Both models' ``metric`` curves, named ``"<model> <group>"``."""
+    return {f"{model} {g}": v for model in MODELS
+            for g, v in getattr(run.flow[model], metric).items()}
 
 
 def norms_convergence_figure(result: Result) -> plt.Figure:
@@ -195,16 +163,11 @@ def norms_convergence_figure(result: Result) -> plt.Figure:
     the first seed."""
     run = result.runs[0]
     fig, axes = plotting.figure(1, 2, height=2.9)
-    ax_n, ax_c = axes[0]
-    curves = {metric: {f"{model} {g}": v for model in MODELS
-                       for g, v in getattr(run.flow[model], metric).items()}
-              for metric in ("norms", "convergence")}
-    plotting.layer_curves(curves["norms"], ylabel=r"$\Vert x_l \Vert$",
-                          title="feature norms (Fig. 9)", ax=ax_n)
-    plotting.layer_curves(curves["convergence"],
-                          ylabel=r"$\gamma_l = \langle \hat{x}_l, \hat{x}_L \rangle$",
-                          title="directional convergence (Fig. 8, right)", ax=ax_c)
-    for ax in axes[0]:
+    panels = (("norms", r"$\Vert x_l \Vert$", "feature norms (Fig. 9)"),
+              ("convergence", r"$\gamma_l = \langle \hat{x}_l, \hat{x}_L \rangle$",
+               "directional convergence (Fig. 8, right)"))
+    for ax, (metric, ylabel, title) in zip(axes[0], panels):
+        plotting.layer_curves(_curves(run, metric), ylabel=ylabel, title=title, ax=ax)
         plotting.phase_lines(ax, run.partition)
     plotting.legend_below(fig, axes, ncols=4)
     return fig
@@ -223,11 +186,12 @@ def basins_figure(result: Result, per_class: int = 30) -> plt.Figure:
     """The cls paths of ``per_class`` images of each class in the top-2 PCA plane (Fig. 8 left),
     first seed."""
     run = result.runs[0]
+    labels = run.labels[run.labels < result.spec.n_classes]  # those of ``pca_paths``
     fig, ((ax,),) = plotting.figure(width=5.0, height=4.4)
     palette = plt.get_cmap("tab10")
     for c in range(result.spec.n_classes):
         name = class_name(result.spec.train.dataset, c)
-        for i, path in enumerate(run.pca_paths[run.pca_labels == c][:per_class]):
+        for i, path in enumerate(run.pca_paths[labels == c][:per_class]):
             ax.plot(path[:, 0], path[:, 1], color=palette(c), alpha=0.25, lw=0.7,
                     label=f"_{name}, image {i + 1}")
             ax.scatter(path[-1, 0], path[-1, 1], color=palette(c), s=6,
@@ -241,9 +205,8 @@ def basins_figure(result: Result, per_class: int = 30) -> plt.Figure:
 
 def perturbation_figure(result: Result) -> plt.Figure:
     """(A) distance to the clean path after a mid-depth injection; (B) sensitivity (Fig. 10);
-    (C) the norm-rescaled deviation C19 judges, on the images it measures the change on, with
-    its peak's level (located on the other images) dotted: layer L must end below it. First
-    seed."""
+    (C) C19's norm-rescaled deviation on the images it measures, its peak's level (located on
+    the other images) dotted: layer L must end below it. First seed."""
     run = result.runs[0]
     depth, mid = result.spec.teacher.depth, run.perturb_layer
     fig, axes = plotting.figure(1, 3, height=3.4)
@@ -251,7 +214,8 @@ def perturbation_figure(result: Result) -> plt.Figure:
     after = np.arange(mid, depth + 1)
     for g, d in run.distance.items():
         ax_a.plot(after, d, marker="o", ms=3, label=g)
-        ax_b.plot(np.arange(depth), run.sensitivity[g], marker="o", ms=3, label=g)
+        ax_b.plot(np.arange(depth), run.sensitivity_images[g].mean(axis=0), marker="o", ms=3,
+                  label=g)
         dev = run.relative_deviation[g]
         peak, held_out = int(np.argmax(dev[::2].mean(axis=0))), dev[1::2].mean(axis=0)
         line, = ax_c.plot(after, held_out, marker="o", ms=3, label=g)
@@ -272,15 +236,11 @@ def perturbation_figure(result: Result) -> plt.Figure:
 
 def angular_speed_figure(result: Result) -> plt.Figure:
     """Mean angular speed per group, both models, first seed; max-cut boundaries dashed (Fig. 11).
-
-    The point at layer ``l`` is the angle block ``l`` turns the tokens by, from layer ``l−1``.
-    """
+    The point at layer ``l`` is the angle block ``l`` turns the tokens by, from layer ``l−1``."""
     run = result.runs[0]
     fig, ((ax,),) = plotting.figure(width=6.0, height=3.6)
-    curves = {f"{model} {g}": s for model in MODELS
-              for g, s in run.flow[model].speed.items()}
-    plotting.layer_curves(curves, ylabel=r"angle from layer $l-1$ (rad)", title="angular speed",
-                          ax=ax, first_layer=1)
+    plotting.layer_curves(_curves(run, "speed"), ylabel=r"angle from layer $l-1$ (rad)",
+                          title="angular speed", ax=ax, first_layer=1)
     plotting.phase_lines(ax, run.partition)
     plotting.legend_below(fig, [ax], ncols=3)
     return fig
@@ -288,9 +248,7 @@ def angular_speed_figure(result: Result) -> plt.Figure:
 
 def low_rank_dmd_figure(result: Result) -> plt.Figure:
     """The first seed's teacher's update ranks, patch coherence κ_l and DMD eigenvalues (Fig. 12).
-
-    Ranks and κ at layer ``l`` are those of block ``l``'s update (layer ``l`` − layer ``l−1``).
-    """
+    Ranks and κ at layer ``l`` are those of block ``l``'s update (layer ``l`` − layer ``l−1``)."""
     run = result.runs[0]
     fig, axes = plotting.figure(1, 3, height=3.3)
     ax_r, ax_k, ax_d = axes[0]
@@ -302,11 +260,11 @@ def low_rank_dmd_figure(result: Result) -> plt.Figure:
     ax_k.plot(layers, run.coherence, marker="o", ms=3, color="black", label="_patches")
     circle = np.exp(1j * np.linspace(0, 2 * np.pi, 200))
     ax_d.plot(circle.real, circle.imag, color="grey", lw=0.8, label="_unit circle")
-    for g, spectrum in run.dmd.items():
-        ax_d.scatter(spectrum.real, spectrum.imag, s=14, label=f"{g}, DMD λ")
+    for g, lam in run.dmd.items():
+        ax_d.scatter(lam.real, lam.imag, s=14, label=f"{g}, DMD λ")
     ax_r.set(xlabel="layer", ylabel="rank of the update", title="(A) update rank")
     ax_k.set(xlabel="layer", ylabel=r"$\kappa_l$ (patches)", title="(B) patch coherence")
-    used, asked = max(len(sp.real) for sp in run.dmd.values()), result.spec.dmd_rank
+    used, asked = max(len(lam) for lam in run.dmd.values()), result.spec.dmd_rank
     ax_d.set(aspect="equal", xlabel=r"Re $\lambda$", ylabel=r"Im $\lambda$",
              title=f"(C) DMD, rank {used}" + ("" if used == asked else f"\n(paper: r = {asked})"))
     for ax in (ax_r, ax_k):
@@ -318,38 +276,41 @@ def low_rank_dmd_figure(result: Result) -> plt.Figure:
 def dmd_table(result: Result) -> pd.DataFrame:
     """Per seed and group: spectral radius, median |λ| and the eigenvalue nearest +1 (Fig. 12
     right)."""
-    rows = {}
-    for run in result.runs:
-        for g, spectrum in run.dmd.items():
-            lam = spectrum.eigenvalues
-            rows[(run.seed, g)] = {"spectral radius": float(np.abs(lam).max()),
-                                   "median |λ|": float(np.median(np.abs(lam))),
-                                   "closest to +1": float(np.min(np.abs(lam - 1)))}
+    rows = {(run.seed, g): {"spectral radius": float(np.abs(lam).max()),
+                            "median |λ|": float(np.median(np.abs(lam))),
+                            "closest to +1": float(np.min(np.abs(lam - 1)))}
+            for run in result.runs for g, lam in run.dmd.items()}
     return pd.DataFrame(rows).T.rename_axis(["seed", "group"]).round(4)
 
 
 def seeds_table(result: Result) -> pd.DataFrame:
     """Per seed: the teacher's max-cut, its block excess (C1) and the class-basin ratio within /
     between at layers 1 and L (C18)."""
+    def basins(run: SeedRun, at: int) -> float:
+        return round(dynamics.basin_compactness(run.basin_dirs[:, at], run.labels).ratio, 3)
+
     return pd.DataFrame([{"seed": run.seed, "max-cut": phases.format_partition(run.partition),
                           "block excess": round(run.excess.excess, 4),
-                          "basins, layer 1": round(run.basin_first, 3),
-                          "basins, layer L": round(run.basin_last, 3)}
+                          "basins, layer 1": basins(run, 0), "basins, layer L": basins(run, 1)}
                          for run in result.runs]).set_index("seed")
 
 
 def share_table(result: Result) -> pd.DataFrame:
     """Per seed and metric, the Pearson r across layers of the teacher's and its Raptor's curves,
     per token group."""
-    return pd.DataFrame({(run.seed, metric): by_group for run in result.runs
-                         for metric, by_group in run.share.items()}).T.rename_axis(
-        ["seed", "metric"]).round(3)
+    rows = {}
+    for run in result.runs:
+        teacher, raptor = (run.flow[model] for model in MODELS)
+        for metric in ("convergence", "speed", "norms"):
+            rows[run.seed, metric] = {g: float(np.corrcoef(x, getattr(raptor, metric)[g])[0, 1])
+                                      for g, x in getattr(teacher, metric).items()}
+    return pd.DataFrame(rows).T.rename_axis(["seed", "metric"]).round(3)
 
 
 def seed_claims(run: SeedRun, spec: Spec) -> list[Claim]:
     """C16–C24 on one seed's teacher (:mod:`~raptor.book.chapters.dynamics_claims`); "late" is
     the last max-cut phase."""
-    t = run.flow["teacher"]
+    t, bounds = run.flow["teacher"], list(boundaries(run.partition))
     return [
         judge.c16_directions_converge(run.convergence_images),
         judge.c17_norms_grow(t.norms),
@@ -357,13 +318,11 @@ def seed_claims(run: SeedRun, spec: Spec) -> list[Claim]:
         judge.c19_self_correction(run.relative_deviation, run.eps_over_norm,
                                   layer=run.perturb_layer, distance=run.distance),
         judge.c20_sensitivity_by_depth(run.sensitivity_images),
-        resting_on_phases(judge.c21_angular_speed(t.speed, run.bounds),
-                          {f"k={spec.k}": run.excess}),
-        judge.c22_update_rank_falls(run.stable_rank, run.effective_rank, run.bounds,
+        resting_on_phases(judge.c21_angular_speed(t.speed, bounds), {f"k={spec.k}": run.excess}),
+        judge.c22_update_rank_falls(run.stable_rank, run.effective_rank, bounds,
                                     width=spec.teacher.embed_dim),
-        judge.c23_coherence_rises(run.coherence_images, run.bounds),
-        judge.c24_dmd_near_one({g: d.eigenvalues for g, d in run.dmd.items()},
-                               run.dmd_radius_boot, run.dmd_nearest_boot,
+        judge.c23_coherence_rises(run.coherence_images, bounds),
+        judge.c24_dmd_near_one(run.dmd, run.dmd_radius_boot, run.dmd_nearest_boot,
                                rank=spec.dmd_rank),
     ]
 
@@ -371,6 +330,6 @@ def seed_claims(run: SeedRun, spec: Spec) -> list[Claim]:
 def claims(result: Result) -> list[Claim]:
     """C16–C24 judged on every seed's teacher (:func:`seed_claims`), the seeds' verdicts combined
     by :func:`~raptor.book.claims.across_seeds`' binomial test."""
-    per_seed = {run.seed: seed_claims(run, result.spec) for run in result.runs}
-    return [across_seeds({seed: cs[i] for seed, cs in per_seed.items()})
-            for i in range(len(next(iter(per_seed.values()))))]
+    per_seed = [seed_claims(run, result.spec) for run in result.runs]
+    return [across_seeds({run.seed: c for run, c in zip(result.runs, same)})
+            for same in zip(*per_seed)]

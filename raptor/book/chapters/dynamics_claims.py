@@ -3,14 +3,16 @@ a claim, each with its named thresholds, applied by :func:`raptor.book.chapters.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from raptor import dynamics
-from raptor.book.claims import (FAILS, HOLDS, INCONCLUSIVE, Claim, Part, Threshold, all_of, claim,
-                                conjunction, correction, part)
+from raptor.book.claims import (FAILS, HOLDS, INCONCLUSIVE, Claim, Part, Threshold, claim,
+                                conjoined, conjunction, part)
 from raptor.paper import FINAL_UPDATE_RANK
-from raptor.stats import (Correlation, aligned, bootstrap, bootstrap_mean,
-                          change_points, log_slope, rank_correlation, sigmoid_vs_linear)
+from raptor.stats import (aligned, bootstrap, bootstrap_mean, change_points, log_slope,
+                          rank_correlation, sigmoid_vs_linear)
 
 AICC_MIN = Threshold(2.0, "[ours] γ_l follows 'smooth S-shaped curves' (§4, Fig. 8 right): a "
                           "logistic beats a line by ΔAICc > 2, the usual bar for substantial "
@@ -49,16 +51,16 @@ SPEED_ORDER = ("registers", "patches", "cls")  # "stable small speeds for regist
 # intermediate speeds for patches, and sharp late reorientations for cls" (§4, Fig. 11)
 
 
-def _judged(parts: dict[str, str | Part]) -> tuple[str, str, int]:
-    """The conjunction (:func:`~raptor.book.claims.all_of`) of named sub-tests, a note naming
-    the parts that do not hold or are inconclusive in it and its correction
-    (:func:`~raptor.book.claims.correction`), and the number of parts (the claim's ``tests``)."""
+def _claim(claim_id: str, parts: dict[str, str | Part], *, paper: str, ours: str,
+           detail: str) -> Claim:
+    """Claim ``claim_id`` as the conjunction of named ``parts``
+    (:func:`~raptor.book.claims.conjoined`), its detail naming the parts that do not hold or are
+    inconclusive."""
     judged = dict(zip(parts, conjunction(list(parts.values()))))
-    notes = [f"{name}: " + ", ".join(p for p, v in judged.items() if v == which)
-             for name, which in (("does not hold", FAILS), ("inconclusive", INCONCLUSIVE))
-             if which in judged.values()]
-    why = "".join(f"; {n}" for n in notes) + correction(parts)
-    return all_of(parts.values()), why, len(parts)
+    why = "".join(f"; {name}: " + ", ".join(p for p, v in judged.items() if v == which)
+                  for name, which in (("does not hold", FAILS), ("inconclusive", INCONCLUSIVE))
+                  if which in judged.values())
+    return conjoined(claim_id, parts, paper=paper, ours=ours, detail=detail + why)
 
 
 def _last_phase(bounds: list[int], depth: int) -> slice:
@@ -72,15 +74,12 @@ def crossing(curve: np.ndarray, level: float) -> float:
     if not above.size:
         return float("inf")
     i = int(above[0])
-    if i == 0:
-        return 0.0
-    return float(i - 1 + (level - curve[i - 1]) / (curve[i] - curve[i - 1]))
+    return 0.0 if i == 0 else float(i - 1 + (level - curve[i - 1]) / (curve[i] - curve[i - 1]))
 
 
 def image_resamples(gamma: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Each group's mean γ curve ``(GAMMA_BOOT, L+1)`` on ``GAMMA_BOOT`` bootstrap resamples of
-    the images (per image ``gamma[g]`` ``(N, L+1)``), the same resamples for every group, so
-    that comparisons of groups are paired."""
+    """Each group's mean γ curve ``(GAMMA_BOOT, L+1)`` on the same ``GAMMA_BOOT`` resamples of
+    the images (per image ``gamma[g]`` ``(N, L+1)``), so that comparisons of groups are paired."""
     n = len(next(iter(gamma.values())))
     rows = np.random.default_rng(0).integers(0, n, (GAMMA_BOOT, n))
     weights = np.stack([np.bincount(r, minlength=n) for r in rows]) / n
@@ -93,13 +92,10 @@ def _interval(draws: np.ndarray) -> tuple[float, float]:
 
 
 def c16_directions_converge(gamma: dict[str, np.ndarray]) -> Claim:
-    """C16 on each group's γ_l per image ``gamma[g]`` ``(N, L+1)``: its mean curve is S-shaped
-    (a logistic beats a line by ``AICC_MIN`` — below −``AICC_MIN`` the line wins — with its
-    midpoint inside (0, L); a midpoint at the fit's bound stands for one at or beyond it), its γ
-    at layer L−1 above ``GAMMA_LATE_MIN``, and the groups reach ``GAMMA_NEAR`` in the order
-    ``GAMMA_ORDER``. Each on a 95% bootstrap interval over images (:func:`image_resamples`;
-    the order paired); each resample's curves refitted from the mean curve's fit. Not testable
-    on fewer than 6 layers."""
+    """C16 on each group's γ_l per image ``gamma[g]`` ``(N, L+1)``: its mean curve S-shaped (a
+    logistic beats a line by ``AICC_MIN``, midpoint inside (0, L)), γ at layer L−1 above
+    ``GAMMA_LATE_MIN``, ``GAMMA_NEAR`` reached in the order ``GAMMA_ORDER``; each on a 95%
+    bootstrap over images (:func:`image_resamples`). Not testable on fewer than 6 layers."""
     mean = {g: v.mean(axis=0) for g, v in gamma.items()}
     depth = len(next(iter(mean.values()))) - 1
     if depth + 1 < 6:
@@ -115,26 +111,24 @@ def c16_directions_converge(gamma: dict[str, np.ndarray]) -> Claim:
     late = {g: (mean[g][-2], *_interval(d[:, -2])) for g, d in draws.items()}
     reach = {g: crossing(v, GAMMA_NEAR.value) for g, v in mean.items()}
     order = [g for g in GAMMA_ORDER if g in gamma]
-    later = {}  # how much later b reaches GAMMA_NEAR than a, per resample (a tie: not later)
-    for a, b in zip(order, order[1:]):
-        gap = np.array([crossing(y, GAMMA_NEAR.value) for y in draws[b]]) \
-            - np.array([crossing(y, GAMMA_NEAR.value) for y in draws[a]])
-        gap = np.nan_to_num(gap, nan=0.0)
-        later[a, b] = (float(np.nan_to_num(reach[b] - reach[a], nan=0.0)), *_interval(gap))
+    reached = {g: np.array([crossing(y, GAMMA_NEAR.value) for y in draws[g]]) for g in order}
+    # how much later b reaches GAMMA_NEAR than a (a tie, ∞ − ∞ included: not later)
+    later = {(a, b): (float(np.nan_to_num(reach[b] - reach[a], nan=0.0)),
+                      *_interval(np.nan_to_num(reached[b] - reached[a], nan=0.0)))
+             for a, b in zip(order, order[1:])}
     t = AICC_MIN.value
-    verdict, why, tests = _judged({
-        **{f"{g} S-shape (ΔAICc)": part(aicc[g], t, against=-t) for g in gamma},
-        **{f"{g} midpoint > 0": part(mid[g], 0.0) for g in gamma},
-        **{f"{g} midpoint < L": part(mid[g], float(depth), above=False) for g in gamma},
-        **{f"{g} near 1": part(late[g], GAMMA_LATE_MIN.value) for g in gamma},
-        **{f"{a} before {b}": part(gap, 0.0) for (a, b), gap in later.items()}})
 
     def shown(iv: tuple[float, float, float]) -> str:
         return f"{iv[0]:.1f} [{iv[1]:.1f}, {iv[2]:.1f}]"
 
-    return claim(
-        "C16", paper="γ_l S-shaped, saturating near 1; registers earliest, then patches, cls "
-                     "last (§4, Fig. 8 right)",
+    return _claim(
+        "C16", {**{f"{g} S-shape (ΔAICc)": part(aicc[g], t, against=-t) for g in gamma},
+                **{f"{g} midpoint > 0": part(mid[g], 0.0) for g in gamma},
+                **{f"{g} midpoint < L": part(mid[g], float(depth), above=False) for g in gamma},
+                **{f"{g} near 1": part(late[g], GAMMA_LATE_MIN.value) for g in gamma},
+                **{f"{a} before {b}": part(gap, 0.0) for (a, b), gap in later.items()}},
+        paper="γ_l S-shaped, saturating near 1; registers earliest, then patches, cls last "
+              "(§4, Fig. 8 right)",
         ours=", ".join(f"{g}: ΔAICc={shown(aicc[g])}, midpoint {shown(mid[g])}"
                        + (" (at the fit's bound)" if f.mid_at_bound else "")
                        + f", γ_(L-1)={late[g][0]:.2f} [{late[g][1]:.2f}, {late[g][2]:.2f}]"
@@ -142,28 +136,25 @@ def c16_directions_converge(gamma: dict[str, np.ndarray]) -> Claim:
         + "; γ reaches " + f"{GAMMA_NEAR.value:g} at layer "
         + " / ".join(f"{g} {reach[g]:.1f}" for g in order)
         + "".join(f"; {b} − {a} [{lo:+.1f}, {hi:+.1f}]" for (a, b), (_, lo, hi) in later.items()),
-        holds=verdict, tests=tests,
         detail=f"on the mean γ curves: logistic vs line by AICc (> {t:g}: S-shaped, < −{t:g}: "
                f"a line), the logistic's midpoint inside (0, L) (a midpoint at the fit's "
                f"bound, ±L beyond the layers, stands for one beyond it); γ at layer L−1 > "
                f"{GAMMA_LATE_MIN.value:g}; order {' < '.join(order)} of the layer where γ "
                f"reaches {GAMMA_NEAR.value:g}; 95% bootstrap intervals over images "
                f"({GAMMA_BOOT} resamples, the same for every group; the logistic and line "
-               "refitted on each)" + why)
+               "refitted on each)")
 
 
 def c17_norms_grow(norms: dict[str, np.ndarray]) -> Claim:
-    """C17: the mean norm ``(L+1,)`` of every group rises steadily with depth: Spearman ρ with
-    depth above ``NORM_RHO_MIN``, judged on its Fisher-z interval, both ways."""
-    t = {g: rank_correlation(v) for g, v in norms.items()}
-    verdict, why, tests = _judged({g: _ranked(v, NORM_RHO_MIN.value, above=True)
-                                   for g, v in norms.items()})
-    return claim(
-        "C17", paper="feature norms grow with depth (Fig. 9)",
-        ours=", ".join(f"{g}: ρ={c.r:.2f} [{c.low:.2f}, {c.high:.2f}]" for g, c in t.items()),
-        holds=verdict, tests=tests,
+    """C17: every group's mean norm ``(L+1,)`` rises with depth: Spearman ρ with depth above
+    ``NORM_RHO_MIN``, judged on its Fisher-z interval, both ways."""
+    rho = {g: rank_correlation(v) for g, v in norms.items()}
+    return _claim(
+        "C17", {g: _ranked(v, NORM_RHO_MIN.value, above=True) for g, v in norms.items()},
+        paper="feature norms grow with depth (Fig. 9)",
+        ours=", ".join(f"{g}: ρ={c.r:.2f} [{c.low:.2f}, {c.high:.2f}]" for g, c in rho.items()),
         detail=f"Spearman ρ of mean norm with depth above {NORM_RHO_MIN.value:g}, 95% Fisher-z "
-               f"interval (a perfect ordering has a zero-width interval){why}")
+               f"interval (a perfect ordering has a zero-width interval)")
 
 
 def c18_class_basins(first: np.ndarray, last: np.ndarray, labels: np.ndarray) -> Claim:
@@ -180,29 +171,24 @@ def c18_class_basins(first: np.ndarray, last: np.ndarray, labels: np.ndarray) ->
     end = bootstrap(at_last, len(labels), n_boot=300)
     fall = bootstrap(lambda i: at_last(i) - dynamics.basin_compactness(first[i], labels[i]).ratio,
                      len(labels), n_boot=300)
-    verdict, why, tests = _judged({
-        "ratio falls": part(fall, 0.0, above=False),
-        "ratio at L below 1": part(end, BASIN_RATIO_MAX.value, above=False)})
-    return claim(
-        "C18", paper="trajectories enter class-dependent basins (§4, Fig. 8 left)",
+    return _claim(
+        "C18", {"ratio falls": part(fall, 0.0, above=False),
+                "ratio at L below 1": part(end, BASIN_RATIO_MAX.value, above=False)},
+        paper="trajectories enter class-dependent basins (§4, Fig. 8 left)",
         ours=f"within/between: layer 1 {end.estimate - fall.estimate:.2f} → layer L "
              f"{end.estimate:.2f} [{end.low:.2f}, {end.high:.2f}]; change {fall.estimate:+.2f} "
              f"[{fall.low:+.2f}, {fall.high:+.2f}]",
-        holds=verdict, tests=tests,
         detail="mean within-class angle over mean between-class-mean angle, cls tokens; 95% "
-               "bootstrap over images" + why)
+               "bootstrap over images")
 
 
 def c19_self_correction(relative: dict[str, np.ndarray], eps_over_norm: dict[str, float], *,
                         layer: int, distance: dict[str, np.ndarray] | None = None) -> Claim:
-    """C19: the perturbed path bends back: each group's deviation from the clean path, in units
-    of the state's norm at the injection ``layer`` (``relative[g]`` ``(N, L−layer+1)`` per image,
-    :func:`raptor.dynamics.image_deviation`), ends below its peak; judged on the bootstrap
-    interval of the per-image change from the peak to layer L. The peak layer is located on the
-    even-numbered images and the change measured on the odd-numbered ones, so that picking the
-    maximum of a noisy curve cannot manufacture a fall. ``distance[g]``: the mean cosine distance
-    to the clean path (Fig. 10A's curve); a group whose cosine distance falls while the claim
-    does not hold for it is named in the detail: there the fall is norm growth."""
+    """C19: each group's deviation from the clean path in units of its norm at the injection
+    ``layer`` (``relative[g]`` ``(N, L−layer+1)``, :func:`raptor.dynamics.image_deviation`)
+    ends below its peak: the peak located on the even images, the change measured on the odd
+    ones, so that a noisy curve's maximum cannot make a fall. ``distance[g]``: Fig. 10A's
+    cosine distance; where it falls but C19 does not hold, the detail says so (norm growth)."""
     change, text = {}, []
     for g, dev in relative.items():
         peak, held_out = int(np.argmax(dev[::2].mean(axis=0))), dev[1::2]
@@ -212,50 +198,45 @@ def c19_self_correction(relative: dict[str, np.ndarray], eps_over_norm: dict[str
                     f"{m[peak]:.3f} at layer {layer + peak} → {m[-1]:.3f} at L (change "
                     f"[{change[g].low:+.4f}, {change[g].high:+.4f}])")
     parts = {g: part(iv, 0.0, above=False) for g, iv in change.items()}
-    verdict, why, tests = _judged(parts)
-    norm_only = [g for g, p in parts.items() if p.verdict() != HOLDS and distance is not None
-                 and distance[g][-1] < distance[g].max()]
-    if norm_only:
-        why += (f"; the cosine distance does fall for {', '.join(norm_only)}, but no more than "
-                "norm growth explains")
-    return claim(
-        "C19", paper="perturbed trajectories bend back (§4, Fig. 10A)", ours="; ".join(text),
-        holds=verdict, tests=tests,
+    judged = _claim(
+        "C19", parts, paper="perturbed trajectories bend back (§4, Fig. 10A)",
+        ours="; ".join(text),
         detail=f"injection at layer {layer}; deviation = angle to the clean path × ‖x_j‖ / "
                f"‖x_{layer}‖ (so norm growth alone does not shrink it), its change from the "
                "peak (located on half the images) to layer L (on the other half); 95% "
-               "bootstrap over images" + why)
+               "bootstrap over images")
+    norm_only = [g for g, p in parts.items() if p.verdict() != HOLDS and distance is not None
+                 and distance[g][-1] < distance[g].max()]
+    if not norm_only:
+        return judged
+    return replace(judged, detail=f"{judged.detail}; the cosine distance does fall for "
+                                  f"{', '.join(norm_only)}, but no more than norm growth explains")
 
 
 def c20_sensitivity_by_depth(sensitivity: dict[str, np.ndarray]) -> Claim:
-    """C20: patch sensitivity decays log-linearly with injection layer (slope of log mean
-    sensitivity over layers 0..L−2 below 0); cls sensitivity rises when injected late (at layer
-    L−1 over at layer L/2 above 1). ``sensitivity[g]`` ``(N, L)``: per image, injection at layer
-    ``l = 0..L−1``; both judged on bootstrap intervals over images."""
+    """C20 on ``sensitivity[g]`` ``(N, L)`` (per image, injection at layer ``l = 0..L−1``): the
+    slope of log mean patch sensitivity over layers 0..L−2 below 0, cls sensitivity at layer L−1
+    over at L/2 above 1; both on bootstrap intervals over images."""
     patches, cls = sensitivity["patches"], sensitivity["cls"]
     depth = patches.shape[1]
     mid, fit = depth // 2, slice(0, max(2, depth - 1))
     slope = bootstrap(lambda i: log_slope(patches[i].mean(axis=0)[fit]), len(patches))
     rise = bootstrap(lambda i: float(cls[i, -1].mean() / cls[i, mid].mean()), len(cls))
-    verdict, why, tests = _judged({"patch decay": part(slope, 0.0, above=False),
-                                   "late cls rise": part(rise, 1.0)})
-    return claim(
-        "C20", paper="patch sensitivity decays with injection depth; cls rises when injected "
-                     "late (§4, Fig. 10B)",
+    return _claim(
+        "C20", {"patch decay": part(slope, 0.0, above=False), "late cls rise": part(rise, 1.0)},
+        paper="patch sensitivity decays with injection depth; cls rises when injected late "
+              "(§4, Fig. 10B)",
         ours=f"patch log-slope {slope.estimate:.3f} [{slope.low:.3f}, {slope.high:.3f}]/layer; "
              f"cls at layer {depth - 1} / at layer {mid} = {rise.estimate:.2f} "
              f"[{rise.low:.2f}, {rise.high:.2f}]",
-        holds=verdict, tests=tests,
         detail=f"slope of log mean sensitivity vs injection layer 0..{depth - 2} (patches) below "
                "0; cls sensitivity injected at L−1 over at L/2 above 1; 95% bootstrap over "
-               "images" + why)
+               "images")
 
 
 def c21_angular_speed(speed: dict[str, np.ndarray], bounds: list[int]) -> Claim:
-    """C21: in the last phase, speed orders registers < patches < cls; patch speed jumps at bounds.
-
-    ``speed[g]`` ``(L,)``; ``bounds``: the max-cut's inner boundaries.
-    """
+    """C21: in the last phase, speed ``speed[g]`` ``(L,)`` orders registers < patches < cls;
+    patch speed jumps at the max-cut's inner boundaries ``bounds``."""
     last = _last_phase(bounds, len(next(iter(speed.values()))))
     late = {g: float(np.mean(s[last])) for g, s in speed.items()}
     ranked = sorted(late, key=late.get)
@@ -284,23 +265,12 @@ def _ranked(curve: np.ndarray, threshold: float, *, above: bool) -> Part:
     return Part(interval, threshold, above=above)
 
 
-def _falls(curve: np.ndarray) -> tuple[Part, Correlation]:
-    """"Falls with depth" as a :class:`Part` (:func:`_ranked`), and ρ's ``1 − RANK_P_MAX``
-    interval."""
-    return (_ranked(curve, 0.0, above=False),
-            rank_correlation(curve, level=1 - RANK_P_MAX.value))
-
-
 def c22_update_rank_falls(stable: dict[str, np.ndarray], effective: dict[str, np.ndarray],
                           bounds: list[int], *, width: int) -> Claim:
     """C22: the stable and effective rank of the updates ``(L,)`` fall with depth in every group
-    (Spearman ρ's ``1 − RANK_P_MAX`` interval below 0); at the paper's width (``PAPER_WIDTH``)
-    their mean over the last max-cut phase is also within ``FINAL_RANK_TOL`` of ``FINAL_RANK``.
-    Not testable on fewer than 5 layers (:func:`raptor.stats.rank_correlation`).
-
-    "≈ 6" is a number for D = 768; ranks are bounded by the width, and the paper gives no law
-    for how the end value scales with it, so at other widths that part is not tested.
-    """
+    (Spearman ρ's ``1 − RANK_P_MAX`` interval below 0); only at ``PAPER_WIDTH`` (the paper gives
+    no law for other widths) their last-phase mean is within ``FINAL_RANK_TOL`` of ``FINAL_RANK``.
+    Not testable on fewer than 5 layers."""
     depth = len(next(iter(stable.values())))
     paper = (f"stable and effective rank of updates fall with depth (≈ {FINAL_RANK.value:g} at "
              "the end, DINOv2-B) (§4, Fig. 12 left)")
@@ -308,35 +278,31 @@ def c22_update_rank_falls(stable: dict[str, np.ndarray], effective: dict[str, np
         return claim("C22", paper=paper, ours=f"{depth} layers", holds=None,
                      detail="a rank correlation's interval needs ≥ 5 layers")
     last = _last_phase(bounds, depth)
-    end = {(kind, g): float(np.mean(v[last])) for kind, ranks in
-           (("stable", stable), ("effective", effective)) for g, v in ranks.items()}
-    falls = {(kind, g): _falls(v) for kind, ranks in (("stable", stable),
-                                                      ("effective", effective))
-             for g, v in ranks.items()}
-    parts = {f"{g} {kind} falls": v for (kind, g), (v, _) in falls.items()}
+    ranks = {(kind, g): v for kind, by_group in (("stable", stable), ("effective", effective))
+             for g, v in by_group.items()}
+    end = {key: float(np.mean(v[last])) for key, v in ranks.items()}
+    parts = {f"{g} {kind} falls": _ranked(v, 0.0, above=False) for (kind, g), v in ranks.items()}
     near = width == PAPER_WIDTH
     if near:
         parts |= {f"{g} {kind} ≈ {FINAL_RANK.value:g}":
                   HOLDS if abs(e - FINAL_RANK.value) <= FINAL_RANK_TOL.value else FAILS
                   for (kind, g), e in end.items()}
-    verdict, why, tests = _judged(parts)
 
     def rho(kind: str, g: str) -> str:
-        c = falls[kind, g][1]
+        c = rank_correlation(ranks[kind, g], level=1 - RANK_P_MAX.value)
         return f"{c.r:.2f} [{c.low:.2f}, {c.high:.2f}]"
 
-    return claim(
-        "C22", paper=paper,
+    return _claim(
+        "C22", parts, paper=paper,
         ours=", ".join(f"{g}: ρ stable {rho('stable', g)} / effective {rho('effective', g)}, "
                        f"last phase {end['stable', g]:.1f}/{end['effective', g]:.1f}"
                        for g in stable),
-        holds=verdict, tests=tests,
         detail=f"Spearman ρ of each rank with depth, its {1 - RANK_P_MAX.value:.0%} Fisher-z "
                "interval below 0 (Bonett–Wright standard error); "
                + (f"last-phase mean within ±{FINAL_RANK_TOL.value:g} of "
                   f"{FINAL_RANK.value:g}" if near else
                   f"'≈ {FINAL_RANK.value:g}' not tested: it is DINOv2-B's number at D = "
-                  f"{PAPER_WIDTH}, here D = {width} bounds the ranks differently") + why)
+                  f"{PAPER_WIDTH}, here D = {width} bounds the ranks differently"))
 
 
 def sharpness(kappa: np.ndarray) -> tuple[float, int]:
@@ -358,52 +324,45 @@ def c23_coherence_rises(kappa: np.ndarray, bounds: list[int]) -> Claim:
     start = _last_phase(bounds, len(mean)).start
     at = int(where.estimate)
     # landing indices are whole layers: half a layer before the phase separates in from out
-    verdict, why, tests = _judged({"sharp": part(share, SHARP_SHARE.value),
-                                   "late": part(where, start - 0.5)})
-    return claim(
-        "C23", paper="patch-token coherence rises sharply late (§4, Fig. 12 middle)",
+    return _claim(
+        "C23", {"sharp": part(share, SHARP_SHARE.value), "late": part(where, start - 0.5)},
+        paper="patch-token coherence rises sharply late (§4, Fig. 12 middle)",
         ours=f"κ {mean[0]:.3f} → peak {mean.max():.3f}; largest one-layer rise "
              f"{share.estimate:.0%} [{share.low:.0%}, {share.high:.0%}] of it, at layer l+1 = "
              f"{at + 1} [{where.low + 1:.0f}, {where.high + 1:.0f}]"
              + (" (last phase)" if at >= start else " (before the last phase)"),
-        holds=verdict, tests=tests,
         detail=f"sharp: the largest one-layer rise ≥ {SHARP_SHARE.value:.0%} of the rise to the "
                f"peak [ours]; late: it lands in the last max-cut phase (layer l+1 ≥ "
-               f"{start + 1}); 95% bootstrap over images" + why)
+               f"{start + 1}); 95% bootstrap over images")
 
 
 def c24_dmd_near_one(eigenvalues: dict[str, np.ndarray], radius_boot: dict[str, np.ndarray],
                      nearest_boot: dict[str, np.ndarray], *, rank: int) -> Claim:
-    """C24: every group's DMD spectral radius stays ≤ 1 up to ``RADIUS_TOL`` (its bootstrap
-    interval over images, ``radius_boot[g]``), and cls's eigenvalues come closest to +1: for
-    each other group, its nearest eigenvalue's distance to +1 minus cls's lies above 0 (a paired
-    bootstrap interval: ``nearest_boot[g]`` on the same resamples for every group). ``rank``:
-    the rank asked for; the number of eigenvalues is the rank used."""
+    """C24: every group's DMD spectral radius ≤ 1 up to ``RADIUS_TOL`` (on its bootstrap over
+    images, ``radius_boot[g]``), and cls's nearest eigenvalue closer to +1 than each other
+    group's (paired: ``nearest_boot[g]`` on the same resamples). ``rank``: the rank asked for."""
     closest = {g: float(np.min(np.abs(lam - 1))) for g, lam in eigenvalues.items()}
-    radius = {g: (float(np.abs(lam).max()), *np.quantile(radius_boot[g], [0.025, 0.975]))
+    radius = {g: (float(np.abs(lam).max()), *_interval(radius_boot[g]))
               for g, lam in eigenvalues.items()}
-    farther = {g: (closest[g] - closest["cls"],
-                   *np.quantile(nearest_boot[g] - nearest_boot["cls"], [0.025, 0.975]))
+    farther = {g: (closest[g] - closest["cls"], *_interval(nearest_boot[g] - nearest_boot["cls"]))
                for g in eigenvalues if g != "cls" and "cls" in eigenvalues}
     used = max(len(lam) for lam in eigenvalues.values())
-    verdict, why, tests = _judged({
-        **{f"{g} |λ| ≤ 1": part(r, 1 + RADIUS_TOL.value, above=False)
-           for g, r in radius.items()},
-        **{f"cls closer to +1 than {g}": part(iv, 0.0) for g, iv in farther.items()}})
-    return claim(
-        "C24", paper="DMD eigenvalues inside the unit circle near +1; cls closest to +1 "
-                     "(§4, Fig. 12 right)",
+    return _claim(
+        "C24", {**{f"{g} |λ| ≤ 1": part(r, 1 + RADIUS_TOL.value, above=False)
+                   for g, r in radius.items()},
+                **{f"cls closer to +1 than {g}": part(iv, 0.0) for g, iv in farther.items()}},
+        paper="DMD eigenvalues inside the unit circle near +1; cls closest to +1 (§4, Fig. 12 "
+              "right)",
         ours="ρ(A) " + ", ".join(f"{g} {r:.4f} [{lo:.4f}, {hi:.4f}]"
                                  for g, (r, lo, hi) in radius.items())
         + "; nearest λ to +1: " + ", ".join(f"{g} {d:.3f}" for g, d in closest.items())
         + "".join(f"; {g} − cls {d:+.3f} [{lo:+.3f}, {hi:+.3f}]"
                   for g, (d, lo, hi) in farther.items()),
-        holds=verdict, tests=tests,
         detail=f"exact DMD of rank {used} on group-averaged directions"
                + ("" if used == rank else f" (the paper's r = {rank} needs ≥ {rank} layer "
                                           f"transitions; this teacher has {used})")
                + f"; |λ| ≤ 1 + {RADIUS_TOL.value:g} judged on a 95% bootstrap over images of "
                  "ρ(A), cls closest to +1 on a paired 95% bootstrap of each other group's "
-                 "distance minus cls's" + why)
+                 "distance minus cls's")
 
 

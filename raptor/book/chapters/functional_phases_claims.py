@@ -5,11 +5,12 @@ function a claim, each with its named thresholds, applied by
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from raptor.book.claims import Claim, Threshold, all_of, claim, correction, part, versus
+from raptor.book.claims import (Claim, Threshold, all_of, claim, conjoined, correction, part,
+                                versus)
 from raptor.stats import Interval, bootstrap, bootstrap_mean
 
 GROUPS = ("cls", "patches")
@@ -39,10 +40,13 @@ def margin(maxcut_acc: float, random_acc: Sequence[float]) -> float:
     return float((maxcut_acc - rand.mean()) / sd) if sd > 0 else math.nan
 
 
+def _finite(intervals: Iterable[Interval]) -> bool:
+    return all(np.isfinite([iv.estimate, iv.low, iv.high]).all() for iv in intervals)
+
+
 def margin_interval(units: np.ndarray, sizes: np.ndarray) -> Interval:
-    """:func:`margin` of the first Raptor (the max-cut's) over the others, with its 95% bootstrap
-    interval over units of images (``units``: accuracy per unit of ``sizes`` images, one row per
-    Raptor; the same images for all, so the draws are paired)."""
+    """:func:`margin` of the first Raptor (the max-cut's) over the others, with its 95% paired
+    bootstrap interval over units of ``sizes`` images (``units``: one row per Raptor)."""
     def statistic(i: np.ndarray) -> float:
         acc = np.average(units[:, i], axis=1, weights=sizes[i])
         return margin(acc[0], acc[1:])
@@ -53,9 +57,8 @@ def margin_interval(units: np.ndarray, sizes: np.ndarray) -> Interval:
 def c3_maxcut_beats_random(margins: Mapping[int, Interval], *, counts: Mapping[int, int]
                            ) -> Claim:
     """C3: for every k, max-cut's Raptor accuracy is ``SIGMA_MIN`` σ above that of the
-    ``counts[k]`` random partitions, judged on the interval of the margin
-    (:func:`margin_interval`)."""
-    defined = all(np.isfinite([m.estimate, m.low, m.high]).all() for m in margins.values())
+    ``counts[k]`` random partitions, judged on the margin's interval (:func:`margin_interval`)."""
+    defined = _finite(margins.values())
     parts = {f"k={k}": part(m, SIGMA_MIN.value) for k, m in margins.items()} if defined else {}
     return claim(
         "C3", paper="max-cut beats random partitions by > 1σ of Raptor accuracy (Fig. 3)",
@@ -74,11 +77,8 @@ def c3_maxcut_beats_random(margins: Mapping[int, Interval], *, counts: Mapping[i
 
 def retained_interval(swap_units: np.ndarray, teacher_units: np.ndarray,
                       sizes: np.ndarray) -> Interval:
-    """The share of the teacher's accuracy that swapped copies keep (their mean accuracy over
-    swap sets over the teacher's), with its 95% bootstrap interval over units of images
-    (``swap_units``: accuracy per swap set and unit, ``(sets, units)``; ``teacher_units``: the
-    teacher's per unit). The same images go through the teacher and every swapped copy, so the
-    draws are paired."""
+    """The share of the teacher's accuracy that swapped copies keep (their mean over swap sets,
+    ``swap_units`` ``(sets, units)``), with its 95% paired bootstrap interval over units."""
     def statistic(i: np.ndarray) -> float:
         teacher = np.average(teacher_units[i], weights=sizes[i])
         kept = np.average(swap_units[:, i], axis=1, weights=sizes[i]).mean()
@@ -88,14 +88,10 @@ def retained_interval(swap_units: np.ndarray, teacher_units: np.ndarray,
 
 
 def c4_swaps(intra: Mapping[int, Interval], inter: Mapping[int, Interval]) -> Claim:
-    """C4: for every number of layers swapped, intra-phase swaps keep more than
-    ``INTRA_KEEP_MIN`` of the teacher's accuracy and inter-phase ones less than
-    ``INTER_KEEP_MAX`` (``intra[n]``, ``inter[n]``: :func:`retained_interval` over the swap sets
-    of ``n`` layers), each judged on its paired interval; not testable without swap sets of both
-    kinds or where the teacher gets no image right."""
-    testable = bool(intra) and bool(inter) and all(
-        np.isfinite([iv.estimate, iv.low, iv.high]).all() for iv in (*intra.values(),
-                                                                     *inter.values()))
+    """C4: for every number ``n`` of layers swapped, intra-phase swaps keep more than
+    ``INTRA_KEEP_MIN`` of the teacher's accuracy and inter-phase ones less than ``INTER_KEEP_MAX``
+    (``intra[n]``, ``inter[n]``: :func:`retained_interval`)."""
+    testable = bool(intra) and bool(inter) and _finite([*intra.values(), *inter.values()])
     parts = {**{f"intra {n}": part(iv, INTRA_KEEP_MIN.value) for n, iv in intra.items()},
              **{f"inter {n}": part(iv, INTER_KEEP_MAX.value, above=False)
                 for n, iv in inter.items()}} if testable else {}
@@ -129,25 +125,22 @@ def _noise(n_units: int) -> str:
 
 def c9_untrained_easier(untrained: Mapping[str, np.ndarray], trained: Mapping[str, np.ndarray],
                         sizes: np.ndarray) -> Claim:
-    """C9: the untrained teacher's Raptor has higher R² than the trained one's, cls and patches.
-
-    ``untrained[g]``, ``trained[g]``: R² per unit of images (``sizes`` images each); the paired
-    difference's bootstrap interval must lie above 0 for both groups.
-    """
+    """C9: the untrained teacher's Raptor has higher R² than the trained one's, cls and patches
+    (``untrained[g]``, ``trained[g]``: R² per unit of ``sizes`` images), judged on the paired
+    difference's interval."""
     diff = {g: bootstrap_mean(np.asarray(untrained[g]) - np.asarray(trained[g]), sizes)
             for g in GROUPS}
     parts = {g: part(iv, 0.0) for g, iv in diff.items()}
-    mean = {name: {g: float(np.average(v[g], weights=sizes)) for g in GROUPS}
-            for name, v in (("untrained", untrained), ("trained", trained))}
-    return claim(
-        "C9", paper="an untrained ViT is reconstructed better than a trained one (§2)",
-        ours=f"R² cls/patches: untrained {mean['untrained']['cls']:.3f}/"
-             f"{mean['untrained']['patches']:.3f}, trained {mean['trained']['cls']:.3f}/"
-             f"{mean['trained']['patches']:.3f}; untrained − trained: "
-             + ", ".join(f"{g} {_fmt(iv)}" for g, iv in diff.items()),
-        holds=all_of(parts.values()), tests=len(parts),
+
+    def mean(r2: Mapping[str, np.ndarray]) -> str:
+        return "/".join(f"{np.average(r2[g], weights=sizes):.3f}" for g in GROUPS)
+
+    return conjoined(
+        "C9", parts, paper="an untrained ViT is reconstructed better than a trained one (§2)",
+        ours=f"R² cls/patches: untrained {mean(untrained)}, trained {mean(trained)}; "
+             "untrained − trained: " + ", ".join(f"{g} {_fmt(iv)}" for g, iv in diff.items()),
         detail=f"holds if the R² difference's interval lies above 0 for cls and patches; "
-               f"{_noise(len(sizes))}" + correction(parts))
+               f"{_noise(len(sizes))}")
 
 
 def c10_skip_removal(with_skip: np.ndarray, without_skip: np.ndarray,
@@ -165,37 +158,28 @@ def c10_skip_removal(with_skip: np.ndarray, without_skip: np.ndarray,
 
 def c11_overfitting(best: int, steps: Sequence[int], r2: Mapping[str, np.ndarray],
                     acc: np.ndarray, sizes: np.ndarray) -> Claim:
-    """C11: R² stays high until the teacher overfits, then cls R² and accuracy drop.
-
-    ``r2[g]`` and ``acc`` (the snapshot teacher's head accuracy) are ``(snapshots, units)``. The
-    reference is the first snapshot at or after the val-loss minimum (step ``best``). Holds if
-    (1) at every snapshot up to the reference cls and patch R² lie above ``R2_HIGH`` and (2) from
-    the reference to the last snapshot cls R² and accuracy fall, each judged on its (paired)
-    bootstrap interval; not testable without a reference and a later snapshot.
-    """
+    """C11: R² (``r2[g]``, ``(snapshots, units)``) stays above ``R2_HIGH`` up to the first
+    snapshot at or after the val-loss minimum (step ``best``), from which to the last snapshot
+    cls R² and the teacher's accuracy ``acc`` fall, each judged on its bootstrap interval."""
+    paper = "R² stays high until overfitting starts, then cls R² and accuracy drop (§2, Fig. 13)"
     ref = next((i for i, s in enumerate(steps) if s >= best), None)
     if ref is None or ref == len(steps) - 1:
         return claim(
-            "C11", paper="R² stays high until overfitting starts, then cls R² and accuracy drop "
-                         "(§2, Fig. 13)",
-            ours=f"val-loss minimum at step {best}; no snapshot "
+            "C11", paper=paper, ours=f"val-loss minimum at step {best}; no snapshot "
                  + ("at or after it" if ref is None else "after the one at it"),
             holds=None, detail="needs a snapshot at or after the val-loss minimum and a later one")
     level = {(i, g): bootstrap_mean(r2[g][i], sizes) for i in range(ref + 1) for g in GROUPS}
-    last = len(steps) - 1
-    fall = {"cls R²": bootstrap_mean(r2["cls"][last] - r2["cls"][ref], sizes),
-            "acc": bootstrap_mean(acc[last] - acc[ref], sizes)}
+    fall = {"cls R²": bootstrap_mean(r2["cls"][-1] - r2["cls"][ref], sizes),
+            "acc": bootstrap_mean(acc[-1] - acc[ref], sizes)}
     low = min(level.values(), key=lambda iv: iv.low)
     parts = {**{f"{g} R² at step {steps[i]}": part(iv, R2_HIGH.value)
                 for (i, g), iv in level.items()},
              **{f"{k} falls": part(iv, 0.0, above=False) for k, iv in fall.items()}}
-    return claim(
-        "C11", paper="R² stays high until overfitting starts, then cls R² and accuracy drop "
-                     "(§2, Fig. 13)",
+    return conjoined(
+        "C11", parts, paper=paper,
         ours=f"val-loss minimum at step {best}, reference snapshot {steps[ref]}; lowest R² up "
              f"to it {low.estimate:.3f} [{low.low:.3f}, {low.high:.3f}]; step {steps[ref]} → "
-             f"{steps[last]}: " + ", ".join(f"{k} {_fmt(iv)}" for k, iv in fall.items()),
-        holds=all_of(parts.values()), tests=len(parts),
+             f"{steps[-1]}: " + ", ".join(f"{k} {_fmt(iv)}" for k, iv in fall.items()),
         detail=f"holds if cls and patch R² > {R2_HIGH.value:g} at every snapshot up to the "
                f"reference and cls R² and teacher accuracy fall from it to the last snapshot; "
-               f"{_noise(len(sizes))}" + correction(parts))
+               f"{_noise(len(sizes))}")

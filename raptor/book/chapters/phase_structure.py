@@ -1,10 +1,9 @@
 """Chapter *Emergent phase structure*: layer–layer similarity and its blocks (§2, Fig. 1; C1).
 
-The max-cut's block excess over a ladder of nulls (:mod:`raptor.structure`: stationary, random
-walk, warped decay), cross-fitted over images with bootstrap intervals, for every teacher, the
-untrained networks, the synthetic controls (:mod:`raptor.controls`) and, as a calibration row,
-the paper's own DINOv2-B matrix (:func:`raptor.paper.dinov2b_block_similarity`). C1 is judged on
-the warped decay, the one null the controls show to tell phases from smooth decays.
+The max-cut's block excess over a ladder of nulls (:mod:`raptor.structure`) for every teacher, the
+untrained networks, the synthetic controls (:mod:`raptor.controls`) and the paper's DINOv2-B
+matrix (:func:`raptor.paper.dinov2b_block_similarity`). C1 is judged on the warped decay, the one
+null the controls show to tell phases from smooth decays.
 """
 
 from __future__ import annotations
@@ -19,8 +18,7 @@ import pandas as pd
 from raptor import controls, paper, phases
 from raptor.catalog import dataset_info
 from raptor.book import plotting
-from raptor.book.claims import (EXCESS_MIN, FAILS, HOLDS, Claim, all_of, claim, correction,
-                                part)
+from raptor.book.claims import EXCESS_MIN, FAILS, HOLDS, Claim, conjoined, part
 from raptor.book.experiment import Walk, images_of, pretrained_walk, teacher_of, walk
 from raptor.book.specs.phase_structure import NAME, NOTEBOOK, PAPER, SMOKE, Spec  # noqa: F401
 from raptor.loop import resolve_device
@@ -30,10 +28,9 @@ from raptor.structure import (JUDGED_NULL, NULLS, WARP_ORIGINS, PhaseExcess, con
 
 @dataclass
 class Result:
-    """Per model (``"p=0.0, seed 0"``, ``"untrained, seed 0"``, a pretrained one): accuracy,
-    trajectory shape, similarity per token group, max-cut and :class:`PhaseExcess`; per control
-    of :data:`raptor.controls.CONTROLS` its :class:`PhaseExcess`; and the paper's DINOv2-B matrix's
-    at each k of the paper (:func:`~raptor.structure.matrix_excess`, no interval)."""
+    """Per model (``"p=0.0, seed 0"``, ``"untrained, seed 0"``, a pretrained one) its walk and
+    C1's :class:`PhaseExcess`; the same per control, and per k of the paper for its DINOv2-B
+    matrix (:func:`~raptor.structure.matrix_excess`, no interval)."""
 
     spec: Spec
     accuracy: dict[str, float]
@@ -53,8 +50,8 @@ class Result:
 
 
 def compute(spec: Spec) -> Result:
-    """Similarity matrices per model and token group, max-cuts, and C1's block excess; the same
-    excess for every control and for the paper's DINOv2-B matrix."""
+    """Similarity per model and token group, max-cuts, and C1's block excess for every model,
+    control and the paper's DINOv2-B matrix."""
     spec.require_model()
     images = images_of(spec, spec.n_images)
     measure = dict(excess=(spec.k,), n_boot=spec.n_boot, device=resolve_device(spec.machine.device))
@@ -75,16 +72,19 @@ def compute(spec: Spec) -> Result:
     if spec.pretrained.weights is not None:
         add(spec.pretrained.label, pretrained_walk(spec.pretrained, spec.n_images,
                                                    spec.machine.data_root, **measure))
+    checks = {}
+    for name in controls.CONTROLS:
+        per_image, growth = controls.control(name, spec.control_images)
+        checks[name] = phase_excess(per_image, spec.k, growth=growth, n_boot=spec.n_boot)
     return Result(spec, accuracy, shapes, mats, {name: e.cut for name, e in excess.items()},
-                  excess, {name: _check(name, spec) for name in controls.CONTROLS},
+                  excess, checks,
                   {k: matrix_excess(paper.dinov2b_block_similarity(), k) for k in paper.K_VALUES},
                   records)
 
 
 def training_table(result: Result) -> pd.DataFrame:
-    """Each trained teacher's training: whether the convergence criterion stopped it within its
-    budget, the step (and epoch) of the weights kept, where it stopped, its validation accuracy
-    at the weights kept and the wall time of its training."""
+    """Each trained teacher's training: converged or not, the step (and epoch) of the weights
+    kept, where it stopped, its validation accuracy there and its wall time."""
     t = result.spec.train
     images = t.train_limit or dataset_info(t.dataset).train_size
     rows = {}
@@ -96,11 +96,6 @@ def training_table(result: Result) -> pd.DataFrame:
                       "val acc": result.accuracy[name],
                       "train minutes (wall)": round(r["seconds"] / 60, 1)}
     return pd.DataFrame.from_dict(rows, orient="index").rename_axis("teacher")
-
-
-def _check(control: str, spec: Spec) -> PhaseExcess:
-    per_image, growth = controls.control(control, spec.control_images)
-    return phase_excess(per_image, spec.k, growth=growth, n_boot=spec.n_boot)
 
 
 def similarity_figure(result: Result) -> plt.Figure:
@@ -117,17 +112,16 @@ def similarity_figure(result: Result) -> plt.Figure:
 
 
 SYMLOG_LINEAR = 0.02  # the excess axis is linear where the teachers and C1's threshold lie
+PHASED = {name for name, (has_phases, _) in controls.CONTROLS.items() if has_phases}
 
 
 def excess_figure(result: Result) -> plt.Figure:
-    """C1's statistic for every model beside the controls whose answer is built in: the max-cut's
-    block excess over the warped-decay null with its bootstrap interval, against C1's threshold
-    and the paper's DINOv2-B matrix over the same null."""
-    phased = {name for name, (has_phases, _) in controls.CONTROLS.items() if has_phases}
+    """C1's statistic (block excess over the warped decay, bootstrap interval) for every model and
+    control, against C1's threshold and the paper's DINOv2-B matrix."""
     kinds = {"teacher": result.trained(), "untrained": result.untrained(),
-             "control with phases": {n: e for n, e in result.controls.items() if n in phased},
+             "control with phases": {n: e for n, e in result.controls.items() if n in PHASED},
              "control without phases": {n: e for n, e in result.controls.items()
-                                        if n not in phased}}
+                                        if n not in PHASED}}
     fig, ((ax,),) = plotting.figure(height=3.8)
     names: list[str] = []
     for (kind, models), color in zip(kinds.items(), ("C0", "0.55", "C2", "C3")):
@@ -162,9 +156,8 @@ def _shown(e: PhaseExcess, null: str) -> str:
 
 
 def excess_row(e: PhaseExcess) -> dict[str, object]:
-    """One model's C1 statistics as a table row: its max-cut (the paper's layer numbering), the
-    excess over each null of the ladder with its interval, the warped-decay fit's error, the
-    cut's agreement over resamples and its contrast rank."""
+    """One model's C1 statistics as a table row: max-cut, excess over each null (interval), the
+    warped-decay fit's error, the cut's agreement over resamples and its contrast rank."""
     return {"max-cut": phases.format_partition(e.cut),
             **{f"over {null}": _shown(e, null) for null in NULLS},
             "fit RMSE": round(e.fit_rmse, 3),
@@ -175,10 +168,10 @@ def excess_row(e: PhaseExcess) -> dict[str, object]:
 def excess_table(result: Result) -> pd.DataFrame:
     """The ladder of nulls (C1) for every model, every synthetic control (with its built-in
     answer) and the paper's DINOv2-B matrix; C1 is judged on the last rung, the warped decay."""
-    kinds = {"phases": "control with phases", "none": "control without phases"}
     rows = [{"model": name, "kind": "untrained" if name.startswith("untrained") else "teacher",
              **excess_row(e)} for name, e in result.excess.items()]
-    rows += [{"model": name, "kind": kinds["phases" if controls.CONTROLS[name][0] else "none"],
+    rows += [{"model": name,
+              "kind": "control with phases" if name in PHASED else "control without phases",
               **excess_row(e)} for name, e in result.controls.items()]
     rows.append({"model": "DINOv2-B (the paper's matrix)", "kind": "calibration",
                  **excess_row(result.paper_dinov2b[result.spec.k])})
@@ -186,10 +179,9 @@ def excess_table(result: Result) -> pd.DataFrame:
 
 
 def paper_matrix_table(result: Result) -> pd.DataFrame:
-    """The ladder for the paper's DINOv2-B matrix at each k of the paper (k = 2, 3, 4); the
-    excess over the warped decay with the warp counted from the first block only and from the
-    last only (C1's null takes the better fit of the two); and the warped-decay excess of the
-    paper's own partitions (Table 1) on the same matrix."""
+    """The ladder for the paper's DINOv2-B matrix at each k of the paper; the warped decay's excess
+    with the warp from the first or the last block only (C1 takes the better fit); and the excess
+    of the paper's own partitions (Table 1)."""
     S = paper.dinov2b_block_similarity()
     residual = {origin: S - warped_decay_null(S, (origin,)) for origin in WARP_ORIGINS}
     judged = S - warped_decay_null(S)
@@ -216,12 +208,10 @@ def _ks(ks: list[int]) -> str:
 def findings(result: Result) -> dict[str, str]:
     """What the chapter finds, as text for its prose: the trained models' excess over each rung,
     the controls' verdicts, the paper's matrix at every k, and C1's verdict."""
-    trained = result.trained()
+    trained, dinov2b = result.trained(), result.paper_dinov2b
     passed = {name: c1_block_excess({name: e}, k=result.spec.k).verdict
               for name, e in result.controls.items()}
-    positive = [n for n, (phased, _) in controls.CONTROLS.items() if phased]
-    negative = [n for n in controls.CONTROLS if n not in positive]
-    dinov2b = result.paper_dinov2b
+    negative = [n for n in controls.CONTROLS if n not in PHASED]
     return {
         "k": str(result.spec.k),
         "teachers": str(len(trained)),
@@ -229,7 +219,7 @@ def findings(result: Result) -> dict[str, str]:
         "warped": _span([e.excess for e in trained.values()]),
         "warped-high": _span([e.high for e in trained.values()]),
         "teacher-rmse": _span([e.fit_rmse for e in trained.values()], ".3f"),
-        "positive": f"{sum(passed[n] == HOLDS for n in positive)} of {len(positive)}",
+        "positive": f"{sum(passed[n] == HOLDS for n in PHASED)} of {len(PHASED)}",
         "negative": f"{sum(passed[n] == FAILS for n in negative)} of {len(negative)}",
         "dinov2b-stationary": " / ".join(f"{e.ladder['stationary'].excess:+.3f}"
                                          for e in dinov2b.values()),
@@ -243,24 +233,20 @@ def findings(result: Result) -> dict[str, str]:
 
 
 def c1_block_excess(excess: dict[str, PhaseExcess], *, k: int) -> Claim:
-    """C1: each model's max-cut has block excess over the warped-decay null above
-    ``EXCESS_MIN``, judged on its bootstrap interval (:func:`~raptor.book.claims.all_of`: holds
-    where every model's 95% interval lies above it, does not hold where some model's interval at
-    the Bonferroni level over the models lies at or below it, else inconclusive). The test
-    passes every positive control of :mod:`raptor.controls` and fails every negative one."""
-    first = next(iter(excess.values()))
+    """C1: every model's max-cut has block excess over the warped-decay null above
+    ``EXCESS_MIN`` (:func:`~raptor.book.claims.all_of` over their bootstrap intervals). It holds
+    on every positive control of :mod:`raptor.controls` and fails on every negative one."""
+    level = next(iter(excess.values())).level
     parts = {name: part((e.excess, e.low, e.high), EXCESS_MIN.value)
              for name, e in excess.items()}
-    return claim(
-        "C1", paper="contiguous blocks visible in every model (Fig. 1)",
+    return conjoined(
+        "C1", parts, paper="contiguous blocks visible in every model (Fig. 1)",
         ours="; ".join(f"{name}: excess {e.excess:+.3f} [{e.low:+.3f}, {e.high:+.3f}]"
                        for name, e in excess.items()),
-        holds=all_of(parts.values()),
         detail=f"max-cut k={k}, cross-fitted block excess over the {JUDGED_NULL} null (a "
                f"monotone decay along a Box-Cox-warped depth axis, fitted per image half), "
-               f"{first.level:.0%} bootstrap interval; holds if every model's interval lies "
-               f"above {EXCESS_MIN.value}" + correction(parts),
-        tests=len(excess))
+               f"{level:.0%} bootstrap interval; holds if every model's interval lies "
+               f"above {EXCESS_MIN.value}")
 
 
 def claims(result: Result) -> list[Claim]:

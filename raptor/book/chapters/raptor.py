@@ -9,10 +9,11 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+import torch
 
 from raptor.book import plotting
-from raptor.book.claims import (BY_CONSTRUCTION, Claim, Threshold, across_seeds, all_of, claim,
-                                correction, part)
+from raptor.book.claims import (BY_CONSTRUCTION, Claim, Threshold, across_seeds, claim, conjoined,
+                                part)
 from raptor.book.experiment import batched, images_of, probe_accuracy, student_of, teacher_of, walk
 from raptor.book.specs.raptor import NAME, NOTEBOOK, PAPER, SMOKE, Spec  # noqa: F401
 from raptor.loop import resolve_device
@@ -57,35 +58,31 @@ class Result:
 
 
 def compute(spec: Spec) -> Result:
-    """For each seed: max-cut partitions, the distilled Raptors, their layerwise match, accuracy
-    and cost."""
+    """For each seed: max-cut partitions, the distilled Raptors, their match, accuracy and cost."""
     device = resolve_device(spec.machine.device)
     return Result(spec, [_seed_run(spec, seed, device) for seed in spec.seeds])
 
 
 def _seed_run(spec: Spec, seed: int, device: str) -> SeedRun:
-    t = spec.teacher
     w = walk(teacher_of(spec, spec.p, seed=seed), images_of(spec, spec.n_images, seed=seed),
              cuts=spec.k_values, device=device)
-    teacher, partitions, val = w.model, w.cuts, w.batches()
-    students = {k: student_of(spec, spec.p, partitions[k], seed=seed)
-                for k in spec.k_values}
-    evals = {k: evaluate_student(s, teacher, val, device=device, teacher_traj=w.traj)
-             for k, (s, _) in students.items()}
+    val, units = w.batches(), w.batches(UNIT_IMAGES)
     train = batched(*images_of(spec, spec.probe_images, seed=seed, split="train"))
-    first = evals[spec.k_values[0]]["teacher_acc"]
-    models = [Model(f"teacher (L={t.depth})", first, probe_accuracy(teacher, train, val, device),
-                    count_parameters(teacher)["blocks"], flops_per_image(teacher))]
-    models += [Model(f"Raptor k={k}", evals[k]["student_acc"],
-                     probe_accuracy(student, train, val, device),
-                     count_parameters(student)["blocks"], flops_per_image(student))
-               for k, (student, _) in students.items()]
-    units = w.batches(UNIT_IMAGES)
-    unit_cosine = {}
-    for k, (student, _) in students.items():
-        per = [evaluate_student(student, teacher, [u], device=device)["cosine"] for u in units]
+
+    def model(name: str, net: torch.nn.Module, head_acc: float) -> Model:
+        return Model(name, head_acc, probe_accuracy(net, train, val, device),
+                     count_parameters(net)["blocks"], flops_per_image(net))
+
+    records, evals, raptors, unit_cosine = {}, {}, [], {}
+    for k in spec.k_values:
+        student, records[k] = student_of(spec, spec.p, w.cuts[k], seed=seed)
+        evals[k] = w.evaluate(student, device)
+        raptors.append(model(f"Raptor k={k}", student, evals[k]["student_acc"]))
+        per = [evaluate_student(student, w.model, [u], device=device)["cosine"] for u in units]
         unit_cosine[k] = {g: np.array([c[g] for c in per]) for g in GROUPS}
-    return SeedRun(seed, partitions, {k: rec for k, (_, rec) in students.items()}, evals, models,
+    teacher = model(f"teacher (L={spec.teacher.depth})", w.model,
+                    evals[spec.k_values[0]]["teacher_acc"])
+    return SeedRun(seed, w.cuts, records, evals, [teacher, *raptors],
                    np.array([len(y) for _, y in units], dtype=float), unit_cosine)
 
 
@@ -146,27 +143,22 @@ def min_cosine_interval(cosine: dict[str, np.ndarray], sizes: np.ndarray) -> Int
 
 def c15_cosine_high(min_cos: dict[int, Interval]) -> Claim:
     """C15, one teacher seed: every Raptor's cosine to the teacher stays ≥ ``MIN_COSINE`` at
-    every layer, judged on the interval of its minimum over layers (:func:`min_cosine_interval`,
-    ``min_cos[k]``)."""
+    every layer, judged on the interval of its minimum over layers (``min_cos[k]``)."""
     parts = {f"k={k}": part(c, MIN_COSINE.value) for k, c in min_cos.items()}
-    return claim(
-        "C15", paper="cosine to DINOv2-B stays high through depth (§3, Fig. 14)",
+    return conjoined(
+        "C15", parts, paper="cosine to DINOv2-B stays high through depth (§3, Fig. 14)",
         ours=", ".join(f"k={k}: min cosine {c.estimate:.3f} [{c.low:.3f}, {c.high:.3f}]"
                        for k, c in min_cos.items()),
-        holds=all_of(parts.values()), tests=len(parts),
         detail="minimum over layers 1..L of the cls and patch cosine; threshold "
                f"{MIN_COSINE.value:g} [ours]; 95% bootstrap over units of ≤ {UNIT_IMAGES} "
-               "validation images" + correction(parts))
+               "validation images")
 
 
 def c25_shorter_description(teacher_params: int, teacher_flops: int,
                             params: dict[int, int], flops: dict[int, int]) -> Claim:
-    """C25, a derived row: each Raptor's blocks take fewer bits than the teacher's at FLOPs
-    within ``FLOPS_TOLERANCE`` (``params``, ``flops``: k -> the Raptor's block parameters, FLOPs).
-
-    Not an empirical test: k tied blocks of the teacher's shape hold about k/L of its parameters
-    and, applied L times, cost its FLOPs, by design (App. E). The verdict is *by construction*
-    when the arithmetic bears that out, and *does not hold* if it does not (e.g. k = L)."""
+    """C25, arithmetic (App. E): each Raptor's blocks (``params``, ``flops`` per k) take fewer bits
+    than the teacher's at FLOPs within ``FLOPS_TOLERANCE``: *by construction* where that holds
+    (k tied blocks hold about k/L of the parameters), else *does not hold* (e.g. k = L)."""
     bits = {k: BITS_PER_PARAMETER * n for k, n in params.items()}
     teacher_bits = BITS_PER_PARAMETER * teacher_params
     ratio = {k: f / teacher_flops for k, f in flops.items()}
@@ -182,11 +174,13 @@ def c25_shorter_description(teacher_params: int, teacher_flops: int,
 
 
 def claims(result: Result) -> list[Claim]:
-    first = result.runs[0].models
-    teacher, raptors, ks = first[0], first[1:], result.spec.k_values
-    return [across_seeds({run.seed: c15_cosine_high(
-                {k: min_cosine_interval(run.unit_cosine[k], run.unit_sizes) for k in ks})
-                          for run in result.runs}),
+    """C15 on every seed, combined by :func:`~raptor.book.claims.across_seeds`; C25 from the first
+    seed's models (their cost is the same on every seed)."""
+    (teacher, *raptors), ks = result.runs[0].models, result.spec.k_values
+    c15 = {run.seed: c15_cosine_high({k: min_cosine_interval(c, run.unit_sizes)
+                                      for k, c in run.unit_cosine.items()})
+           for run in result.runs}
+    return [across_seeds(c15),
             c25_shorter_description(teacher.block_params, teacher.flops,
                                     {k: m.block_params for k, m in zip(ks, raptors)},
                                     {k: m.flops for k, m in zip(ks, raptors)})]

@@ -12,16 +12,15 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+import torch
 
 from raptor import paper, phases
 from raptor.book import plotting
-from raptor.book.claims import (Claim, Threshold, across_seeds, all_of, claim, correction,
-                                part)
+from raptor.book.claims import Claim, Threshold, across_seeds, claim, conjoined, part
 from raptor.book.experiment import (batched, images_of, probe_accuracy, probe_correct, student_of,
                                     teacher_of, walk)
 from raptor.book.specs.scaling import NAME, NOTEBOOK, PAPER, SMOKE, Spec  # noqa: F401
 from raptor.loop import resolve_device
-from raptor.metrics import evaluate_student
 from raptor.phases import Partition
 from raptor.stats import Interval, paired_difference, wilson
 
@@ -39,9 +38,8 @@ PROBE_RUNG = "+ fine-tuned probe"
 
 @dataclass
 class SeedRun:
-    """One seed's teacher, its Raptor per k (max-cuts, accuracies, cosine through depth) and
-    Table 2's ladder. Per-image correctness (bool, on the same evaluation images in the same
-    order for every model) for the models C13 and C14 compare, so they are compared paired."""
+    """One seed's teacher, its Raptor per k and Table 2's ladder; per-image correctness, on the
+    same evaluation images in the same order, for the models C13 and C14 compare paired."""
 
     seed: int
     partitions: dict[int, Partition]
@@ -57,11 +55,6 @@ class SeedRun:
         """Each Raptor's probe accuracy in [0, 1]."""
         return {k: float(c.mean()) for k, c in self.probe_correct.items()}
 
-    @property
-    def ladder(self) -> dict[str, float]:
-        """Table 2's rungs, accuracy in [0, 1]."""
-        return {r: float(c.mean()) for r, c in self.ladder_correct.items()}
-
 
 @dataclass
 class Result:
@@ -70,53 +63,44 @@ class Result:
     pipeline: list[dict[str, Any]]  # the pipeline_results files as read
 
 
-def _read_pipeline_results(paths: Sequence[str]) -> list[dict[str, Any]]:
-    files = [Path(f) for f in paths]
+def compute(spec: Spec) -> Result:
+    """For each seed the teacher's max-cuts, a Raptor per k and Table 2's ladder of Raptors."""
+    files = [Path(f) for f in spec.pipeline_results]
     missing = [str(f) for f in files if not f.is_file()]
     if missing:
         raise FileNotFoundError(f"pipeline_results not found: {missing}")
-    return [json.loads(f.read_text()) for f in files]
-
-
-def compute(spec: Spec) -> Result:
-    """For each seed the teacher's max-cuts, a Raptor per k (head, probe, cosine) and the
-    ladder's Raptors."""
-    pipeline = _read_pipeline_results(spec.pipeline_results)
     device = resolve_device(spec.machine.device)
-    return Result(spec, [_seed_run(spec, seed, device) for seed in spec.seeds], pipeline)
+    return Result(spec, [_seed_run(spec, seed, device) for seed in spec.seeds],
+                  [json.loads(f.read_text()) for f in files])
 
 
 def _seed_run(spec: Spec, seed: int, device: str) -> SeedRun:
     w = walk(teacher_of(spec, spec.p, seed=seed), images_of(spec, spec.n_images, seed=seed),
              cuts=spec.k_values, device=device)
-    teacher, parts, batches = w.model, w.cuts, w.batches()
+    batches = w.batches()
     probe_train = batched(*images_of(spec, spec.probe_images, seed=seed, split="train"))
+
+    def raptor(k: int, **options: bool) -> tuple[torch.nn.Module, dict[str, Any]]:
+        """Raptor k on the teacher's max-cut, and its evaluation against the teacher."""
+        student, _ = student_of(spec, spec.p, w.cuts[k], seed=seed, **options)
+        return student, w.evaluate(student, device)
+
     students, evals = {}, {}
     for k in spec.k_values:
-        students[k], _ = student_of(spec, spec.p, parts[k], seed=seed)
-        evals[k] = evaluate_student(students[k], teacher, batches, device=device,
-                                    teacher_traj=w.traj)
-    teacher_probe = probe_accuracy(teacher, probe_train, batches, device)
-    probes = {k: probe_correct(students[k], probe_train, batches, device) for k in spec.k_values}
-    cosine = {k: {g: np.asarray(v) for g, v in e["cosine"].items()} for k, e in evals.items()}
-    ladder = {}
-    for name, options in LADDER.items():
-        student, _ = student_of(spec, spec.p, parts[spec.ladder_k], seed=seed,
-                                   **options)
-        ladder[name] = evaluate_student(student, teacher, batches, device=device,
-                                        teacher_traj=w.traj)["student_correct"]
+        students[k], evals[k] = raptor(k)
+    probes = {k: probe_correct(s, probe_train, batches, device) for k, s in students.items()}
+    ladder = {name: raptor(spec.ladder_k, **options)[1]["student_correct"]
+              for name, options in LADDER.items()}
     ladder[PROBE_RUNG] = probes[spec.ladder_k]
-    return SeedRun(seed, parts, evals[spec.k_values[0]]["teacher_acc"], teacher_probe,
-                   {k: e["student_acc"] for k, e in evals.items()}, probes, cosine, ladder)
+    return SeedRun(seed, w.cuts, evals[spec.k_values[0]]["teacher_acc"],
+                   probe_accuracy(w.model, probe_train, batches, device),
+                   {k: e["student_acc"] for k, e in evals.items()}, probes,
+                   {k: {g: np.asarray(v) for g, v in e["cosine"].items()}
+                    for k, e in evals.items()}, ladder)
 
 
-def share_of_teacher(run: SeedRun) -> dict[int, float]:
-    """Each Raptor's probe accuracy as a % of its teacher's (Fig. 7)."""
-    return {k: 100 * a / run.teacher_probe for k, a in run.probe_acc.items()}
-
-
-_DECIMALS = {"IN-1k": 1, "ADE20k": 1, "NYUv2": 3}
-_COLUMNS = {"IN-1k": "IN-1k top-1", "ADE20k": "ADE20k mIoU", "NYUv2": "NYUv2 RMSE"}
+#: Table 1's columns: the paper's metric, our heading and its decimals.
+_COLUMNS = {"IN-1k": ("IN-1k top-1", 1), "ADE20k": ("ADE20k mIoU", 1), "NYUv2": ("NYUv2 RMSE", 3)}
 
 
 def table1() -> pd.DataFrame:
@@ -125,40 +109,36 @@ def table1() -> pd.DataFrame:
         mean, sd = score
         return f"{mean:.{decimals}f}" + ("" if sd is None else f" ± {sd:.{decimals}f}")
 
-    return pd.DataFrame({_COLUMNS[c]: [cell(row[c], d) for row in paper.TABLE1.values()]
-                         for c, d in _DECIMALS.items()}, index=list(paper.TABLE1))
+    return pd.DataFrame({name: [cell(row[c], d) for row in paper.TABLE1.values()]
+                         for c, (name, d) in _COLUMNS.items()}, index=list(paper.TABLE1))
 
 
 def run_table(result: Result) -> pd.DataFrame:
-    """This run's Table 1, per seed: partition, head and probe accuracy per Raptor and for the
-    teacher."""
-    L = result.spec.teacher.depth
-    rows = {}
+    """This run's Table 1 per seed: partition, head and probe accuracy of each model."""
+    rows = []
     for run in result.runs:
-        for k in run.probe_acc:
-            rows[(run.seed, f"Raptor k={k}")] = {
-                "partition": phases.format_partition(run.partitions[k]),
-                "head acc": run.head_acc[k], "probe acc": run.probe_acc[k]}
-        rows[(run.seed, f"teacher (L={L})")] = {"partition": "—", "head acc": run.teacher_acc,
-                                                "probe acc": run.teacher_probe}
-        for key in [key for key in rows if key[0] == run.seed]:
-            rows[key]["probe, % of teacher"] = 100 * rows[key]["probe acc"] / run.teacher_probe
-    return pd.DataFrame(rows).T.rename_axis(["seed", "model"]).infer_objects()
+        models = {f"Raptor k={k}": (phases.format_partition(run.partitions[k]), run.head_acc[k], a)
+                  for k, a in run.probe_acc.items()}
+        models[f"teacher (L={result.spec.teacher.depth})"] = ("—", run.teacher_acc,
+                                                             run.teacher_probe)
+        rows += [(run.seed, name, partition, head, probe, 100 * probe / run.teacher_probe)
+                 for name, (partition, head, probe) in models.items()]
+    columns = ["seed", "model", "partition", "head acc", "probe acc", "probe, % of teacher"]
+    return pd.DataFrame(rows, columns=columns).set_index(["seed", "model"])
 
 
 def ladder_table(result: Result) -> pd.DataFrame:
     """Table 2: the paper's rungs beside this run's, one column per seed, in %."""
-    rungs = list(result.runs[0].ladder)
-    return pd.DataFrame({"paper (IN-1k)": list(paper.TABLE2.values()),
-                         **{f"seed {run.seed}": [100 * run.ladder[r] for r in rungs]
-                            for run in result.runs}}, index=rungs)
+    seeds = {f"seed {run.seed}": [100 * c.mean() for c in run.ladder_correct.values()]
+             for run in result.runs}
+    return pd.DataFrame({"paper (IN-1k)": list(paper.TABLE2.values()), **seeds},
+                        index=list(result.runs[0].ladder_correct))
 
 
 def share_cosine_figure(result: Result) -> plt.Figure:
-    """(A) what C13 judges: each seed's Raptor probe accuracy per k (points, so no zero baseline
-    is implied), its teacher's own probe dashed; (B) cosine similarity to the teacher through
-    depth, first seed (Fig. 14). The paper's shares of DINOv2-B on ImageNet (C12, not testable
-    here) are another quantity and stay off these axes."""
+    """(A) what C13 judges: each seed's Raptor probe accuracy per k (points: no zero baseline),
+    its teacher's own probe dashed; (B) cosine to the teacher through depth, first seed (Fig. 14).
+    C12's shares of DINOv2-B on ImageNet are another quantity and stay off these axes."""
     fig, ((ax_a, ax_b),) = plotting.figure(1, 2, height=3.6)
     palette = plt.get_cmap("Greys")(np.linspace(0.95, 0.5, len(result.runs)))  # (B) has colour
     for colour, run in zip(palette, result.runs):
@@ -194,8 +174,8 @@ IMAGENET_VAL = 50_000  # images in ImageNet-1k's validation set, on which Table 
 
 def pipeline_shares(pipeline: Sequence[Mapping[str, Any]]) -> dict[int, Interval]:
     """Per k, the distilled DINOv2-B Raptor's IN-1k top-1 as a % of its teacher's, from
-    ``raptor.dinov2.pipeline`` results that hold both rows; the interval is the Raptor's Wilson
-    interval on ImageNet's 50,000 validation images (the teacher's own accuracy taken as exact)."""
+    ``raptor.dinov2.pipeline`` results that hold both rows, with the Raptor's Wilson interval on
+    ImageNet's 50,000 validation images (the teacher's own accuracy taken as exact)."""
     shares = {}
     for res in pipeline:
         rows, k = res.get("table1", {}), res.get("k")
@@ -218,29 +198,22 @@ def _pct(d: Mapping[int, Sequence[float]]) -> str:
 def c12_share_of_teacher(head: Mapping[int, Sequence[float]],
                          probe: Mapping[int, Sequence[float]], *, dataset: str, profile: str,
                          dinov2: Mapping[int, Interval] | None = None) -> Claim:
-    """C12: Raptor k=2 and k=3 keep ``SHARE`` of DINOv2-B's ImageNet-1k accuracy.
-
-    A claim about DINOv2-B on ImageNet-1k: testable only from ``dinov2`` (:func:`pipeline_shares`,
-    % with intervals, k=2 and 3 both needed). Otherwise not testable at ``profile``; the
-    ``dataset`` analogue's shares of its teacher's accuracy per seed, ``head`` (through the
-    teacher's head) and ``probe`` (each model's own linear probe), both in %, are shown beside it.
-    """
-    paper_ = ", ".join(f"k={k} ≈ {100 * v:.0f}%" for k, v in paper.SHARE_OF_DINOV2_B.items()) + \
-        " of DINOv2-B (IN-1k, Table 1)"
+    """C12: Raptor k=2 and 3 keep ``SHARE`` of DINOv2-B's IN-1k accuracy, judged only on ``dinov2``
+    (:func:`pipeline_shares`); else the ``dataset`` analogue's ``head`` and ``probe`` shares of
+    the teacher (%, per seed) are shown."""
+    paper_ = (", ".join(f"k={k} ≈ {100 * v:.0f}%" for k, v in paper.SHARE_OF_DINOV2_B.items())
+              + " of DINOv2-B (IN-1k, Table 1)")
     if dinov2 is not None and set(SHARE) <= set(dinov2):
         parts = {f"k={k}": part(dinov2[k], t.value) for k, t in SHARE.items()}
-        return claim(
-            "C12", paper=paper_,
+        return conjoined(
+            "C12", parts, paper=paper_,
             ours=", ".join(f"k={k}: {iv.estimate:.1f}% [{iv.low:.1f}, {iv.high:.1f}]"
                            for k, iv in dinov2.items()) + " of DINOv2-B (IN-1k, this run)",
-            holds=all_of(parts.values()),
-            tests=len(SHARE),
             detail="holds if each interval lies above "
                    + " / ".join(f"{t.value:g}%" for t in SHARE.values())
-                   + " [ours: what rounds to ~96% / ~98%]; raptor.dinov2.pipeline results; "
-                   "95% Wilson "
-                   "intervals over ImageNet's 50,000 validation images, the teacher's accuracy "
-                   "taken as exact; one seed" + correction(parts))
+                   + " [ours: what rounds to ~96% / ~98%]; raptor.dinov2.pipeline results; 95% "
+                   "Wilson intervals over ImageNet's 50,000 validation images, the teacher's "
+                   "accuracy taken as exact; one seed")
     return claim(
         "C12", paper=paper_,
         ours=f"{dataset} analogue (not the claim): head {_pct(head)}; probe {_pct(probe)} of the "
@@ -255,74 +228,58 @@ def c12_share_of_teacher(head: Mapping[int, Sequence[float]],
 
 
 def c13_saturates_at_k4(correct: Mapping[int, np.ndarray]) -> Claim:
-    """C13: probe accuracy rises from k=2 to 3 and saturates at 4.
-
-    ``correct``: per k the probe's per-image correctness on the same images. The rise must
-    exceed 0 and the k=3 → 4 change lie within ±``SATURATION``, each judged on a 95% paired
-    interval of the difference (:func:`~raptor.stats.paired_difference`, from evaluation
-    noise)."""
-    acc = {k: float(np.mean(c)) for k, c in correct.items()}
+    """C13: probe accuracy rises from k=2 to 3 and saturates at 4, judged on 95% paired intervals
+    (:func:`~raptor.stats.paired_difference`) of ``correct``, per k the probe's per-image
+    correctness: the rise above 0, the k=3 → 4 change within ±``SATURATION``."""
+    paper_ = "accuracy rises from k=2 to k=3 and saturates at k=4 (Table 1)"
+    ours = ", ".join(f"k={k}: {100 * np.mean(c):.1f}" for k, c in correct.items())
     if not {2, 3, 4} <= set(correct):
-        return claim("C13", paper="accuracy rises from k=2 to k=3 and saturates at k=4 (Table 1)",
-                     ours=", ".join(f"k={k}: {100 * a:.1f}" for k, a in acc.items()),
-                     holds=None, detail="needs k = 2, 3 and 4")
+        return claim("C13", paper=paper_, ours=ours, holds=None, detail="needs k = 2, 3 and 4")
     rise = paired_difference(correct[2], correct[3])
     sat = paired_difference(correct[3], correct[4])
     s = SATURATION.value
     parts = {"rise": part(rise, 0.0), "k=3→4 above −s": part(sat, -s),
              "k=3→4 below +s": part(sat, s, above=False)}
-    return claim(
-        "C13", paper="accuracy rises from k=2 to k=3 and saturates at k=4 (Table 1)",
-        ours=", ".join(f"k={k}: {100 * a:.1f}" for k, a in acc.items())
+    return conjoined(
+        "C13", parts, paper=paper_,
+        ours=ours
         + f"; k=2→3 {100 * rise.estimate:+.1f} [{100 * rise.low:+.1f}, {100 * rise.high:+.1f}], "
           f"k=3→4 {100 * sat.estimate:+.1f} [{100 * sat.low:+.1f}, {100 * sat.high:+.1f}] points",
-        holds=all_of(parts.values()),
-        tests=3,
         detail=f"probe accuracy on {len(correct[2])} images; rise: interval above 0; "
                f"saturation: interval within ±{100 * s:g} point; 95% paired Newcombe intervals "
                "(the Raptors are scored on the same images) from evaluation noise of one "
-               "teacher seed's Raptors" + correction(parts))
+               "teacher seed's Raptors")
 
 
 def c14_ladder(rungs: Sequence[np.ndarray], *, k: int) -> Claim:
-    """C14: TF only collapses, AR recovers, no later rung loses more than ``RUNG_TOLERANCE``.
-
-    ``rungs``: Table 2's per-image correctness in order, on the same images, the last the
-    fine-tuned probe's. Collapse: TF only's Wilson interval below ``COLLAPSE`` × the full
-    recipe's accuracy; recovery and each later step: 95% paired Newcombe intervals of the
-    differences (:func:`~raptor.stats.paired_difference`)."""
+    """C14 on ``rungs``, Table 2's per-image correctness in order (the fine-tuned probe last): TF
+    only collapses below ``COLLAPSE`` × the full recipe, AR recovers, no later rung loses more
+    than ``RUNG_TOLERANCE`` (95% Wilson / paired intervals)."""
     tf, ar = paper.TABLE2["TF only"], paper.TABLE2["+ AR with annealed TF"]
     acc, n = [float(np.mean(c)) for c in rungs], len(rungs[0])
-    tf_only = wilson(acc[0], n)
     steps = [paired_difference(a, b) for a, b in zip(rungs[1:], rungs[2:])]
-    recover = paired_difference(rungs[0], rungs[1])
-    parts = {"TF only collapses": part(tf_only, COLLAPSE.value * acc[-2], above=False),
-             "AR recovers": part(recover, 0.0),
+    parts = {"TF only collapses": part(wilson(acc[0], n), COLLAPSE.value * acc[-2], above=False),
+             "AR recovers": part(paired_difference(rungs[0], rungs[1]), 0.0),
              **{f"step {i + 2}→{i + 3}": part(d, -RUNG_TOLERANCE.value)
                 for i, d in enumerate(steps)}}
-    return claim(
-        "C14", paper=f"TF alone collapses ({tf}); AR with annealed TF recovers ({ar}); each "
+    return conjoined(
+        "C14", parts, paper=f"TF alone collapses ({tf}); AR with annealed TF recovers ({ar}); each "
                      f"later step adds (Table 2)",
         ours=" → ".join(f"{100 * v:.1f}" for v in acc)
         + f"; smallest later step {100 * min(d.estimate for d in steps):+.1f} points",
-        holds=all_of(parts.values()),
-        tests=2 + len(steps),
         detail=f"k={k}; rungs 1–5 through the teacher's head, rung 6 a fresh linear probe; "
                f"{n} images, 95% Wilson / paired Newcombe intervals (every rung is scored on "
-               "the same images; evaluation noise of one seed)" + correction(parts))
+               "the same images; evaluation noise of one seed)")
 
 
 def claims(result: Result, profile: str = "cpu") -> list[Claim]:
     """C12–C14 on this run; ``profile`` names the analogue in C12's detail. C13 and C14 are
-    judged on every seed, the seeds' verdicts combined by
-    :func:`~raptor.book.claims.across_seeds`' binomial test; C12's analogue is shown over the
-    seeds."""
+    judged on every seed, the verdicts combined by :func:`~raptor.book.claims.across_seeds`."""
     s, runs = result.spec, result.runs
     head = {k: [100 * run.head_acc[k] / run.teacher_acc for run in runs] for k in s.k_values}
-    probe = {k: [share_of_teacher(run)[k] for run in runs] for k in s.k_values}
+    probe = {k: [100 * run.probe_acc[k] / run.teacher_probe for run in runs] for k in s.k_values}
     return [c12_share_of_teacher(head, probe, dataset=s.train.dataset, profile=profile,
                                  dinov2=pipeline_shares(result.pipeline)),
-            across_seeds({run.seed: c13_saturates_at_k4(run.probe_correct)
-                          for run in result.runs}),
+            across_seeds({run.seed: c13_saturates_at_k4(run.probe_correct) for run in runs}),
             across_seeds({run.seed: c14_ladder(list(run.ladder_correct.values()), k=s.ladder_k)
-                          for run in result.runs})]
+                          for run in runs})]

@@ -16,7 +16,6 @@ from raptor.book.claims import Claim, Part, Threshold, all_of, claim, correction
 from raptor.book.experiment import images_of, student_of, teacher_of, walk
 from raptor.book.specs.stochastic_depth import NAME, NOTEBOOK, PAPER, SMOKE, Spec  # noqa: F401
 from raptor.loop import resolve_device
-from raptor.metrics import evaluate_student
 from raptor.phases import Partition
 from raptor.similarity import mean_offdiagonal
 from raptor.stats import correlation, partial_correlation, rank_correlation
@@ -34,19 +33,6 @@ class Run:
     teacher_acc: float
     student_acc: float
 
-    @property
-    def r2_cls(self) -> float:
-        return float(np.mean(self.r2["cls"][1:]))
-
-    @property
-    def r2_patches(self) -> float:
-        return float(np.mean(self.r2["patches"][1:]))
-
-    @property
-    def r2_mean(self) -> float:
-        """The run's R²: the mean of its cls and patch R² over layers 1..L (Fig. 4D)."""
-        return (self.r2_cls + self.r2_patches) / 2
-
 
 @dataclass
 class Result:
@@ -63,8 +49,7 @@ def compute(spec: Spec) -> Result:
         for seed in spec.seeds:
             w = walk(teacher_of(spec, p, seed=seed), images, cuts=(spec.k,), device=device)
             student, _ = student_of(spec, p, w.cuts[spec.k], seed=seed)
-            ev = evaluate_student(student, w.model, w.batches(), device=device,
-                                  teacher_traj=w.traj)
+            ev = w.evaluate(student, device)
             runs.append(Run(p, seed, w.S, w.cuts[spec.k],
                             {g: np.asarray(v) for g, v in ev["r2"].items()},
                             ev["teacher_acc"], ev["student_acc"]))
@@ -72,13 +57,16 @@ def compute(spec: Spec) -> Result:
 
 
 def sweep_table(result: Result) -> pd.DataFrame:
-    """One row per teacher: partition, mean similarity, accuracies and R²."""
-    return pd.DataFrame([{"p": r.p, "seed": r.seed,
-                          "partition": phases.format_partition(r.partition),
-                          "mean similarity": mean_offdiagonal(r.similarity),
-                          "teacher acc": r.teacher_acc, "student acc": r.student_acc,
-                          "R² cls": r.r2_cls, "R² patches": r.r2_patches, "R²": r.r2_mean}
-                         for r in result.runs])
+    """One row per teacher: partition, mean similarity, accuracies and R² over layers 1..L (cls,
+    patches, and "R²": their mean, Fig. 4D)."""
+    rows = []
+    for r in result.runs:
+        cls, patches = (float(np.mean(r.r2[g][1:])) for g in ("cls", "patches"))
+        rows.append({"p": r.p, "seed": r.seed, "partition": phases.format_partition(r.partition),
+                     "mean similarity": mean_offdiagonal(r.similarity),
+                     "teacher acc": r.teacher_acc, "student acc": r.student_acc,
+                     "R² cls": cls, "R² patches": patches, "R²": (cls + patches) / 2})
+    return pd.DataFrame(rows)
 
 
 def similarity_figure(result: Result) -> plt.Figure:
@@ -93,15 +81,15 @@ def layerwise_figure(result: Result) -> plt.Figure:
     """(B) each rate's Raptor R² to its teacher through depth, mean over seeds (Fig. 4B)."""
     fig, ((ax,),) = plotting.figure(width=5.5, height=3.0)
     cmap = plt.get_cmap("viridis")
-    p_values = result.spec.p_values
+    p_values, styles = result.spec.p_values, {"cls": "-", "patches": "--"}
     for i, p in enumerate(p_values):
         runs = [r for r in result.runs if r.p == p]
         color = cmap(i / max(1, len(p_values) - 1))
-        for g, ls in (("cls", "-"), ("patches", "--")):
+        for g, ls in styles.items():
             ax.plot(np.mean([r.r2[g] for r in runs], axis=0), ls=ls, color=color,
                     label=f"_p={p} {g}")
         ax.plot([], [], color=color, label=f"p={p}")
-    for g, ls in (("cls", "-"), ("patches", "--")):
+    for g, ls in styles.items():
         ax.plot([], [], color="grey", ls=ls, label=g)
     ax.set(xlabel="layer", ylabel="R² to the teacher", title="(B) R² through depth")
     plotting.legend_below(fig, [ax], ncols=4)
@@ -196,12 +184,13 @@ def c8_similarity_predicts_r2(p: Sequence[float], similarity: Sequence[float],
     ref = (f"pooled r={pooled.r:.2f} [{pooled.low:.2f}, {pooled.high:.2f}] (for reference, "
            "confounded by p)")
     levels = len(set(p))
+    paper_says = "similarity strongly associated with R² (Fig. 4E)"
     if len(p) < levels + 3:
-        return claim("C8", paper="similarity strongly associated with R² (Fig. 4E)",
+        return claim("C8", paper=paper_says,
                      ours=f"{ref}; n={len(p)} teachers over {levels} rates", holds=None,
                      detail=f"the correlation within rates needs n ≥ rates + 3 = {levels + 3}")
     a = partial_correlation(similarity, r2, p, level=CI_LEVEL.value)
-    return claim("C8", paper="similarity strongly associated with R² (Fig. 4E)",
+    return claim("C8", paper=paper_says,
                  ours=f"within p: r={a.r:.2f}, {100 * a.level:.0f}% CI [{a.low:.2f}, "
                       f"{a.high:.2f}] (n={a.n}, {levels} rates); {ref}",
                  holds=versus(a.low, a.high, 0.0),

@@ -21,11 +21,9 @@ NOTEBOOK = "chapters/dynamics.ipynb"
 @dataclass(frozen=True)
 class Spec:
     """For each seed in ``seeds``, the teacher trained with stochastic depth ``p``, its max-cut
-    into ``k`` phases and its Raptor.
-
-    ``n_classes``: classes whose cls paths the PCA shows (Fig. 8 left); ``eps``: the perturbation's
-    size (Fig. 10); ``dmd_rank``: the exact DMD's rank r (Fig. 12 right).
-    """
+    into ``k`` phases and its Raptor. ``n_classes``: classes whose cls paths the PCA shows
+    (Fig. 8 left); ``eps``: the perturbation's size (Fig. 10); ``dmd_rank``: the exact DMD's
+    rank r (Fig. 12 right)."""
 
     teacher: TeacherConfig = nested(TEACHER)
     train: TrainConfig = nested(TRAIN)

@@ -18,12 +18,9 @@ NOTEBOOK = "chapters/finding_phases.ipynb"
 
 @dataclass(frozen=True)
 class Spec:
-    """Teachers with each rate in ``p_values`` (first seed), the first rate with every seed.
-
-    ``eps_values`` are the hierarchical bisection's stopping thresholds; ``image_counts`` the
-    subset sizes of the stability test. ``pretrained`` with its ``weights`` adds a pretrained
-    timm ViT on its ``images`` (DINOv2-B on ImageNet: Figs. 2–3).
-    """
+    """Teachers with each rate in ``p_values`` (first seed), the first rate with every seed;
+    ``eps_values``: the bisection's stopping thresholds; ``image_counts``: the stability test's
+    subset sizes; ``pretrained`` with its ``weights`` adds a timm ViT (DINOv2-B: Figs. 2–3)."""
 
     teacher: TeacherConfig = nested(TEACHER)
     train: TrainConfig = nested(TRAIN)

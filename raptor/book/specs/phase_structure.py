@@ -18,13 +18,9 @@ NOTEBOOK = "chapters/phase_structure.ipynb"
 
 @dataclass(frozen=True)
 class Spec:
-    """Teachers trained with each stochastic-depth rate in ``p_values`` and each seed in
-    ``teacher_seeds``, and untrained ones (the control).
-
-    ``pretrained`` with its ``weights`` adds a pretrained timm ViT on its ``images`` (DINOv2-B
-    on ImageNet: Fig. 1).
-    ``control_images``: the images of each synthetic control (:mod:`raptor.controls`).
-    """
+    """Teachers for each stochastic-depth rate in ``p_values`` and seed in ``teacher_seeds``, and
+    untrained ones; ``pretrained`` with its ``weights`` adds a timm ViT on its ``images``
+    (DINOv2-B on ImageNet: Fig. 1); ``control_images``: each synthetic control's images."""
 
     teacher: TeacherConfig = nested(TEACHER)
     train: TrainConfig = nested(TRAIN)

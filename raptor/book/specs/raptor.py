@@ -18,11 +18,8 @@ NOTEBOOK = "chapters/raptor.ipynb"
 @dataclass(frozen=True)
 class Spec:
     """For each seed in ``seeds``, a teacher with stochastic depth ``p`` and its Raptors for each
-    k in ``k_values``.
-
-    Students are compared with the teacher on ``n_images`` validation images; linear probes are
-    trained on ``probe_images`` training images.
-    """
+    k in ``k_values``, compared on ``n_images`` validation images; probes train on
+    ``probe_images``."""
 
     teacher: TeacherConfig = nested(TEACHER)
     train: TrainConfig = nested(TRAIN)

@@ -19,9 +19,8 @@ NOTEBOOK = "chapters/scaling.ipynb"
 @dataclass(frozen=True)
 class Spec:
     """For each seed in ``seeds``, a teacher (rate ``p``), a Raptor per k in ``k_values`` and
-    Table 2's ladder at ``ladder_k``. ``pipeline_results``: ``results.json``
-    files of ``raptor.dinov2.pipeline`` runs (the paper's DINOv2-B distillation) to list beside this
-    run."""
+    Table 2's ladder at ``ladder_k``. ``pipeline_results``: ``results.json`` files of
+    ``raptor.dinov2.pipeline`` runs (the paper's DINOv2-B distillation) to list beside this run."""
 
     teacher: TeacherConfig = nested(TEACHER)
     train: TrainConfig = nested(TRAIN)
