@@ -272,23 +272,30 @@ def test_a_nested_field_may_default_to_an_instance() -> None:
                                                                                 steps=400)
 
 
+@dataclass(frozen=True)
+class _Reads:
+    half_weights: bool = True
+    old_results: str = "not a file to read"
+    tables: tuple[str, ...] = input_files()
+
+
+@dataclass(frozen=True)
+class _Nests:
+    reads: _Reads = nested(_Reads)
+
+
 def test_a_file_to_read_is_marked_on_its_field_not_read_off_its_name(tmp_path: Path) -> None:
     """Only an :func:`input_files` field is checked as files, whatever the names of the others
-    (a bool ``half_weights`` once was, and crashed the run)."""
+    (a bool ``half_weights`` once was, and crashed the run), nested or not."""
     from raptor.book.inputs import missing_inputs
 
-    there = tmp_path / "there.json"
+    there, gone = tmp_path / "there.json", str(tmp_path / "gone.json")
     there.write_text("{}")
-
-    @dataclass(frozen=True)
-    class Reads:
-        half_weights: bool = True
-        old_results: str = "not a file to read"
-        tables: tuple[str, ...] = input_files()
-
-    assert missing_inputs(Reads()) == []
-    assert missing_inputs(Reads(tables=(str(there), str(tmp_path / "gone.json")))) == [
-        f"parameter tables: file {tmp_path / 'gone.json'} does not exist"]
+    assert missing_inputs(_Reads()) == []
+    assert missing_inputs(_Reads(tables=(str(there), gone))) == [
+        f"parameter tables: file {gone} does not exist"]
+    assert missing_inputs(_Nests(_Reads(tables=(gone,)))) == [
+        f"parameter tables: file {gone} does not exist"]
     assert [n for n, f in fields_of(chapter("scaling").Spec).items() if f.files] == [
         "pipeline_results"]
 

@@ -108,7 +108,7 @@ def fields_of(cls: type) -> dict[str, _Field]:
             found = {name: _Field((f.name, field_name), sub[field_name])
                      for field_name, name in PARAMETERS[hint].items()}
         elif dataclasses.is_dataclass(hint):
-            found = {name: _Field((f.name, *where.path), where.hint)
+            found = {name: dataclasses.replace(where, path=(f.name, *where.path))
                      for name, where in fields_of(hint).items()}
         else:
             found = {f.metadata.get("param") or f.name:
