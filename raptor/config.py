@@ -183,6 +183,13 @@ class DistillConfig:
     ``cache_teacher`` keeps the teacher's trajectories of the whole training set in memory.
     ``half_weights`` rounds the student's weights as :class:`TrainConfig`'s does a teacher's.
     ``bf16`` (autocast, teacher included) and ``compile`` (each block) are CUDA-only.
+
+    ``val_limit`` held-out training images (none of the ``train_limit`` ones; never the
+    evaluation images) give each stage a validation distillation loss every ``eval_every`` steps.
+    ``patience`` set: a stage stops once that loss has not fallen by a relative
+    :data:`raptor.train.DISTILL_TOL` for ``patience`` evaluations in a row (not before the TF→AR
+    anneal is over), and keeps the weights of its lowest — the convergence criterion; the stage's
+    steps are then its cap (and the cosine's length). ``None``: all steps, the last weights.
     """
 
     repeats: tuple[int, ...]
@@ -212,15 +219,23 @@ class DistillConfig:
     device: str = "cpu"
     bf16: bool = False
     compile: bool = False
+    val_limit: int | None = None
+    eval_every: int = 100
+    patience: int | None = None
 
     def __post_init__(self) -> None:
         set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731
         set_("repeats", check_repeats(self.repeats))
         for name in ("stage1_steps", "stage2_steps", "seed"):
             check_int(name, getattr(self, name), 0)
-        check_int("batch_size", self.batch_size, 1)
-        if self.train_limit is not None:
-            check_int("train_limit", self.train_limit, 1)
+        for name in ("batch_size", "eval_every"):
+            check_int(name, getattr(self, name), 1)
+        for name in ("train_limit", "val_limit", "patience"):
+            if getattr(self, name) is not None:
+                check_int(name, getattr(self, name), 1)
+        if self.patience is not None and self.val_limit is None:
+            raise ValueError("patience needs held-out images for its validation loss: set "
+                             "val_limit")
         check_recipe(self)
         if (not isinstance(self.anneal_frac, (int, float)) or isinstance(self.anneal_frac, bool)
                 or not 0 < self.anneal_frac <= 1):

@@ -175,6 +175,23 @@ def subset(dataset: Dataset, limit: int | None, seed: int, *, name: str = "limit
     return Subset(dataset, sorted(order[:limit].tolist()))
 
 
+def held_out(train: Dataset, limit: int, seed: int) -> Subset:
+    """``limit`` images of the dataset ``train`` is a :class:`Subset` of, none of them in
+    ``train``: a seeded uniform draw, in dataset order (a Raptor's validation images, which the
+    chapters' evaluation images, from the other split, never are)."""
+    if not isinstance(train, Subset):
+        raise ValueError("held-out images need a training subset (a train_limit): the whole "
+                         "training set leaves none")
+    taken = torch.zeros(len(train.dataset), dtype=torch.bool)
+    taken[list(train.indices)] = True
+    rest = torch.nonzero(~taken).flatten()
+    if limit > len(rest):
+        raise ValueError(f"val_limit={limit} exceeds the {len(rest)} training images outside the "
+                         f"{len(train)} trained on")
+    order = torch.randperm(len(rest), generator=torch.Generator().manual_seed(seed))
+    return Subset(train.dataset, sorted(rest[order[:limit]].tolist()))
+
+
 class ThreadedImages(Dataset):
     """``dataset`` whose batches (DataLoader's ``__getitems__``) are read by ``threads`` threads.
 

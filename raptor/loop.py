@@ -4,14 +4,17 @@ AdamW, linear warmup then cosine decay to ``min_lr``, the gradient norm clipped 
 (the authors' recipe: :data:`raptor.paper.RECIPE`, App. A.4's probes), and a guard that stops on a
 non-finite loss or gradient naming the stage and the step. The batch order depends only on
 ``(seed, epoch)``, so a run killed at step ``s`` and resumed from its atomic checkpoint replays
-exactly the batches it would have seen.
+exactly the batches it would have seen. The convergence criterion of every model trained to one
+(:func:`improves`, :func:`plateaued`), and on a GPU the step captured as CUDA graphs
+(:class:`CapturedStep`).
 """
 
 from __future__ import annotations
 
 import math
+import threading
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -25,6 +28,87 @@ from raptor.config import Optimisation, check_device
 from raptor.storage.checkpoint import CheckpointError, load_training_state
 
 Batch = TypeVar("Batch")
+_SEEDING = threading.RLock()
+
+
+class _Gate:
+    """Threads doing CUDA work ``shared`` (each between its steps, at ``pause``, lets a waiting
+    capture in) and a CUDA-graph capture ``exclusive``: while a stream captures, torch refuses
+    host copies, seeding and random draws from every other thread of the process."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._writer = False
+        self._waiting = 0
+        self._mine = threading.local()
+
+    def _held(self) -> int:
+        return getattr(self._mine, "n", 0)
+
+    def _acquire(self) -> None:
+        with self._cond:
+            while self._writer or self._waiting:
+                self._cond.wait()
+            self._readers += 1
+
+    def _release(self) -> None:
+        with self._cond:
+            self._readers -= 1
+            self._cond.notify_all()
+
+    @contextmanager
+    def shared(self) -> Iterator[None]:
+        self._acquire()
+        self._mine.n = self._held() + 1
+        try:
+            yield
+        finally:
+            self._mine.n -= 1
+            self._release()
+
+    def pause(self) -> None:
+        """Let a waiting capture in, if one waits."""
+        held = self._held()
+        if not held or not self._waiting:
+            return
+        for _ in range(held):
+            self._release()
+        for _ in range(held):
+            self._acquire()
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        held = self._held()
+        for _ in range(held):
+            self._release()
+        with self._cond:
+            self._waiting += 1
+            while self._writer or self._readers:
+                self._cond.wait()
+            self._waiting -= 1
+            self._writer = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._writer = False
+                self._cond.notify_all()
+            for _ in range(held):
+                self._acquire()
+
+
+GATE = _Gate()
+
+
+@contextmanager
+def seeded(seed: int) -> Iterator[None]:
+    """The global generators seeded with ``seed`` for the ``with`` block, which no other thread
+    of the process enters meanwhile: a model built inside is initialised from ``seed`` alone,
+    also while other threads build theirs (:mod:`raptor.student_batch`)."""
+    with _SEEDING:
+        torch.manual_seed(seed)
+        yield
 
 
 def resolve_device(device: str) -> str:
@@ -76,16 +160,118 @@ def batches_from(dataset: Dataset, *, batch_size: int, seed: int, start_step: in
         else:
             order = torch.arange(n)
         order = order[offset * batch_size: per_epoch * batch_size].tolist()
+        # Its own generator: a DataLoader seeds its workers from the global one otherwise, a
+        # draw that would race a model's seeded initialisation in another thread.
         loader = DataLoader(dataset, batch_size=batch_size, sampler=order, num_workers=num_workers,
-                            drop_last=True)
+                            drop_last=True, generator=torch.Generator().manual_seed(seed))
         for batch in loader:
             yield step, batch
             step += 1
 
 
-def adamw(params: Iterable[nn.Parameter], recipe: Optimisation) -> torch.optim.AdamW:
-    """AdamW at ``recipe``'s peak learning rate and weight decay (:func:`train` sets ``lr``)."""
-    return torch.optim.AdamW(params, lr=recipe.lr, weight_decay=recipe.weight_decay)
+def adamw(params: Iterable[nn.Parameter], recipe: Optimisation, *, capturable: bool = False
+          ) -> torch.optim.AdamW:
+    """AdamW at ``recipe``'s peak learning rate and weight decay (:func:`train` sets ``lr``);
+    ``capturable``: its learning rate a tensor on the parameters' device, for
+    :class:`CapturedStep`."""
+    if not capturable:
+        return torch.optim.AdamW(params, lr=recipe.lr, weight_decay=recipe.weight_decay)
+    params = list(params)
+    lr = torch.tensor(float(recipe.lr), device=params[0].device)
+    return torch.optim.AdamW(params, lr=lr, weight_decay=recipe.weight_decay, capturable=True)
+
+
+def improves(loss: float, best: float, tol: float) -> bool:
+    """Whether a validation ``loss`` counts as an improvement on ``best``: lower by a relative
+    ``tol`` (the convergence criterion's margin)."""
+    return loss < best * (1 - tol)
+
+
+def plateaued(val: Sequence[Mapping[str, float]], best_step: int, patience: int) -> bool:
+    """Whether ``patience`` evaluations (``val``: ``{"step", ...}`` each) have come since the best
+    one, at ``best_step``: the convergence criterion's stop."""
+    return sum(v["step"] > best_step for v in val) >= patience
+
+
+class CapturedStep:
+    """:func:`train`'s step — loss, backward, per-group clipping, optimiser step — captured as a
+    CUDA graph once per ``key`` and then replayed: a small model's step costs the GPU's time for
+    its kernels instead of Python's time to launch them (a Raptor of width 64 runs thousands of
+    microsecond-long kernels a step), and steps of models in other threads, each on its own
+    stream, run side by side.
+
+    ``loss_of(key)`` returns the loss of that key's steps as a function of the static ``inputs``
+    (a dict of tensors, the same shapes every step), giving ``(value, reported)`` like
+    :func:`train`'s ``loss``. The optimiser must be :func:`adamw` with ``capturable=True``. Before
+    a capture, two warm-up steps run at a learning rate of 0; the parameters and the optimiser's
+    state are then put back as they were, so the replayed steps are those :func:`train` would take.
+    A step's non-finite values are reported after it (:func:`train` raises then).
+    """
+
+    def __init__(self, loss_of: Callable[[Hashable], Callable[[dict[str, torch.Tensor]],
+                                                            tuple[torch.Tensor, torch.Tensor]]],
+                 optimizer: torch.optim.Optimizer, clip_groups: Sequence[Sequence[nn.Parameter]],
+                 recipe: Optimisation) -> None:
+        self.loss_of, self.optimizer, self.recipe = loss_of, optimizer, recipe
+        self.clip_groups = [list(group) for group in clip_groups]
+        self.lr = optimizer.param_groups[0]["lr"]
+        if not isinstance(self.lr, torch.Tensor) or not self.lr.is_cuda:
+            raise ValueError("CapturedStep needs adamw(..., capturable=True) on a CUDA device")
+        self.inputs: dict[str, torch.Tensor] = {}
+        self.graphs: dict[Hashable, tuple[torch.cuda.CUDAGraph, torch.Tensor, torch.Tensor]] = {}
+
+    def __call__(self, key: Hashable, inputs: Mapping[str, torch.Tensor], lr: float
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+        """One step at ``lr`` on ``inputs``: ``(reported, gradient norms)``."""
+        for name, value in inputs.items():
+            if name not in self.inputs:
+                self.inputs[name] = torch.empty_like(value, device=self.lr.device)
+            self.inputs[name].copy_(value)
+        if key not in self.graphs:
+            self.graphs[key] = self._capture(self.loss_of(key))
+        graph, reported, norms = self.graphs[key]
+        self.lr.fill_(lr)
+        graph.replay()
+        return reported, norms
+
+    def _step(self, loss: Callable[[dict[str, torch.Tensor]], tuple[torch.Tensor, torch.Tensor]]
+              ) -> tuple[torch.Tensor, torch.Tensor]:
+        value, reported = loss(self.inputs)
+        value.backward()
+        norms = [nn.utils.clip_grad_norm_(group, self.recipe.grad_clip)
+                 if self.recipe.grad_clip is not None else
+                 torch.zeros((), device=self.lr.device) for group in self.clip_groups]
+        self.optimizer.step()
+        return reported.detach().clone(), torch.stack(norms).detach()
+
+    def _capture(self, loss: Callable[[dict[str, torch.Tensor]], tuple[torch.Tensor, torch.Tensor]]
+                 ) -> tuple[torch.cuda.CUDAGraph, torch.Tensor, torch.Tensor]:
+        params = [p for group in self.clip_groups for p in group]
+        kept = [p.detach().clone() for p in params]
+        state = {id(p): {k: v.clone() for k, v in self.optimizer.state[p].items()}
+                 for p in params if p in self.optimizer.state}
+        lr = self.lr.clone()
+        self.lr.zero_()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                self.optimizer.zero_grad(set_to_none=True)
+                self._step(loss)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        self.optimizer.zero_grad(set_to_none=True)
+        with GATE.exclusive(), torch.cuda.graph(graph, stream=side,
+                                                capture_error_mode="thread_local"):
+            reported, norms = self._step(loss)
+        with torch.no_grad():
+            for p, value in zip(params, kept):
+                p.copy_(value)
+                for name, tensor in self.optimizer.state[p].items():
+                    saved = state.get(id(p), {}).get(name)
+                    tensor.copy_(saved) if saved is not None else tensor.zero_()
+            self.lr.copy_(lr)
+        return graph, reported, norms
 
 
 def resume(path: Path | None, *, model: nn.Module, optimizer: torch.optim.Optimizer,
@@ -112,8 +298,9 @@ def train(stage: str, batches: Iterable[tuple[int, Batch]],
           recipe: Optimisation, total: int, *,
           after_step: Callable[[int, torch.Tensor, float], None] | None = None,
           checkpoint: Callable[[int], None] | None = None, checkpoint_every: int = 200,
-          progress: bool = False, initial: int = 0, stop: Callable[[], bool] | None = None
-          ) -> int:
+          progress: bool = False, initial: int = 0, stop: Callable[[], bool] | None = None,
+          captured: tuple[CapturedStep, Callable[[int, Batch], tuple[Hashable, dict[str, torch.Tensor]]]]
+          | None = None) -> int:
     """One step per ``(step, batch)`` of ``batches`` while ``step < total``; returns the next step.
 
     A step sets the learning rate of ``step`` of ``total``, gets the loss and the detached values
@@ -121,7 +308,9 @@ def train(stage: str, batches: Iterable[tuple[int, Batch]],
     ``recipe.grad_clip`` (unless None), steps and calls ``after_step(step, reported, lr)``; then
     ``checkpoint(step + 1)`` every ``checkpoint_every`` steps before the last; it ends early when
     ``stop()`` says so after a step. A non-finite report or gradient norm raises
-    :class:`FloatingPointError` before the weights change.
+    :class:`FloatingPointError` before the weights change. ``captured``: the step replayed from
+    CUDA graphs, ``(step_fn, inputs)`` with ``inputs(step, batch)`` giving the graph's key and
+    input tensors; a non-finite value then raises after the step.
     """
     bar = tqdm(total=total, initial=initial, desc=stage, disable=not progress)
     done = initial
@@ -130,17 +319,24 @@ def train(stage: str, batches: Iterable[tuple[int, Batch]],
     for step, batch in batches:
         if step >= total:
             break
+        GATE.pause()
         lr = warmup_cosine(step, total, recipe.warmup_steps, recipe.lr, recipe.min_lr)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        value, reported = loss(step, batch)
-        _guard(reported, "loss", stage, step, kept)
-        optimizer.zero_grad(set_to_none=True)
-        value.backward()
-        if recipe.grad_clip is not None:
-            norms = [nn.utils.clip_grad_norm_(group, recipe.grad_clip) for group in clip_groups]
-            _guard(torch.stack(norms), "gradient", stage, step, kept)
-        optimizer.step()
+        if captured is not None:
+            step_fn, inputs = captured
+            reported, norms = step_fn(*inputs(step, batch), lr)
+            _guard(reported, "loss", stage, step, kept)
+            _guard(norms, "gradient", stage, step, kept)
+        else:
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            value, reported = loss(step, batch)
+            _guard(reported, "loss", stage, step, kept)
+            optimizer.zero_grad(set_to_none=True)
+            value.backward()
+            if recipe.grad_clip is not None:
+                norms = [nn.utils.clip_grad_norm_(group, recipe.grad_clip) for group in clip_groups]
+                _guard(torch.stack(norms), "gradient", stage, step, kept)
+            optimizer.step()
         if after_step is not None:
             after_step(step, reported, lr)
         done = step + 1

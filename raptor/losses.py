@@ -75,6 +75,8 @@ class Objective(nn.Module):
     ``forward(traj, stage, lam)`` returns ``(loss, parts)``: in stage 1, ``loss`` is the sum of
     the ``k`` blocks' independent losses (their parameters are disjoint, so each block gets the
     gradient of its own loss) and ``parts`` holds them; in stage 2 ``parts`` is ``loss`` alone.
+    ``lam`` may be a tensor (a captured step's input): ``terms`` then says which of TF and AR the
+    step computes (by default those with a weight, ``(lam > 0, lam < 1)``).
     """
 
     def __init__(self, raptor: Raptor, groups: TokenGroups,
@@ -88,19 +90,20 @@ class Objective(nn.Module):
         self.stage1_weights = list(stage1_weights)
         self.stage2_weights = stage2_weights
 
-    def forward(self, traj: torch.Tensor, stage: int, lam: float
-                ) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, traj: torch.Tensor, stage: int, lam: float | torch.Tensor,
+                terms: tuple[bool, bool] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         if stage == 2:
             loss = autoregressive_loss(self.raptor, traj, 0, self.raptor.depth, self.groups,
                                        self.stage2_weights)
             return loss, loss.detach()[None]
+        tf, ar = terms if terms is not None else (lam > 0, lam < 1)
         parts = []
         for block, (start, stop), w in zip(self.raptor.blocks, self.raptor.partition,
                                           self.stage1_weights):
             loss = traj.new_zeros(())
-            if lam > 0:
+            if tf:
                 loss = loss + lam * teacher_forced_loss(block, traj, start, stop, self.groups, w)
-            if lam < 1:
+            if ar:
                 loss = loss + (1 - lam) * autoregressive_loss(self.raptor, traj, start, stop,
                                                               self.groups, w)
             parts.append(loss)

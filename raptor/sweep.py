@@ -43,6 +43,7 @@ from raptor.book.chapters import chapter
 from raptor.book.experiment import DRY_BOOT, planned_record
 from raptor.book.inputs import missing_inputs
 from raptor.book.runner import RunnerError, model_refusals, resolve
+from raptor.book.specs import MODULES
 from raptor.book.spec import Machine
 from raptor.storage.cache import Tensors, entry_name, load_entry, planning
 from raptor.catalog import DatasetNotFoundError, dataset_info, find
@@ -239,6 +240,22 @@ def plan(name: str, profile: str, overrides: Mapping[str, Any] | None = None, *,
                  and entry_name("teacher", key["teacher"]) in asked)
         jobs.append(Job(request, key, _label(request), _flops(request), ready=not waits))
     return jobs, stopped
+
+
+def missing_students(profile: str, chapters: Sequence[str] | None = None
+                     ) -> list[StudentRequest]:
+    """The students the ``chapters`` (default: all) ask for at ``profile`` that the cache lacks,
+    each once, for :mod:`raptor.student_batch`; their teachers must be cached."""
+    found: dict[str, StudentRequest] = {}
+    for name in chapters or MODULES:
+        for job in plan(name, profile)[0]:
+            if job.kind != "student":
+                continue
+            if not job.ready:
+                raise RunnerError(f"chapter {name}: {job.label} waits for its teacher; train "
+                                  "the teachers first (python -m raptor sweep)")
+            found.setdefault(entry_name("student", job.key), job.request)
+    return list(found.values())
 
 
 @contextlib.contextmanager

@@ -31,7 +31,8 @@ from raptor.storage.cache import get_or_build, load_entry
 from raptor.storage.checkpoint import (half_rounded, load_state_checked, load_tensors,
                                        read_state_dict, save_tensors, save_training_state)
 from raptor.config import TeacherConfig, TrainConfig
-from raptor.loop import adamw, batches_from, resolve_device, resume, train
+from raptor.loop import (adamw, batches_from, improves, plateaued, resolve_device, resume, seeded,
+                         train)
 
 CONVERGENCE_TOL = 1e-3  # the relative fall of the validation loss that counts (see patience)
 
@@ -66,13 +67,13 @@ class TeacherBlock(Block):
 
 def build_teacher(cfg: TeacherConfig, seed: int = 0) -> VisionTransformer:
     """A timm ViT with :class:`TeacherBlock` blocks, initialised deterministically from ``seed``."""
-    torch.manual_seed(seed)
     block_fn = partial(TeacherBlock, layer_drop=cfg.p, residual=cfg.residual)
-    return VisionTransformer(
-        img_size=cfg.img_size, patch_size=cfg.patch_size, in_chans=cfg.in_chans,
-        num_classes=cfg.num_classes, embed_dim=cfg.embed_dim, depth=cfg.depth,
-        num_heads=cfg.num_heads, mlp_ratio=cfg.mlp_ratio, reg_tokens=cfg.reg_tokens,
-        init_values=cfg.layerscale, qkv_bias=True, block_fn=block_fn)
+    with seeded(seed):
+        return VisionTransformer(
+            img_size=cfg.img_size, patch_size=cfg.patch_size, in_chans=cfg.in_chans,
+            num_classes=cfg.num_classes, embed_dim=cfg.embed_dim, depth=cfg.depth,
+            num_heads=cfg.num_heads, mlp_ratio=cfg.mlp_ratio, reg_tokens=cfg.reg_tokens,
+            init_values=cfg.layerscale, qkv_bias=True, block_fn=block_fn)
 
 
 def check_timm_name(name: str) -> None:
@@ -163,13 +164,13 @@ def train_classifier(model: nn.Module, train_set: torch.utils.data.Dataset,
         if done % cfg.eval_every == 0 or done == cfg.steps:
             record["val"].append({"step": done, **evaluate(model, val_set)})
             if cfg.patience is not None and \
-                    record["val"][-1]["loss"] < record["best"]["loss"] * (1 - CONVERGENCE_TOL):
+                    improves(record["val"][-1]["loss"], record["best"]["loss"], CONVERGENCE_TOL):
                 record["best"] = {"step": done, "loss": record["val"][-1]["loss"]}
                 best.update({k: v.clone() for k, v in model.state_dict().items()})
 
     def stale() -> bool:
-        return cfg.patience is not None and sum(
-            v["step"] > record["best"]["step"] for v in record["val"]) >= cfg.patience
+        return cfg.patience is not None and plateaued(record["val"], record["best"]["step"],
+                                                      cfg.patience)
 
     def checkpoint(done: int) -> None:
         record["seconds"] = time.perf_counter() - t0

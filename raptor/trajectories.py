@@ -46,13 +46,18 @@ class TrajectoryModel(Protocol):
     def head(self, tokens: torch.Tensor) -> torch.Tensor: ...
 
 
+_MEMBERS = ("teacher", "depth", "embed", "forward_from", "final_norm", "head")
+
+
 def trajectory_model(model: nn.Module) -> TrajectoryModel:
     """``model`` as a :class:`TrajectoryModel`: a timm ViT through :class:`ViTTeacher`, an
     implementation (e.g. a Raptor) as it is."""
     if isinstance(model, VisionTransformer):
         return ViTTeacher(model)
-    if isinstance(model, TrajectoryModel):
-        return model
+    # hasattr, not isinstance(model, TrajectoryModel): from Python 3.12 a runtime protocol looks
+    # its members up statically, and an nn.Module keeps its submodule ``teacher`` out of sight.
+    if all(hasattr(model, name) for name in _MEMBERS):
+        return model  # type: ignore[return-value]
     raise TypeError(f"model must be a timm VisionTransformer or a Raptor (a TrajectoryModel), "
                     f"got {type(model).__name__}")
 

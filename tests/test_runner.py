@@ -10,6 +10,7 @@ import dataclasses
 import importlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -28,6 +29,7 @@ from raptor.book import runner, specs
 from raptor.book.runner import (BOOK, RunnerError, notebook_parameters, output_path, parse_value,
                                 resolve, run)
 from raptor.book.spec import parameters_cell, require
+from raptor.storage.manifest import PACKED, read_manifest
 import raptor.__main__ as cli
 
 
@@ -148,6 +150,28 @@ def test_a_bad_parameter_fails_fast_before_any_kernel_starts(book: Path,
         run("cpu", ["toy", "ghost"], build=False, book=book)
     assert time.perf_counter() - start < 1.0
     assert files(book.parent) == before
+
+
+@pytest.mark.timed
+def test_a_tier_file_listed_but_missing_is_refused_before_any_kernel_starts(
+        book: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_kernel(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a kernel was started")
+
+    monkeypatch.setattr(papermill, "execute_notebook", no_kernel)
+    tier = tmp_path / "tier"
+    shutil.copytree(Path(__file__).parents[1] / "artifacts", tier)
+    used = next(iter(read_manifest(tier)))  # a file the book's chapters read
+    (tier / (used + PACKED)).unlink()
+    monkeypatch.setenv("RAPTOR_ARTIFACTS", str(tier))
+    start = time.perf_counter()
+    with pytest.raises(RunnerError) as info:
+        run("cpu", ["toy"], build=False, book=book)
+    assert time.perf_counter() - start < 1.0
+    assert f"{tier / (used + PACKED)} is listed in {tier / 'manifest.json'} but missing: " \
+           "restore it (git checkout -- artifacts/)" in str(info.value)
+    monkeypatch.setenv("RAPTOR_RETRAIN_MISSING", "1")  # --retrain-missing: no refusal
+    assert runner.refusals({}, "cpu", book=book) == []
 
 
 def test_output_path(book: Path) -> None:

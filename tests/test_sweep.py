@@ -21,7 +21,8 @@ from raptor.storage.cache import entry_name, entry_path, planning
 from raptor import atlas, atlas_design
 from raptor.gpu_cost import gpu_throughput
 from raptor.job_options import Options
-from raptor.sweep import Job, atlas_sweep, cost, describe, plan, sweep, train_job
+from raptor.sweep import (Job, atlas_sweep, cost, describe, missing_students, plan, sweep,
+                          train_job)
 from raptor.teachers import (TeacherConfig, TeacherRequest, TrainConfig, get_teacher, teacher_key,
                              teacher_snapshot)
 from raptor.train import DistillConfig, StudentRequest, get_student, student_key
@@ -204,6 +205,18 @@ def test_a_dry_plan_asks_for_the_trainings_a_real_plan_asks_for(fresh_cache: Pat
                             if j.kind == "teacher"]
         assert sorted((j.flops, j.ready) for j in real if j.kind == "student") == sorted(
             (j.flops, j.ready) for j in dry if j.kind == "student")
+
+
+def test_missing_students_wait_for_their_teachers_then_are_the_plans_students(
+        fresh_cache: Path) -> None:
+    with pytest.raises(RunnerError, match="waits for its teacher; train the teachers first"):
+        missing_students("smoke", ["raptor"])
+    for job in plan("raptor", "smoke")[0]:  # the teachers only
+        if job.kind == "teacher":
+            train_job(job, None)
+    wanted = [j.request for j in plan("raptor", "smoke")[0]]
+    assert missing_students("smoke", ["raptor"]) == wanted and wanted
+    assert all(isinstance(r, StudentRequest) for r in wanted)
 
 
 def test_a_chapters_cost_is_its_dry_plan_from_an_empty_cache(fresh_cache: Path) -> None:

@@ -20,8 +20,9 @@ from raptor.config import tf_lambda
 from raptor.losses import (Objective, autoregressive_loss, present_weights, teacher_forced_loss,
                            token_mse)
 from raptor.model import Raptor
-from raptor.teachers import TeacherConfig, build_teacher
-from raptor.train import DistillConfig, distill, get_student, student_key
+from raptor.student_batch import distil_all
+from raptor.teachers import TeacherConfig, TeacherRequest, build_teacher
+from raptor.train import DistillConfig, StudentRequest, distill, get_student, student_key
 from raptor.trajectories import TokenGroups, trajectory
 
 TINY = TeacherConfig(depth=4, embed_dim=32, num_heads=4, patch_size=4, img_size=16, in_chans=1,
@@ -371,3 +372,91 @@ def test_a_rebuilt_teacher_invalidates_its_students(tmp_path: Path,
     assert all(torch.equal(v, rebuilt[k]) for k, v in teachers_seen[0].state_dict().items())
     assert not all(torch.equal(v, weights(second)[k]) for k, v in weights(first).items())
     assert len(list((tmp_path / "student").glob("*.safetensors"))) == 2
+
+
+# ---------------------------------------------------------------- the convergence criterion
+
+
+def test_a_stage_stops_on_its_plateau_and_keeps_its_best_weights() -> None:
+    """At a learning rate too small to move the loss by 1%, each stage stops ``patience``
+    evaluations after its first one (stage 1 not before the TF → AR anneal ends, at step 5 of
+    20), keeps the weights of that evaluation, and records why it stopped."""
+    cfg = DistillConfig(**{**FAST, "stage1_steps": 20, "stage2_steps": 20, "lr": 1e-9,
+                           "min_lr": 0.0, "val_limit": 4, "eval_every": 2, "patience": 2})
+    raptor, rec = distill(teacher(), dataset(), cfg, val_set=dataset(4), progress=False)
+    s1, s2 = rec["stage1"], rec["stage2"]
+    assert s1["best"]["step"] == 2 and s1["stopped"] == 6 and s1["converged"]
+    assert s2["best"]["step"] == 2 and s2["stopped"] == 6 and s2["converged"]
+    assert [v["step"] for v in s1["val"]] == [2, 4, 6] and len(s1["loss"]) == 6
+    groups = TokenGroups.from_model(teacher())
+    traj = trajectory(teacher(), dataset(4).tensors[0])
+    with torch.no_grad():
+        val = Objective(raptor, groups, [None, cfg.stage1_weights], cfg.stage2_weights)(traj, 2, 0.0)
+    assert float(val[0]) == pytest.approx(s2["best"]["loss"], rel=1e-5)
+
+
+def test_a_falling_loss_runs_to_the_cap_and_says_so() -> None:
+    cfg = DistillConfig(**{**FAST, "stage1_steps": 12, "stage2_steps": 12, "lr": 3e-3,
+                           "val_limit": 4, "eval_every": 2, "patience": 3})
+    _, rec = distill(teacher(), dataset(), cfg, val_set=dataset(4), progress=False)
+    for stage in ("stage1", "stage2"):
+        curve = [v["loss"] for v in rec[stage]["val"]]
+        if rec[stage]["stopped"] == 12:  # the cap: the last patience window still improved
+            assert not rec[stage]["converged"]
+            assert min(curve[-3:]) < min(curve[:-3]) * (1 - raptor.train.DISTILL_TOL)
+
+
+def test_validation_needs_its_held_out_images() -> None:
+    cfg = DistillConfig(**{**FAST, "val_limit": 4, "patience": 2})
+    with pytest.raises(ValueError, match="val_set must hold cfg.val_limit=4"):
+        distill(teacher(), dataset(), cfg, progress=False)
+    with pytest.raises(ValueError, match="patience needs held-out images"):
+        DistillConfig(**{**FAST, "patience": 2})
+
+
+def test_a_student_without_validation_keeps_its_stored_key() -> None:
+    key = student_key(TINY, None, 0, DistillConfig(**FAST), None)["distill"]
+    assert not {"val_limit", "eval_every", "patience"} & set(key)
+    key = student_key(TINY, None, 0, DistillConfig(**FAST, val_limit=4, patience=2), None)
+    assert key["distill"]["patience"] == 2
+
+
+def test_held_out_images_are_outside_the_training_subset() -> None:
+    full = TensorDataset(torch.arange(100), torch.arange(100) % 10)
+    train = raptor.data.subset(full, 60, 0, targets=(torch.arange(100) % 10).tolist())
+    held = raptor.data.held_out(train, 30, seed=1)
+    assert len(held) == 30 and not set(held.indices) & set(train.indices)
+    assert held.indices == raptor.data.held_out(train, 30, seed=1).indices
+    assert held.indices != raptor.data.held_out(train, 30, seed=2).indices
+    with pytest.raises(ValueError, match="val_limit=41 exceeds the 40 training images outside"):
+        raptor.data.held_out(train, 41, seed=1)
+    with pytest.raises(ValueError, match="held-out images need a training subset"):
+        raptor.data.held_out(full, 1, seed=1)
+
+
+def test_students_distilled_side_by_side_in_threads_equal_those_distilled_alone(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three students in three threads (raptor.student_batch) are bit-identical to each distilled
+    alone: seeding and data order do not race between threads."""
+    monkeypatch.setattr(raptor.data, "get_datasets", lambda *a, **k: (dataset(), dataset(4)))
+    cfgs = [DistillConfig(**{**FAST, "seed": s}) for s in (0, 1, 2)]
+    alone = [distill(teacher(), dataset(), cfg, progress=False)[1]["stage2"]["loss"]
+             for cfg in cfgs]
+    monkeypatch.setenv("RAPTOR_CACHE", str(tmp_path))
+    requests = [StudentRequest(TeacherRequest(TINY, None, 0, "cpu"), cfg) for cfg in cfgs]
+    rows = distil_all(requests, threads=3, deadline=float("inf"), device="cpu", capture=False,
+                      out=lambda line: None)
+    assert [r["status"] for r in rows] == ["done"] * 3
+    together = [get_student(TINY, None, 0, cfg)[1]["stage2"]["loss"] for cfg in cfgs]
+    assert together == alone
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
+def test_captured_steps_match_eager_ones_on_a_gpu() -> None:
+    cfg = DistillConfig(**{**FAST, "stage1_steps": 12, "stage2_steps": 6, "device": "cuda",
+                           "val_limit": 4, "eval_every": 3})
+    eager = distill(teacher(), dataset(), cfg, val_set=dataset(4), progress=False)[1]
+    captured = distill(teacher(), dataset(), cfg, val_set=dataset(4), capture=True,
+                       progress=False)[1]
+    for stage in ("stage1", "stage2"):
+        np.testing.assert_allclose(captured[stage]["loss"], eager[stage]["loss"], rtol=1e-4)

@@ -30,7 +30,7 @@ from raptor.book.specs import MODULES, ChapterError, spec_for, spec_module
 from raptor.book.inputs import missing_inputs, unwritable
 from raptor.book.spec import SpecError, fields_of, from_parameters, notebook_values
 from raptor.storage.build_log import builds_reported
-from raptor.storage.manifest import ArtifactError, artifacts_root, read_manifest
+from raptor.storage.manifest import ArtifactError, artifacts_root, missing_files, retrain_missing
 
 BOOK = Path(__file__).resolve().parents[2] / "book"
 BOOK_PROFILE = "cpu"
@@ -96,13 +96,14 @@ def refusals(specs: Mapping[str, Any], profile: str, *, book: Path = BOOK,
              update_book: bool = False, out: Path | None = None) -> list[str]:
     """Everything that would stop the run of these chapters (name -> resolved spec) after work
     had begun: inputs not there (:func:`~raptor.book.inputs.missing_inputs`), folders it cannot
-    write, an artifact tier whose manifest cannot be read; only when none of these, which need no
+    write, an artifact tier whose manifest cannot be read or lists a file the disk lacks (unless
+    ``--retrain-missing``); only when none of these, which need no
     torch, is found, a pretrained model that does not fit its weights (:func:`model_refusals`)."""
     problems = []
     root = artifacts_root()
     try:
-        if root is not None:
-            read_manifest(root)
+        if root is not None and not retrain_missing():
+            problems += missing_files(root)
     except ArtifactError as err:
         problems.append(str(err))
     for name, spec in specs.items():

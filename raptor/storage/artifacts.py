@@ -31,11 +31,10 @@ from safetensors.torch import load, save
 
 from raptor.storage.checkpoint import (NARROWED, CheckpointError, atomic_write, metadata, narrowed,
                                        tensors_from_bytes)
-from raptor.storage.manifest import (MANIFEST, ArtifactError, artifacts_root, cache_root,
-                                     read_manifest, retrain_missing)
+from raptor.storage.manifest import (MANIFEST, PACKED, ArtifactError, artifacts_root, cache_root,
+                                     missing_file, read_manifest, retrain_missing)
 
 MAX_BYTES = 64_000_000  # the tier in all, manifest included: 64 MB
-PACKED = ".xz"  # a tier file is its cache name plus this suffix
 
 
 def sha256(path: Path) -> str:
@@ -74,9 +73,7 @@ def tier_entry(name: str, config: Mapping[str, Any]
     try:
         if not (root / (name + PACKED)).is_file():
             if name in read_manifest(root):
-                raise ArtifactError(f"{root / (name + PACKED)} is listed in {root / MANIFEST} "
-                                    "but missing: restore it (git checkout -- artifacts/), or "
-                                    "retrain it with --retrain-missing")
+                raise ArtifactError(missing_file(root, name))
             return None
         return _load(root, name, config)
     except ArtifactError as err:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 MANIFEST = "manifest.json"
+PACKED = ".xz"  # a tier file is its cache entry's name and this suffix
 RETRAIN_MISSING = "RAPTOR_RETRAIN_MISSING"  # set: retrain a listed tier file that is missing
 
 
@@ -42,6 +43,19 @@ def read_manifest(root: Path) -> dict[str, dict[str, Any]]:
     except (ValueError, KeyError, TypeError) as err:
         raise ArtifactError(f"{path} is not a valid manifest ({type(err).__name__}: {err}); "
                             "restore it (git checkout -- artifacts/)") from None
+
+
+def missing_files(root: Path) -> list[str]:
+    """One line each for the files the tier's manifest lists but the disk lacks, naming the file
+    and the fix: checked before a run begins (a chapter would otherwise fail inside its kernel)."""
+    return [missing_file(root, name) for name in read_manifest(root)
+            if not (root / (name + PACKED)).is_file()]
+
+
+def missing_file(root: Path, name: str) -> str:
+    """Why the tier's entry ``name`` cannot be read, and the fix."""
+    return (f"{root / (name + PACKED)} is listed in {root / MANIFEST} but missing: restore it "
+            "(git checkout -- artifacts/), or retrain it with --retrain-missing")
 
 
 def retrain_missing() -> bool:
