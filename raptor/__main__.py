@@ -5,7 +5,8 @@
 cells, measured and stored in ``results/atlas``),
 ``python -m raptor analyze --model NAME --weights FILE --images DIR|DATASET [...]`` (the chapter
 *Your own ViT* on any timm ViT), ``python -m raptor build``,
-``python -m raptor compare EXPECTED ACTUAL`` and ``python -m raptor artifacts export|verify``."""
+``python -m raptor compare EXPECTED ACTUAL``, ``python -m raptor findings`` (the README's table
+of what the book found, from the stored claims) and ``python -m raptor artifacts export|verify``."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from types import ModuleType
 
 from raptor import atlas_design
 from raptor.book.compare import REPRODUCE_ATOL, REPRODUCE_RTOL, compare
+from raptor.book.findings import FindingsError, with_findings
 from raptor.book.runner import BOOK, RunnerError, build_book, parse_value, run
 from raptor.book.specs import MODULES, PROFILES
 from raptor.config import check_device
@@ -117,6 +119,10 @@ def main(argv: list[str] | None = None) -> int:
     p_job.add_argument("jobfile", type=Path)
     p_job.add_argument("--data-root")
     sub.add_parser("build", help="jupyter-book build book/ (no execution)")
+    p_find = sub.add_parser("findings", help="rewrite the README's table of what the book found "
+                            "from the stored claims")
+    p_find.add_argument("--readme", type=Path, default=BOOK.parent / "README.md")
+    p_find.add_argument("--claims", type=Path, default=BOOK / "claims")
     p_art = sub.add_parser("artifacts", help="fill or check the artifact tier (artifacts/)")
     p_art.add_argument("action", choices=["export", "verify", "compare"])
     p_art.add_argument("--log", type=Path, help="export: the $RAPTOR_CACHE_LOG of a book run")
@@ -129,6 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "build":
             build_book()
+        elif args.command == "findings":
+            args.readme.write_text(with_findings(args.readme.read_text(), args.claims))
+            print(f"{args.readme}: the findings table written from {args.claims}")
         elif args.command == "artifacts":
             return _artifacts(args)
         elif args.command == "job":
@@ -157,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             run(args.profile, args.chapters, _overrides(args.p), build=not args.no_build,
                 update_book=args.update_book, out=args.out)
-    except (RunnerError, ArtifactError, FileNotFoundError) as err:
+    except (RunnerError, ArtifactError, FindingsError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     return 0

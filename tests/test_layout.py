@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import ast
 import graphlib
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from raptor.book.findings import BEGIN, END, FindingsError, with_findings
 
 PACKAGE = Path(__file__).resolve().parents[1] / "raptor"
 COMMANDS = {"raptor.__main__", "raptor.sweep", "raptor.job_options"}
@@ -106,3 +109,41 @@ def test_every_module_imports_alone() -> None:
                                     "raptor.dinov2.pipeline", "raptor.phases"])
 def test_layers_are_where_the_readme_says(module: str) -> None:
     assert module in MODULES
+
+
+# --- the documents a newcomer reads (issue 46) ---------------------------------------------------
+
+ROOT = PACKAGE.parent
+FIRST_SCREEN = 24  # lines
+
+
+@pytest.mark.parametrize(("name", "limit"), [("README.md", 10_000), ("BENCHMARKS.md", 12_000)])
+def test_the_documents_stay_short(name: str, limit: int) -> None:
+    assert len((ROOT / name).read_bytes()) < limit
+
+
+def test_the_readme_shows_the_two_commands_in_its_first_screen() -> None:
+    first = "\n".join((ROOT / "README.md").read_text().splitlines()[:FIRST_SCREEN])
+    assert "make book" in first and "make test" in first
+
+
+def test_the_readme_findings_are_the_stored_claims() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert with_findings(readme, ROOT / "book" / "claims") == readme, \
+        "the README's findings differ from book/claims: run `python -m raptor findings`"
+
+
+def test_the_findings_table_is_written_from_the_claims_and_nothing_else(tmp_path: Path) -> None:
+    claims = [{"id": "C10", "chapter": "b", "claim": "x | y", "verdict": "holds"},
+              {"id": "C2", "chapter": "a", "claim": "z", "verdict": "does not hold"}]
+    (tmp_path / "a.json").write_text(json.dumps(claims))
+    readme = f"# t\n{BEGIN}\n| stale | row |\n{END}\ntail\n"
+    written = with_findings(readme, tmp_path)
+    assert written == (f"# t\n{BEGIN}\n| claim | chapter | the paper says | the book finds |\n"
+                       f"|---|---|---|---|\n| C2 | a | z | does not hold |\n"
+                       f"| C10 | b | x / y | holds |\n{END}\ntail\n")
+    assert with_findings(written, tmp_path) == written
+    with pytest.raises(FindingsError, match="markers|one line"):
+        with_findings("# no table\n", tmp_path)
+    with pytest.raises(FindingsError, match="no claims"):
+        with_findings(readme, tmp_path / "empty")
