@@ -22,7 +22,7 @@ from raptor import atlas_design
 from raptor.book.compare import REPRODUCE_ATOL, REPRODUCE_RTOL, compare
 from raptor.book.findings import FindingsError, with_findings
 from raptor.book.runner import BOOK, RunnerError, build_book, parse_value, run
-from raptor.book.specs import MODULES, PROFILES
+from raptor.book.specs import MODULES, PROFILES, toc
 from raptor.config import check_device
 from raptor.job_options import EXECUTORS, Options
 from raptor.storage.manifest import MANIFEST, RETRAIN_MISSING, ArtifactError, read_manifest
@@ -118,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     p_job.add_argument("kind", choices=["teacher", "student"])
     p_job.add_argument("jobfile", type=Path)
     p_job.add_argument("--data-root")
-    sub.add_parser("build", help="jupyter-book build book/ (no execution)")
+    sub.add_parser("build", help="write book/_toc.yml from the chapters' registry, then "
+                   "jupyter-book build book/ (no execution)")
     p_find = sub.add_parser("findings", help="rewrite the README's table of what the book found "
                             "from the stored claims")
     p_find.add_argument("--readme", type=Path, default=BOOK.parent / "README.md")
@@ -134,6 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ[RETRAIN_MISSING] = "1"
     try:
         if args.command == "build":
+            (BOOK / "_toc.yml").write_text(toc())
             build_book()
         elif args.command == "findings":
             args.readme.write_text(with_findings(args.readme.read_text(), args.claims))

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from raptor.book.findings import BEGIN, END, FindingsError, with_findings
+from raptor.book import specs
 
 PACKAGE = Path(__file__).resolve().parents[1] / "raptor"
 COMMANDS = {"raptor.__main__", "raptor.sweep", "raptor.job_options"}
@@ -147,3 +148,23 @@ def test_the_findings_table_is_written_from_the_claims_and_nothing_else(tmp_path
         with_findings("# no table\n", tmp_path)
     with pytest.raises(FindingsError, match="no claims"):
         with_findings(readme, tmp_path / "empty")
+
+
+# --- a chapter registered once -------------------------------------------------------------------
+
+
+def test_the_table_of_contents_is_written_from_the_chapters_registry() -> None:
+    assert (ROOT / "book" / "_toc.yml").read_text() == specs.toc(), \
+        "book/_toc.yml differs from raptor.book.specs.MODULES: run `python -m raptor build`"
+    registered = {specs.spec_module(name).NOTEBOOK for name in specs.MODULES}
+    on_disk = {str(p.relative_to(ROOT / "book")) for p in (ROOT / "book").rglob("*.ipynb")
+               if "_build" not in p.parts and ".ipynb_checkpoints" not in p.parts}
+    assert registered == on_disk, "a notebook in book/ that is not a registered chapter, or back"
+
+
+def test_a_chapter_registered_is_in_the_table_of_contents(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(specs.MODULES, "extra", "raptor")  # a second registration of one module
+    assert specs.toc().count("      - file: chapters/raptor\n") == 2
+    monkeypatch.delitem(specs.MODULES, "extra")
+    monkeypatch.delitem(specs.MODULES, "dynamics")
+    assert "chapters/dynamics" not in specs.toc() and "chapters/scaling" in specs.toc()

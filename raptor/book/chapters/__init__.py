@@ -1,9 +1,19 @@
-"""The book's chapters, one module each: a ``Spec``, ``compute``, figures and ``claims``.
+"""The book's chapters, one module each. What a chapter provides (its contract):
 
-Every chapter module holds, from its spec module (:mod:`raptor.book.specs`), ``NAME`` (its name
-on the command line), ``NOTEBOOK``, ``Spec``, ``SMOKE`` and ``PAPER``, and defines a ``Result``
-dataclass, ``compute(spec) -> Result`` and ``claims(result) -> list[Claim]``; one whose claims
-run significance tests lists their levels in ``ALPHAS`` (the claims page quotes them).
+- a spec module ``raptor/book/specs/<module>.py``, importing no torch: ``NAME`` (its name on the
+  command line), ``NOTEBOOK`` (its notebook, relative to ``book/``), a frozen ``Spec`` whose
+  defaults are the ``cpu`` profile and whose fields check their own values, and ``SMOKE`` and
+  ``PAPER`` as ``dataclasses.replace`` of it; a spec that names a pretrained ViT adds
+  ``require_model()``;
+- its one registration, ``name: module`` in :data:`raptor.book.specs.MODULES` (book order; the
+  table of contents is written from it: :func:`raptor.book.specs.toc`);
+- this package's module ``<module>.py``, re-exporting the spec module's names and defining a
+  ``Result`` dataclass, ``compute(spec) -> Result`` (all the work; no notebook needed) and
+  ``claims(result) -> list[Claim]``; one whose claims run significance tests lists their levels in
+  ``ALPHAS`` (the claims page quotes them);
+- the notebook ``book/<NOTEBOOK>``: a ``parameters`` cell, ``compute`` on the spec
+  (:func:`notebook_spec`), its figures and its claims table, executed and committed with outputs;
+  its claims are written to ``book/claims/<name>.json``.
 """
 
 from __future__ import annotations
