@@ -11,7 +11,6 @@ of what the book found, from the stored claims) and ``python -m raptor artifacts
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import shutil
 import sys
@@ -29,13 +28,18 @@ from raptor.storage.manifest import MANIFEST, RETRAIN_MISSING, ArtifactError, re
 
 # The commands that train, measure or pack models import these (torch and the science) when one
 # of them is chosen, so that ``run``, ``build`` and ``compare`` check their input, and refuse bad
-# input, at the interpreter's start (issue 26). Everything else here imports no torch.
-SWEEP, ARTIFACTS = "raptor.sweep", "raptor.storage.artifacts"
+# input, at the interpreter's start (issue 26). Everything else here imports no torch; these two
+# function-level imports are listed, with this reason, in tests/test_layout.py.
+def _sweep() -> ModuleType:
+    """:mod:`raptor.sweep`, imported now."""
+    from raptor import sweep
+    return sweep
 
 
-def _loaded(module: str) -> ModuleType:
-    """``module`` (:data:`SWEEP` or :data:`ARTIFACTS`), imported now."""
-    return importlib.import_module(module)
+def _tier() -> ModuleType:
+    """:mod:`raptor.storage.artifacts`, imported now."""
+    from raptor.storage import artifacts
+    return artifacts
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -143,14 +147,14 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "artifacts":
             return _artifacts(args)
         elif args.command == "job":
-            print(_loaded(SWEEP).rank_job(args.kind, args.jobfile, args.data_root))
+            print(_sweep().rank_job(args.kind, args.jobfile, args.data_root))
         elif args.command == "compare":
             wide = dict(rtol=REPRODUCE_RTOL, atol=REPRODUCE_ATOL) if args.retrained else {}
             problems = compare(args.expected, args.actual, args.chapters, **wide)
             print("\n".join(problems) or f"{args.actual} matches {args.expected}")
             return 1 if problems else 0
         elif args.command == "sweep":
-            _loaded(SWEEP).sweep(args.chapter, args.profile, _overrides(args.p), _options(args),
+            _sweep().sweep(args.chapter, args.profile, _overrides(args.p), _options(args),
                                  dry_run=args.dry_run)
         elif args.command == "analyze":
             return _analyze(args)
@@ -158,11 +162,11 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 cells = ([atlas_design.Cell.from_name(n) for n in args.cells] if args.cells
                          else atlas_design.stage1() if args.stage == 1
-                         else _loaded(SWEEP).atlas_stage2(args.results))
+                         else _sweep().atlas_stage2(args.results))
                 check_device(args.device)
             except ValueError as err:
                 raise RunnerError(str(err)) from None
-            _loaded(SWEEP).atlas_sweep(cells, _options(args), folder=args.results,
+            _sweep().atlas_sweep(cells, _options(args), folder=args.results,
                                        data_root=args.data_root, device=args.device,
                                        dry_run=args.dry_run)
         else:
@@ -251,13 +255,13 @@ def _options(args: argparse.Namespace) -> Options:
 
 def _artifacts(args: argparse.Namespace) -> int:
     if args.action == "verify":
-        print(f"{_loaded(ARTIFACTS).verify(args.root)} artifacts match {args.root / MANIFEST}")
+        print(f"{_tier().verify(args.root)} artifacts match {args.root / MANIFEST}")
         return 0
     if args.action == "compare":
         return _compare_retrained(args.root, args.cache)
     if args.log is None or not args.log.is_file():
         raise ArtifactError("export needs --log FILE: the $RAPTOR_CACHE_LOG written by a book run")
-    manifest = _loaded(ARTIFACTS).export(args.log.read_text().split(), args.root)
+    manifest = _tier().export(args.log.read_text().split(), args.root)
     print(f"exported {len(manifest['entries'])} artifacts, "
           f"{manifest['total_bytes'] / 1e6:.1f} MB, to {args.root}")
     return 0
@@ -267,7 +271,7 @@ def _compare_retrained(root: Path, cache: Path | None) -> int:
     if cache is None or not cache.is_dir():
         raise ArtifactError(f"compare needs --cache DIR: a cache retrained from scratch, got "
                             f"{cache}")
-    rows, unmatched = _loaded(ARTIFACTS).compare_retrained(root, cache)
+    rows, unmatched = _tier().compare_retrained(root, cache)
     if not rows:
         raise ArtifactError(f"{cache} holds none of the {len(read_manifest(root))} entries of "
                             f"{root}")
