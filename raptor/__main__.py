@@ -42,7 +42,8 @@ def _tier() -> ModuleType:
     return artifacts
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
+    """The command line's parser: one subcommand each."""
     parser = argparse.ArgumentParser(prog="python -m raptor",
                                      description="Execute the Raptor companion's chapters.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -134,7 +135,11 @@ def main(argv: list[str] | None = None) -> int:
     p_art.add_argument("--root", type=Path, default=Path("artifacts"))
     p_art.add_argument("--cache", type=Path,
                        help="compare: a cache retrained from scratch (make reproduce)")
-    args = parser.parse_args(_shield_negative_values(sys.argv[1:] if argv is None else argv))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(_shield_negative_values(sys.argv[1:] if argv is None else argv))
     if getattr(args, "retrain_missing", False):  # read by the kernels and jobs this one starts
         os.environ[RETRAIN_MISSING] = "1"
     try:
@@ -155,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1 if problems else 0
         elif args.command == "sweep":
             _sweep().sweep(args.chapter, args.profile, _overrides(args.p), _options(args),
-                                 dry_run=args.dry_run)
+                           dry_run=args.dry_run)
         elif args.command == "analyze":
             return _analyze(args)
         elif args.command == "atlas":
@@ -167,8 +172,8 @@ def main(argv: list[str] | None = None) -> int:
             except ValueError as err:
                 raise RunnerError(str(err)) from None
             _sweep().atlas_sweep(cells, _options(args), folder=args.results,
-                                       data_root=args.data_root, device=args.device,
-                                       dry_run=args.dry_run)
+                                 data_root=args.data_root, device=args.device,
+                                 dry_run=args.dry_run)
         else:
             run(args.profile, args.chapters, _overrides(args.p), build=not args.no_build,
                 update_book=args.update_book, out=args.out)

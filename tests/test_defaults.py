@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from raptor.book.chapters import chapter, notebook_spec
-from raptor.book.spec import notebook_values
 from raptor.book.specs import MODULES, PROFILES, spec_for, spec_module
 
 ROOT = Path(__file__).resolve().parents[1]

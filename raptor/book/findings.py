@@ -32,7 +32,8 @@ def findings_table(claims: Path) -> str:
 def with_findings(readme: str, claims: Path) -> str:
     """``readme`` with the text between :data:`BEGIN` and :data:`END` replaced by
     :func:`findings_table` of ``claims``."""
-    if readme.count(BEGIN) != 1 or readme.count(END) != 1 or readme.index(BEGIN) > readme.index(END):
+    if (readme.count(BEGIN), readme.count(END)) != (1, 1) or \
+            readme.index(BEGIN) > readme.index(END):
         raise FindingsError(f"the README needs one line {BEGIN!r} and one {END!r} after it")
     head, rest = readme.split(BEGIN)
     return f"{head}{BEGIN}\n{findings_table(claims)}\n{END}{rest.split(END, 1)[1]}"
