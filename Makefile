@@ -1,7 +1,8 @@
 # Two commands do everything on a fresh machine:
-#   make book   set up, execute every chapter at the default `cpu` profile, build the book
+#   make book   set up, execute every chapter at the default `cpu` profile, build the book, write
+#               the README's table of what it found from its claims
 #   make test   set up, the artifact tier's checksums, then side by side the unit tests (every
-#               chapter at `smoke` included) and the committed book executed again against the
+#               chapter's compute at `smoke` included) and the committed book executed again on the
 #               tier under other CPU kernels (`make nbval`), then the wall-clock bounds alone, the
 #               book build and the built site opened in headless Chromium (`make browser`)
 # For maintainers: `make artifacts` retrains what the cache lacks (the tier is not used), executes
@@ -31,6 +32,7 @@ setup: $(VENV)/.installed
 
 book: setup
 	$(PY) -m raptor run --profile $(PROFILE)
+	$(PY) -m raptor findings
 
 test: setup verify
 	$(MAKE) --no-print-directory test-checks
@@ -45,7 +47,7 @@ test-checks: setup
 	$(MAKE) --no-print-directory nbval-claims
 
 unit: setup
-	$(PY) -m pytest -q -m "not browser and not timed" --ignore=tests/test_paper_shape.py
+	$(PY) -m pytest -q -m "not browser and not timed and not reproduce" --ignore=tests/test_paper_shape.py
 
 # The tests that bound wall-clock time (a bad input refused within a second, a dry run's plan
 # within a minute), alone: beside the checks above, three processes share two cores.
@@ -106,6 +108,7 @@ artifacts: setup
 	$(PY) -m raptor artifacts export --log $(RAPTOR_CACHE)/used.log
 
 reproduce: setup
+	$(PY) -m pytest -q -m reproduce
 	rm -rf runs/reproduce
 	RAPTOR_ARTIFACTS= RAPTOR_CACHE=$(CURDIR)/runs/reproduce/cache $(PY) -m raptor run --profile cpu \
 		--out runs/reproduce --no-build $(foreach c,$(CHAPTERS),--chapter $(c))

@@ -5,12 +5,12 @@
 cells, measured and stored in ``results/atlas``),
 ``python -m raptor analyze --model NAME --weights FILE --images DIR|DATASET [...]`` (the chapter
 *Your own ViT* on any timm ViT), ``python -m raptor build``,
-``python -m raptor compare EXPECTED ACTUAL`` and ``python -m raptor artifacts export|verify``."""
+``python -m raptor compare EXPECTED ACTUAL``, ``python -m raptor findings`` (the README's table
+of what the book found, from the stored claims) and ``python -m raptor artifacts export|verify``."""
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import shutil
 import sys
@@ -19,24 +19,31 @@ from types import ModuleType
 
 from raptor import atlas_design
 from raptor.book.compare import REPRODUCE_ATOL, REPRODUCE_RTOL, compare
+from raptor.book.findings import FindingsError, with_findings
 from raptor.book.runner import BOOK, RunnerError, build_book, parse_value, run
-from raptor.book.specs import MODULES, PROFILES
+from raptor.book.specs import MODULES, PROFILES, toc
 from raptor.config import check_device
 from raptor.job_options import EXECUTORS, Options
 from raptor.storage.manifest import MANIFEST, RETRAIN_MISSING, ArtifactError, read_manifest
 
 # The commands that train, measure or pack models import these (torch and the science) when one
 # of them is chosen, so that ``run``, ``build`` and ``compare`` check their input, and refuse bad
-# input, at the interpreter's start (issue 26). Everything else here imports no torch.
-SWEEP, ARTIFACTS = "raptor.sweep", "raptor.storage.artifacts"
+# input, at the interpreter's start (issue 26). Everything else here imports no torch; these two
+# function-level imports are listed, with this reason, in tests/test_layout.py.
+def _sweep() -> ModuleType:
+    """:mod:`raptor.sweep`, imported now."""
+    from raptor import sweep
+    return sweep
 
 
-def _loaded(module: str) -> ModuleType:
-    """``module`` (:data:`SWEEP` or :data:`ARTIFACTS`), imported now."""
-    return importlib.import_module(module)
+def _tier() -> ModuleType:
+    """:mod:`raptor.storage.artifacts`, imported now."""
+    from raptor.storage import artifacts
+    return artifacts
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
+    """The command line's parser: one subcommand each."""
     parser = argparse.ArgumentParser(prog="python -m raptor",
                                      description="Execute the Raptor companion's chapters.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -116,48 +123,61 @@ def main(argv: list[str] | None = None) -> int:
     p_job.add_argument("kind", choices=["teacher", "student"])
     p_job.add_argument("jobfile", type=Path)
     p_job.add_argument("--data-root")
-    sub.add_parser("build", help="jupyter-book build book/ (no execution)")
+    sub.add_parser("build", help="write book/_toc.yml from the chapters' registry, then "
+                   "jupyter-book build book/ (no execution)")
+    p_find = sub.add_parser("findings", help="rewrite the README's table of what the book found "
+                            "from the stored claims")
+    p_find.add_argument("--readme", type=Path, default=BOOK.parent / "README.md")
+    p_find.add_argument("--claims", type=Path, default=BOOK / "claims")
     p_art = sub.add_parser("artifacts", help="fill or check the artifact tier (artifacts/)")
     p_art.add_argument("action", choices=["export", "verify", "compare"])
     p_art.add_argument("--log", type=Path, help="export: the $RAPTOR_CACHE_LOG of a book run")
     p_art.add_argument("--root", type=Path, default=Path("artifacts"))
     p_art.add_argument("--cache", type=Path,
                        help="compare: a cache retrained from scratch (make reproduce)")
-    args = parser.parse_args(_shield_negative_values(sys.argv[1:] if argv is None else argv))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(_shield_negative_values(sys.argv[1:] if argv is None else argv))
     if getattr(args, "retrain_missing", False):  # read by the kernels and jobs this one starts
         os.environ[RETRAIN_MISSING] = "1"
     try:
         if args.command == "build":
+            (BOOK / "_toc.yml").write_text(toc())
             build_book()
+        elif args.command == "findings":
+            args.readme.write_text(with_findings(args.readme.read_text(), args.claims))
+            print(f"{args.readme}: the findings table written from {args.claims}")
         elif args.command == "artifacts":
             return _artifacts(args)
         elif args.command == "job":
-            print(_loaded(SWEEP).rank_job(args.kind, args.jobfile, args.data_root))
+            print(_sweep().rank_job(args.kind, args.jobfile, args.data_root))
         elif args.command == "compare":
             wide = dict(rtol=REPRODUCE_RTOL, atol=REPRODUCE_ATOL) if args.retrained else {}
             problems = compare(args.expected, args.actual, args.chapters, **wide)
             print("\n".join(problems) or f"{args.actual} matches {args.expected}")
             return 1 if problems else 0
         elif args.command == "sweep":
-            _loaded(SWEEP).sweep(args.chapter, args.profile, _overrides(args.p), _options(args),
-                                 dry_run=args.dry_run)
+            _sweep().sweep(args.chapter, args.profile, _overrides(args.p), _options(args),
+                           dry_run=args.dry_run)
         elif args.command == "analyze":
             return _analyze(args)
         elif args.command == "atlas":
             try:
                 cells = ([atlas_design.Cell.from_name(n) for n in args.cells] if args.cells
                          else atlas_design.stage1() if args.stage == 1
-                         else _loaded(SWEEP).atlas_stage2(args.results))
+                         else _sweep().atlas_stage2(args.results))
                 check_device(args.device)
             except ValueError as err:
                 raise RunnerError(str(err)) from None
-            _loaded(SWEEP).atlas_sweep(cells, _options(args), folder=args.results,
-                                       data_root=args.data_root, device=args.device,
-                                       dry_run=args.dry_run)
+            _sweep().atlas_sweep(cells, _options(args), folder=args.results,
+                                 data_root=args.data_root, device=args.device,
+                                 dry_run=args.dry_run)
         else:
             run(args.profile, args.chapters, _overrides(args.p), build=not args.no_build,
                 update_book=args.update_book, out=args.out)
-    except (RunnerError, ArtifactError, FileNotFoundError) as err:
+    except (RunnerError, ArtifactError, FindingsError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     return 0
@@ -240,13 +260,13 @@ def _options(args: argparse.Namespace) -> Options:
 
 def _artifacts(args: argparse.Namespace) -> int:
     if args.action == "verify":
-        print(f"{_loaded(ARTIFACTS).verify(args.root)} artifacts match {args.root / MANIFEST}")
+        print(f"{_tier().verify(args.root)} artifacts match {args.root / MANIFEST}")
         return 0
     if args.action == "compare":
         return _compare_retrained(args.root, args.cache)
     if args.log is None or not args.log.is_file():
         raise ArtifactError("export needs --log FILE: the $RAPTOR_CACHE_LOG written by a book run")
-    manifest = _loaded(ARTIFACTS).export(args.log.read_text().split(), args.root)
+    manifest = _tier().export(args.log.read_text().split(), args.root)
     print(f"exported {len(manifest['entries'])} artifacts, "
           f"{manifest['total_bytes'] / 1e6:.1f} MB, to {args.root}")
     return 0
@@ -256,7 +276,7 @@ def _compare_retrained(root: Path, cache: Path | None) -> int:
     if cache is None or not cache.is_dir():
         raise ArtifactError(f"compare needs --cache DIR: a cache retrained from scratch, got "
                             f"{cache}")
-    rows, unmatched = _loaded(ARTIFACTS).compare_retrained(root, cache)
+    rows, unmatched = _tier().compare_retrained(root, cache)
     if not rows:
         raise ArtifactError(f"{cache} holds none of the {len(read_manifest(root))} entries of "
                             f"{root}")

@@ -15,7 +15,7 @@ from papermill.translators import translate_parameters
 from raptor.book.chapters import chapter, notebook_spec
 from raptor.book.specs import MODULES, PROFILES
 from raptor.book.runner import RunnerError, notebook_parameters, resolve, run
-from raptor.book.spec import SpecError, parameters
+from raptor.book.spec import parameters
 import raptor.data
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -124,9 +124,12 @@ def test_every_parameter_set_to_its_cpu_value_runs_with_that_value(name: str, pr
 
 
 @pytest.mark.parametrize("name", CHAPTERS)
-def test_a_profile_set_alone_in_a_notebook_is_refused(name: str) -> None:
-    with pytest.raises(SpecError, match="profile 'smoke' was set without its parameters"):
-        notebook_spec(chapter(name), notebook_namespace(name, {"profile": "smoke"}))
+def test_a_profile_set_alone_in_a_notebook_runs_that_profile(name: str) -> None:
+    """The notebook copies no default: its profile's name alone gives the profile's spec."""
+    assert notebook_spec(chapter(name), notebook_namespace(name, {"profile": "smoke"})) == \
+        chapter(name).SMOKE
+    with pytest.raises(ValueError, match="unknown profile 'nope'"):
+        notebook_spec(chapter(name), {"profile": "nope"})
 
 
 @pytest.mark.slow

@@ -6,7 +6,6 @@ other check of a run (:func:`raptor.book.runner.refusals`) and first in the chap
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,9 +25,10 @@ def require_vit(model: str, weights: str, input_size: int | None = None) -> int:
     """The depth of the timm ViT ``model``, after checking, on the meta device and before any
     work, that it is one and that the local file ``weights`` fits it (:class:`SpecError` naming
     the parameter otherwise)."""
-    # loaded here, not at the top: a spec is checked, and refused, without torch and timm
-    analysis = importlib.import_module("raptor.analysis")
-    checkpoint = importlib.import_module("raptor.storage.checkpoint")
+    # imported here, not at the top: a spec is checked, and refused, without torch and timm
+    # (listed, with this reason, in tests/test_layout.py)
+    from raptor import analysis
+    from raptor.storage import checkpoint
     try:
         depth = len(analysis.vit_shape(model, input_size).blocks)
     except ValueError as err:

@@ -6,6 +6,9 @@ science is imported; the chapter's module (:mod:`raptor.book.chapters`) computes
 names a pretrained ViT has ``require_model()``: the check of the model against its weights file,
 which imports torch and timm, so the runner calls it only once every other check of every chapter
 passed (:func:`raptor.book.runner.model_refusals`), and ``compute`` calls it first.
+
+:data:`MODULES` is the one registration of a chapter: the runner, the command line and the book's
+table of contents (``book/_toc.yml``, written by :func:`toc`) all read it.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-# Book order: name -> module (here and in raptor.book.chapters).
+# Book order: name -> module (here and in raptor.book.chapters); book/_toc.yml is written from it.
 MODULES: dict[str, str] = {
     "phase-structure": "phase_structure",
     "atlas": "atlas",
@@ -51,3 +54,20 @@ def spec_for(name: str, profile: str):
         raise ChapterError(f"unknown profile {profile!r}; valid profiles: {', '.join(PROFILES)}")
     mod = spec_module(name)
     return {"smoke": mod.SMOKE, "cpu": mod.Spec(), "paper": mod.PAPER}[profile]
+
+
+def toc() -> str:
+    """``book/_toc.yml``: the paper's page, then every chapter of :data:`MODULES` whose notebook is
+    under ``chapters/`` in book order (numbered), then the pages that gather them (the claims
+    page) and the bibliography."""
+    pages = {name: spec_module(name).NOTEBOOK.removesuffix(".ipynb") for name in MODULES}
+    chapters = [p for p in pages.values() if p.startswith("chapters/")]
+    gathered = [p for p in pages.values() if not p.startswith("chapters/")]
+
+    def part(caption: str, files: list[str], numbered: bool = False) -> list[str]:
+        return [f"  - caption: {caption}", *(["    numbered: true"] if numbered else []),
+                "    chapters:", *(f"      - file: {f}" for f in files)]
+
+    return "\n".join(["format: jb-book", "root: intro", "parts:", *part("The paper", ["paper"]),
+                      *part("Chapters", chapters, numbered=True),
+                      *part("Results and references", [*gathered, "bibliography"])]) + "\n"
