@@ -299,7 +299,7 @@ def _cheapest_tier_teacher():
 RETRAIN_ACC_TOL = 0.02
 
 
-@pytest.mark.slow
+@pytest.mark.reproduce
 def test_a_tier_teacher_retrains_to_its_manifest_metrics(tmp_path, monkeypatch):
     from raptor.storage.cache import entry_name as name_of
     from raptor.teachers import TeacherConfig, TrainConfig, get_teacher, teacher_key

@@ -7,7 +7,6 @@ in a temporary book. Its kernel imports only the claims module, so each executio
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
 import os
 import shutil
@@ -257,20 +256,6 @@ def test_a_smoke_run_writes_under_runs_not_into_the_book(book: Path) -> None:
     assert c5["profile"] == "smoke" and c5["ours"] == "1.50"
 
 
-@pytest.mark.parametrize("name", [n for n in specs.MODULES if n != "toy"])
-def test_every_notebook_parameters_cell_is_its_spec(name: str) -> None:
-    """A notebook run by hand holds ``Spec()`` (the runner injects every parameter over it)."""
-    mod = specs.spec_module(name)
-    (cell,) = [c for c in cells_of(BOOK / mod.NOTEBOOK)
-               if "parameters" in c.metadata.get("tags", [])]
-    ours, theirs = {}, {}
-    exec(parameters_cell(mod.Spec(), claims_dir="claims" if name == "claims" else "../claims"),
-         ours)
-    exec(cell.source, theirs)
-    assert {k: v for k, v in theirs.items() if k != "__builtins__"} == {
-        k: v for k, v in ours.items() if k != "__builtins__"}
-
-
 def test_cli_reports_bad_input_with_exit_code_2(book: Path, capsys: pytest.CaptureFixture
                                                 ) -> None:
     assert cli.main(["run", "--chapter", "toy", "-p", "n", "abc", "--no-build"]) == 2
@@ -296,7 +281,7 @@ def test_a_negative_value_in_scientific_notation_is_a_value(monkeypatch: pytest.
                                                             ) -> None:
     calls = []
     monkeypatch.setattr(cli, "run", lambda *args, **kwargs: calls.append(args))
-    monkeypatch.setattr(importlib.import_module(cli.SWEEP), "sweep",
+    monkeypatch.setattr(cli._sweep(), "sweep",
                         lambda *args, **kwargs: calls.append(args))
     assert cli.main(["run", "-p", "distill_lr", "-1e-3", "-p", "x", "-2", "-p", "name", "-a",
                      "--no-build"]) == 0
