@@ -134,12 +134,20 @@ def aligned(points: Sequence[int], boundaries: Sequence[int], tol: int = 1) -> f
 
 @dataclass(frozen=True)
 class Interval:
-    """An estimate with its ``level`` confidence interval ``[low, high]``."""
+    """An estimate with its ``level`` confidence interval ``[low, high]``; it formats itself:
+    ``f"{iv:+.3f}"`` gives ``+0.867 [+0.863, +0.871]`` (any float format spec, ``%`` included),
+    the only way an interval is written in the book."""
 
     estimate: float
     low: float
     high: float
     level: float
+
+    def __format__(self, spec: str) -> str:
+        return f"{self.estimate:{spec}} [{self.low:{spec}}, {self.high:{spec}}]"
+
+    def __str__(self) -> str:
+        return format(self, ".3g")
 
 
 def _check_level(level: float) -> None:
