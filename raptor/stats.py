@@ -45,6 +45,11 @@ class Correlation:
     level: float
     n: int
 
+    @property
+    def interval(self) -> Interval:
+        """``r`` with its interval, to format (``f"{c.interval:.2f}"``)."""
+        return Interval(self.r, self.low, self.high, self.level)
+
 
 def correlation(x: Sequence[float], y: Sequence[float], *, level: float = 0.95) -> Correlation:
     """Pearson correlation of ``x`` and ``y`` and its ``level`` interval (Fisher's z, exact

@@ -17,7 +17,8 @@ is over images (:func:`of_model`).
 
 **A power check before any verdict.** A part whose interval, at this profile's seeds (or images),
 could not clear its threshold (or fit in its band) even were the truth the paper's value, is *not
-testable at this profile*, with the seeds (or images) it would need. Beside every part that does
+testable at this profile*, with the seeds (or images) it would need, unless its interval settles
+it all the same. Beside every part that does
 not hold, the smallest margin past its threshold that the test detects with 80% power (exact
 noncentral t, ``scipy.stats.nct``; normal for intervals over images).
 
@@ -44,8 +45,8 @@ from raptor.stats import Interval
 TIE = "tie"  # a part's verdict: the two things compared differ by less than the band
 POWER = 0.8  # the power at which the smallest detectable effect is reported
 MAX_UNITS = 10_000  # the most seeds the power check searches for
-POLICY = {"seed": "the unit is the trained model: a t interval over the per-seed estimates",
-          "image": "a claim about one given model: its interval over images"}
+EXACT = "exact"  # the unit of a number read as it is (:func:`exact`)
+SEED_POLICY = "the unit is the trained model: a t interval over the per-seed estimates"
 
 
 @functools.cache
@@ -61,7 +62,7 @@ def _z(level: float) -> float:
 @dataclass(frozen=True)
 class Estimate:
     """A number at the replication level: per-seed estimates (``unit == "seed"``, a t interval
-    over them) or one model's 95% interval over ``n`` images (``unit == "image"``).
+    over them) or one model's 95% interval over ``n`` images (or other units of one model).
     ``pinned``: a fit sat at its bound on some seed, so the number is not estimated."""
 
     value: float
@@ -88,7 +89,7 @@ class Estimate:
         for none up to :data:`MAX_UNITS` seeds, or for one seed, whose spread is unknown."""
         if half <= 0 or (self.unit == "seed" and self.n < 2):
             return None
-        if self.unit == "image":
+        if self.unit != "seed":
             return max(self.n, math.ceil(self.n * (self.half() / half) ** 2))
         return next((n for n in range(2, MAX_UNITS) if self.half(LEVEL, n) < half), None)
 
@@ -96,7 +97,7 @@ class Estimate:
         """The smallest true margin past a threshold that this estimate's 95% interval clears with
         :data:`POWER` (one-sided, the interval's 2.5% side): noncentral t over seeds, normal over
         images; ``inf`` on one seed."""
-        if self.unit == "image":
+        if self.unit != "seed":
             return (_z(LEVEL) + float(st.norm.ppf(POWER))) * self.spread / math.sqrt(self.n)
         if self.n < 2 or self.spread == 0:
             return math.inf if self.n < 2 else 0.0
@@ -118,13 +119,21 @@ def over_seeds(values: Sequence[float], *, pinned: bool = False) -> Estimate:
     return Estimate(float(v.mean()), "seed", len(v), sd, pinned, tuple(map(float, v)))
 
 
-def of_model(iv: Interval, n: int) -> Estimate:
+def exact(value: float) -> Estimate:
+    """A number without sampling error: a count or an extreme over the seeds (e.g. how far the
+    boundaries move across them), read as it is."""
+    return Estimate(float(value), EXACT, 1, 0.0)
+
+
+def of_model(iv: Interval, n: int, unit: str = "image") -> Estimate:
     """An estimate of one given model (no seeds to replicate, e.g. the published DINOv2-B) from
-    its interval over ``n`` images, read as normal: standard error = half-width / z."""
-    if n < 1 or not iv.low <= iv.high or not 0 < iv.level < 1:
-        raise ValueError(f"need n >= 1 and an interval with low <= high, got n={n}, {iv}")
+    its interval over ``n`` units (images, or image subsets), read as normal: standard error =
+    its wider side / z."""
+    if n < 1 or not iv.low <= iv.high or not 0 < iv.level < 1 or unit == "seed":
+        raise ValueError(f"need n >= 1, an interval with low <= high and a unit other than "
+                         f"seeds, got n={n}, {iv}, {unit!r}")
     se = max(iv.high - iv.estimate, iv.estimate - iv.low) / _z(iv.level)
-    return Estimate(iv.estimate, "image", n, se * math.sqrt(n))
+    return Estimate(iv.estimate, unit, n, se * math.sqrt(n))
 
 
 @dataclass(frozen=True)
@@ -221,19 +230,17 @@ def fails_level(m: int) -> float:
 
 
 def part_verdicts(parts: Sequence[Part]) -> list[str]:
-    """Each part's verdict within a claim of ``len(parts)`` parts: not testable first (the power
-    check), then holds on the 95% interval, does not hold (or a tie) at the Bonferroni level,
-    else inconclusive."""
+    """Each part's verdict within a claim of ``len(parts)`` parts: holds on its 95% interval,
+    does not hold (or a tie) on its interval at the Bonferroni level; where neither, not testable
+    if the power check says it could not have held at this profile, else inconclusive. (A
+    significant result stands whatever the power; an unsettled one is told apart from one that
+    could never have settled.)"""
     wide = fails_level(len(parts))
     out = []
     for p in parts:
-        if not p.testable()[0]:
-            out.append(UNTESTABLE)
-        elif p.read(LEVEL) == HOLDS:
-            out.append(HOLDS)
-        else:
-            v = p.read(wide)
-            out.append(v if v in (FAILS, TIE) else INCONCLUSIVE)
+        v = HOLDS if p.read(LEVEL) == HOLDS else p.read(wide)
+        out.append(v if v in (HOLDS, FAILS, TIE) else
+                   INCONCLUSIVE if p.testable()[0] or p.estimate.pinned else UNTESTABLE)
     return out
 
 
@@ -277,12 +284,12 @@ def sentence(parts: Sequence[Part], verdicts: Sequence[str]) -> str:
 def _numbers(p: Part, verdict: str, level: float) -> str:
     e, f = p.estimate, p.fmt
     iv = e.interval(level)
-    shown = f"{e.value:{f}} (one seed)" if e.unit == "seed" and e.n < 2 else f"{iv:{f}}"
+    shown = f"{e.value:{f}}" + " (one seed)" * (e.unit == "seed") if e.n < 2 else f"{iv:{f}}"
     per_seed = (" (per seed " + ", ".join(f"{v:{f}}" for v in e.values) + ")"
                 if e.unit == "seed" and e.n > 1 else "")
     ours = " [ours]" if p.threshold.source.startswith("[ours]") else ""
     text = f"{p.name} {shown}{per_seed} vs {p.relation()}{ours}: {verdict}"
-    if verdict not in (HOLDS, UNTESTABLE) and math.isfinite(e.detectable()):
+    if verdict not in (HOLDS, UNTESTABLE) and 0 < e.detectable() < math.inf:
         text += f"; detects a margin of {e.detectable():{f}} with 80% power"
     return text
 
@@ -291,15 +298,17 @@ def judge(d: Declaration) -> Claim:
     """The claim ``d`` judged: its verdict, sentence and numbers."""
     verdicts = part_verdicts(d.parts)
     verdict = verdict_of(verdicts)
-    also = [v if p.testable()[0] else UNTESTABLE for p, v in
-            zip(d.also, (p.read(LEVEL) for p in d.also))]
+    also = [v if v != INCONCLUSIVE or p.testable()[0] or p.estimate.pinned else UNTESTABLE
+            for p, v in zip(d.also, (p.read(LEVEL) for p in d.also))]
     m = len(d.parts)
     detail = ((d.note + "; " if d.note else "")
               + "; ".join(_numbers(p, v, LEVEL) for p, v in zip(d.parts, verdicts))
               + (f" (95% intervals; a part does not hold only at the {fails_level(m):.2%} level, "
                  f"Bonferroni over {m} parts)" if m > 1 else " (95% interval)")
               + "".join(f"; {policy}" for policy in dict.fromkeys(
-                  POLICY[p.estimate.unit] for p in (*d.parts, *d.also)))
+                  SEED_POLICY if p.estimate.unit == "seed" else "counts are read as they are"
+                  if p.estimate.unit == EXACT else f"one given model: its interval over {p.estimate.unit}s"
+                  for p in (*d.parts, *d.also)))
               + ("; also " + "; ".join(_numbers(p, v, LEVEL) for p, v in zip(d.also, also))
                  if d.also else ""))
     ours = sentence(d.parts, verdicts)
