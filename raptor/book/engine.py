@@ -200,7 +200,7 @@ class Part:
     def relation(self) -> str:
         t, b, f = self.threshold.value, self.band, self.fmt
         if self.side == "inside":
-            return f"within ±{b:{f}} of {t:{f}}"
+            return f"between {t - b:{f}} and {t + b:{f}}"
         return f"{self.side} {t:{f}}" + (f" by more than {b:{f}}" if b else "")
 
 
