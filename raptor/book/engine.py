@@ -45,6 +45,7 @@ from raptor.stats import Interval
 TIE = "tie"  # a part's verdict: the two things compared differ by less than the band
 POWER = 0.8  # the power at which the smallest detectable effect is reported
 MAX_UNITS = 10_000  # the most seeds the power check searches for
+ENGINE = "judged by the claims engine"  # in each engine claim's detail; the claims page reads it
 EXACT = "exact"  # the unit of a number read as it is (:func:`exact`)
 SEED_POLICY = "the unit is the trained model: a t interval over the per-seed estimates"
 
@@ -301,14 +302,15 @@ def judge(d: Declaration) -> Claim:
     also = [v if v != INCONCLUSIVE or p.testable()[0] or p.estimate.pinned else UNTESTABLE
             for p, v in zip(d.also, (p.read(LEVEL) for p in d.also))]
     m = len(d.parts)
+    policies = dict.fromkeys(
+        SEED_POLICY if p.estimate.unit == "seed" else "counts read as they are"
+        if p.estimate.unit == EXACT else f"one given model, its interval over {p.estimate.unit}s"
+        for p in (*d.parts, *d.also))
     detail = ((d.note + "; " if d.note else "")
               + "; ".join(_numbers(p, v, LEVEL) for p, v in zip(d.parts, verdicts))
               + (f" (95% intervals; a part does not hold only at the {fails_level(m):.2%} level, "
                  f"Bonferroni over {m} parts)" if m > 1 else " (95% interval)")
-              + "".join(f"; {policy}" for policy in dict.fromkeys(
-                  SEED_POLICY if p.estimate.unit == "seed" else "counts are read as they are"
-                  if p.estimate.unit == EXACT else f"one given model: its interval over {p.estimate.unit}s"
-                  for p in (*d.parts, *d.also)))
+              + f"; {ENGINE}: " + ", ".join(policies)
               + ("; also " + "; ".join(_numbers(p, v, LEVEL) for p, v in zip(d.also, also))
                  if d.also else ""))
     ours = sentence(d.parts, verdicts)
