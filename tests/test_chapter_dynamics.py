@@ -339,14 +339,15 @@ def test_smoke_result(smoke_result) -> None:
 
 @pytest.mark.slow
 def test_claims_combine_the_seeds(smoke_result) -> None:
-    """With two seeds (the smoke run twice), every claim is judged on each and combined."""
+    """With two seeds (the smoke run twice), C16 is declared over both (the engine) and C17–C24
+    are judged on each and combined."""
     result = smoke_result(chapter.NAME)
     (run,) = result.runs
     twice = chapter.Result(dataclasses.replace(result.spec, seeds=(0, 1)),
                            [run, dataclasses.replace(run, seed=1)])
     single, both = chapter.claims(result), chapter.claims(twice)
     assert [c.verdict for c in both] == [c.verdict for c in single]
-    assert all("per seed: 0 " in c.ours and "seed 1: " in c.detail for c in both)
+    assert all("per seed: 0 " in c.ours and "seed 1: " in c.detail for c in both[1:])
 
 
 @pytest.mark.slow
