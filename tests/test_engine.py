@@ -83,7 +83,7 @@ def test_a_true_effect_holds_and_a_false_one_does_not() -> None:
     c = judge(Declaration("C15", "p", [Part("k=2", high, OURS), Part("k=3", low, OURS)]))
     assert c.verdict == FAILS and c.tests == 2
     assert c.ours.startswith("K=2 is 0.955, above 0.900; but k=3 is 0.830, not above 0.900")
-    assert "detects a margin of" in c.detail and "[ours]" in c.detail
+    assert "80% power to detect a true value" in c.detail and "[ours]" in c.detail
     below = Part("k=2", low, OURS, side="below")
     assert judge(Declaration("C15", "p", [below])).verdict == HOLDS
 
@@ -126,6 +126,9 @@ def test_detectable_effect_has_80_percent_power() -> None:
     cleared = [Part("x", over_seeds(margin + rng.normal(0, 1, 3)), ZERO).read(0.95) == HOLDS
                for _ in range(4000)]
     assert np.mean(cleared) == pytest.approx(0.8, abs=0.02)
+    # one model's interval keeps its shape (a Wilson interval stays inside [0, 1])
+    wilson = of_model(Interval(1.0, 0.912, 1.0, 0.95), 40, "image subset")
+    assert f"{wilson.interval():.0%}" == "100% [91%, 100%]"
     img = of_model(Interval(0.0, -0.02, 0.02, 0.95), 1000)
     assert img.detectable() == pytest.approx((1.959964 + 0.841621) * 0.02 / 1.959964, rel=1e-4)
 

@@ -72,11 +72,17 @@ class Estimate:
     spread: float  # seeds: the sample sd between seeds; images: the standard error x √n
     pinned: bool = False
     values: tuple[float, ...] = ()
+    sides: tuple[float, float] | None = None  # one model's interval: its 95% sides, below/above
 
     def interval(self, level: float = LEVEL) -> Interval:
-        """The estimate's two-sided ``level`` interval (infinite on one seed: no spread)."""
-        return Interval(self.value, self.value - self.half(level), self.value + self.half(level),
-                        level)
+        """The estimate's two-sided ``level`` interval (infinite on one seed: no spread); one
+        model's own interval (:func:`of_model`) keeps its shape, each side scaled by
+        ``z(level) / z(95%)``."""
+        if self.sides is None:
+            below = above = self.half(level)
+        else:
+            below, above = (side * _z(level) / _z(LEVEL) for side in self.sides)
+        return Interval(self.value, self.value - below, self.value + above, level)
 
     def half(self, level: float = LEVEL, n: int | None = None) -> float:
         """The interval's half-width at ``level`` with ``n`` units (default: this one's)."""
@@ -128,13 +134,16 @@ def exact(value: float) -> Estimate:
 
 def of_model(iv: Interval, n: int, unit: str = "image") -> Estimate:
     """An estimate of one given model (no seeds to replicate, e.g. the published DINOv2-B) from
-    its interval over ``n`` units (images, or image subsets), read as normal: standard error =
-    its wider side / z."""
+    its interval over ``n`` units (images, or image subsets): the interval keeps its shape (a
+    Wilson interval stays inside [0, 1]); for the power check its wider side is read as normal,
+    standard error = side / z."""
     if n < 1 or not iv.low <= iv.high or not 0 < iv.level < 1 or unit == "seed":
         raise ValueError(f"need n >= 1, an interval with low <= high and a unit other than "
                          f"seeds, got n={n}, {iv}, {unit!r}")
-    se = max(iv.high - iv.estimate, iv.estimate - iv.low) / _z(iv.level)
-    return Estimate(iv.estimate, unit, n, se * math.sqrt(n))
+    centre = min(max(iv.estimate, iv.low), iv.high)  # a bootstrap's estimate may lie outside
+    r = _z(LEVEL) / _z(iv.level)
+    sides = (r * (centre - iv.low), r * (iv.high - centre))
+    return Estimate(centre, unit, n, max(sides) / _z(LEVEL) * math.sqrt(n), sides=sides)
 
 
 @dataclass(frozen=True)
@@ -290,8 +299,10 @@ def _numbers(p: Part, verdict: str, level: float) -> str:
                 if e.unit == "seed" and e.n > 1 else "")
     ours = " [ours]" if p.threshold.source.startswith("[ours]") else ""
     text = f"{p.name} {shown}{per_seed} vs {p.relation()}{ours}: {verdict}"
-    if verdict not in (HOLDS, UNTESTABLE) and 0 < e.detectable() < math.inf:
-        text += f"; detects a margin of {e.detectable():{f}} with 80% power"
+    if verdict not in (HOLDS, UNTESTABLE) and p.side != "inside" and 0 < e.detectable() < math.inf:
+        edge = p.threshold.value + (p.band if p.side == "above" else -p.band)
+        text += (f"; 80% power to detect a true value {e.detectable():{f}} "
+                 f"{p.side} {edge:{f}}")
     return text
 
 
