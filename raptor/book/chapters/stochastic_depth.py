@@ -139,7 +139,8 @@ def _rises(y: Sequence[float], p: Sequence[float]) -> tuple[Part | None, str]:
     if len(y) < MIN_TEACHERS:
         return None, f"n={len(y)} < {MIN_TEACHERS} teachers"
     c = rank_correlation(y, p, level=1 - ALPHA.value)
-    return part((c.r, c.low, c.high), 0.0), f"ρ={c.interval:.2f} ({100 * c.level:.0f}% CI, n={c.n})"
+    return (part((c.r, c.low, c.high), 0.0),
+            f"ρ={c.interval:.2f} ({100 * c.level:.0f}% CI, n={c.n})")
 
 
 def c5_similarity_rises(p: Sequence[float], similarity: Sequence[float]) -> Claim:
