@@ -6,6 +6,10 @@ paper's number, this run's number and a verdict (:data:`VERDICTS`): ``holds`` / 
 ``inconclusive`` when the number's interval spans the threshold (:func:`versus`), ``not testable
 at this profile``, or ``by construction`` for a property the model has by design, not by
 measurement. Chapters write their claims as JSON next to the book; the claims page gathers them.
+
+A claim is declared once, as data, and judged by :mod:`raptor.book.engine` (seeds the unit of
+replication, a power check before any verdict). The claims not yet declared there are judged per
+seed with :func:`conjoined` and combined by :func:`across_seeds`' binomial vote.
 """
 
 from __future__ import annotations
