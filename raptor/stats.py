@@ -45,6 +45,11 @@ class Correlation:
     level: float
     n: int
 
+    @property
+    def interval(self) -> Interval:
+        """``r`` with its interval, to format (``f"{c.interval:.2f}"``)."""
+        return Interval(self.r, self.low, self.high, self.level)
+
 
 def correlation(x: Sequence[float], y: Sequence[float], *, level: float = 0.95) -> Correlation:
     """Pearson correlation of ``x`` and ``y`` and its ``level`` interval (Fisher's z, exact
@@ -134,12 +139,20 @@ def aligned(points: Sequence[int], boundaries: Sequence[int], tol: int = 1) -> f
 
 @dataclass(frozen=True)
 class Interval:
-    """An estimate with its ``level`` confidence interval ``[low, high]``."""
+    """An estimate with its ``level`` confidence interval ``[low, high]``; it formats itself:
+    ``f"{iv:+.3f}"`` gives ``+0.867 [+0.863, +0.871]`` (any float format spec, ``%`` included),
+    the only way an interval is written in the book."""
 
     estimate: float
     low: float
     high: float
     level: float
+
+    def __format__(self, spec: str) -> str:
+        return f"{self.estimate:{spec}} [{self.low:{spec}}, {self.high:{spec}}]"
+
+    def __str__(self) -> str:
+        return format(self, ".3g")
 
 
 def _check_level(level: float) -> None:

@@ -4,60 +4,37 @@ import numpy as np
 import pytest
 
 from raptor.book.chapters import raptor as chapter
-from raptor.book.claims import BY_CONSTRUCTION, FAILS, HOLDS, INCONCLUSIVE, across_seeds
-from raptor.stats import Interval
+from raptor.book.claims import BY_CONSTRUCTION, FAILS, HOLDS, INCONCLUSIVE, UNTESTABLE
 
 
 # --- claims on synthetic inputs --------------------------------------------------------------
 
-def test_min_cosine_interval_skips_the_shared_embedding() -> None:
+def test_min_cosine_skips_the_shared_embedding() -> None:
     sizes = np.full(10, 50.0)
     rng = np.random.default_rng(0)
     cosine = {"cls": np.array([0.1, 0.95, 0.93]) + rng.normal(0, 0.01, (10, 3)),
               "patches": np.array([0.2, 0.97, 0.99]) + rng.normal(0, 0.01, (10, 3)),
               "registers": np.zeros((10, 3))}
-    iv = chapter.min_cosine_interval(cosine, sizes)
-    assert iv.estimate == pytest.approx(0.93, abs=0.01)  # not layer 0, not registers
-    assert iv.low < iv.estimate < iv.high
+    assert chapter.min_cosine(cosine, sizes) == pytest.approx(0.93, abs=0.01)  # not layer 0
 
 
-def test_c15_cosine_high_on_intervals() -> None:
-    held = chapter.c15_cosine_high({2: Interval(0.917, 0.91, 0.925, 0.95),
-                                    3: Interval(0.956, 0.95, 0.96, 0.95)})
+def test_c15_is_judged_over_seeds() -> None:
+    held = chapter.c15_cosine_high({2: [0.95, 0.955, 0.96], 3: [0.94, 0.945, 0.95]})
     assert held.verdict == HOLDS and held.tests == 2
-    assert held.ours == ("k=2: min cosine 0.917 [0.910, 0.925], k=3: min cosine 0.956 "
-                         "[0.950, 0.960]")
-    assert held.detail.startswith("minimum over layers 1..L of the cls and patch cosine; "
-                                  "threshold 0.9 [ours]; 95% bootstrap")
-    low = {2: Interval(0.95, 0.94, 0.96, 0.95), 3: Interval(0.89, 0.88, 0.895, 0.95)}
-    assert chapter.c15_cosine_high(low).verdict == FAILS
-    spans = {2: Interval(0.905, 0.895, 0.915, 0.95)}
-    assert chapter.c15_cosine_high(spans).verdict == INCONCLUSIVE
-
-
-def test_c15_combines_seeds_by_the_binomial_test() -> None:
-    good, bad = Interval(0.95, 0.94, 0.96, 0.95), Interval(0.85, 0.84, 0.86, 0.95)
-    per_seed = {s: chapter.c15_cosine_high({2: iv}) for s, iv in enumerate((good, bad, good))}
-    # two of three seeds holding is significant (P = 0.0018), one failing is not (P = 0.073)
-    combined = across_seeds(per_seed)
-    assert combined.verdict == HOLDS and combined.tests == 3
-    assert combined.ours.endswith("(per seed: 0 holds, 1 does not hold, 2 holds)")
-
-
-def test_c15_power_at_the_cpu_profile() -> None:
-    """An ideal Raptor (cosine 0.97 at every layer, image noise as measured) holds at the cpu
-    profile's 20 units of 50 images; one that dips to 0.85 at a layer does not."""
-    sizes, rng = np.full(20, 50.0), np.random.default_rng(0)
-
-    def cosine(dip: float) -> dict[str, np.ndarray]:
-        curve = np.r_[0.5, np.full(8, 0.97)]
-        curve[4] = dip
-        return {g: curve + rng.normal(0, 0.01, (20, 9)) for g in ("cls", "patches")}
-
-    ideal = {k: chapter.min_cosine_interval(cosine(0.97), sizes) for k in (2, 3)}
-    assert chapter.c15_cosine_high(ideal).verdict == HOLDS
-    dipped = {k: chapter.min_cosine_interval(cosine(0.85), sizes) for k in (2, 3)}
-    assert chapter.c15_cosine_high(dipped).verdict == FAILS
+    assert held.ours == ("The k=2 Raptor's lowest cosine to its teacher is 0.955, above 0.900; "
+                         "the k=3 Raptor's lowest cosine to its teacher is 0.945, above 0.900")
+    assert held.detail.startswith("minimum over layers 1..L of the cls and patch cosine to the "
+                                  "teacher, one per seed; k=2 0.955 [0.943, 0.967] (per seed "
+                                  "0.950, 0.955, 0.960) vs above 0.900 [ours]: holds")
+    assert chapter.c15_cosine_high({2: [0.95, 0.955, 0.96], 3: [0.85, 0.855, 0.86]}).verdict \
+        == FAILS
+    # the stored cpu seeds of k=2 (0.867 / 0.824 / 0.838): below 0.9 on every seed, but three
+    # seeds spread this much do not show that Raptors trained this way stay below it
+    stored = chapter.c15_cosine_high({2: [0.867, 0.824, 0.838], 3: [0.887, 0.885, 0.871]})
+    assert stored.verdict == INCONCLUSIVE
+    assert "80% power to detect a true value 0.072 above 0.900" in stored.detail
+    one_seed = chapter.c15_cosine_high({2: [0.95]})
+    assert one_seed.verdict == UNTESTABLE and "one seed has no spread" in one_seed.ours
 
 
 def test_c25_shorter_description() -> None:

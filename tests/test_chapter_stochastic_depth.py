@@ -23,11 +23,11 @@ WEAK = [0.74, 0.80, 0.72, 0.79, 0.73, 0.76, 0.81, 0.75, 0.78, 0.82, 0.77, 0.74] 
 
 def test_c5_similarity_rises_both_ways() -> None:
     c = chapter.c5_similarity_rises(P, RISING)
-    assert c.verdict == HOLDS and c.ours == "ρ=0.98, 95% CI [0.91, 1.00] (n=10)"  # ties: ρ < 1
+    assert c.verdict == HOLDS and c.ours == "ρ=0.98 [0.91, 1.00] (95% CI, n=10)"  # ties: ρ < 1
     assert chapter.c5_similarity_rises(P, RISING[::-1]).verdict == FAILS
     # A weak positive trend (ρ = 0.34, n = 12) is no evidence either way; nor is none at all.
     weak = chapter.c5_similarity_rises(P12, WEAK)
-    assert weak.verdict == INCONCLUSIVE and weak.ours == "ρ=0.34, 95% CI [-0.31, 0.77] (n=12)"
+    assert weak.verdict == INCONCLUSIVE and weak.ours == "ρ=0.34 [-0.31, 0.77] (95% CI, n=12)"
     assert chapter.c5_similarity_rises(P, [0.8, 0.7] * 5).verdict == INCONCLUSIVE
     assert chapter.c5_similarity_rises(P[:4], RISING[:4]).verdict == UNTESTABLE
 
@@ -42,7 +42,7 @@ def test_c7_accuracy_rises_only_up_to_0_6() -> None:
     # Accuracy rises up to p = 0.6 and collapses at 0.8: the collapse is outside the claim.
     acc = RISING[:8] + [0.1, 0.1]
     c = chapter.c7_accuracy_rises(P, acc, acc)
-    assert c.verdict == HOLDS and c.ours.endswith("(n=8)")
+    assert c.verdict == HOLDS and c.ours.endswith("(95% CI, n=8)")
     assert c.detail == ("Spearman ρ of accuracy with p over p ≤ 0.6, Fisher-z interval; holds "
                         "only if both rise; a part does not hold only if its 97.50% interval "
                         "lies wholly against it (Bonferroni over 2 parts)")
@@ -60,7 +60,7 @@ BASE, DEV = np.repeat([0.75, 0.8, 0.85, 0.9], 3), np.array([-0.01, 0.0, 0.01] * 
 def test_c8_association_beyond_the_rate_both_ways() -> None:
     c = chapter.c8_similarity_predicts_r2(P12, BASE + DEV, 0.5 * BASE + 0.5 * DEV
                                           + np.array([0, 0.001, -0.001] * 4))
-    assert c.verdict == HOLDS and c.ours.startswith("within p: r=0.98, 95% CI")
+    assert c.verdict == HOLDS and c.ours.startswith("within p: r=0.98 [")
     assert "pooled r=1.00" in c.ours and "partial correlation given p" in c.detail
     against = chapter.c8_similarity_predicts_r2(P12, BASE + DEV, 0.5 * BASE - 0.5 * DEV)
     assert against.verdict == FAILS
@@ -95,11 +95,11 @@ def test_claims_of_the_committed_cpu_run() -> None:
             for i, (p, s, ta, sa, rc, rp) in enumerate(rows)]
     claims = chapter.claims(chapter.Result(chapter.Spec(), runs))
     assert [(c.ours, c.verdict) for c in claims] == [
-        ("ρ=0.98, 95% CI [0.81, 1.00] (n=8)", HOLDS),
-        ("ρ=0.68, 95% CI [-0.14, 0.95] (n=8)", INCONCLUSIVE),  # was "does not hold" at p=0.062
-        (("teacher ρ=-0.88, 95% CI [-0.98, -0.32] (n=8); student ρ=-0.78, 95% CI "
-          "[-0.97, -0.05] (n=8)"), FAILS),
-        (("within p: r=0.69, 95% CI [-0.50, 0.98] (n=8, 4 rates); pooled r=0.80 [0.22, 0.96] "
+        ("ρ=0.98 [0.81, 1.00] (95% CI, n=8)", HOLDS),
+        ("ρ=0.68 [-0.14, 0.95] (95% CI, n=8)", INCONCLUSIVE),  # was "does not hold" at p=0.062
+        (("teacher ρ=-0.88 [-0.98, -0.32] (95% CI, n=8); student ρ=-0.78 "
+          "[-0.97, -0.05] (95% CI, n=8)"), FAILS),
+        (("within p: r=0.69 [-0.50, 0.98] (95% CI, n=8, 4 rates); pooled r=0.80 [0.22, 0.96] "
           "(for reference, confounded by p)"), INCONCLUSIVE)]
     assert [c.tests for c in claims] == [1, 1, 2, 1]  # C7: teacher and student
 

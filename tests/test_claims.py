@@ -348,11 +348,14 @@ def test_claims_page_counts_links_and_folds(tmp_path: Path) -> None:
     assert s["alpha"] == "0.05" and (s["level"], s["side_error"]) == ("95%", "2.5%")
     assert s["n_subtests"] == 6  # sub-tests of the measured verdicts only: 1 + 4 + 1
     assert s["seeds_alpha"] == "0.05" and "n_chance" not in s
-    for said in ("The 5 verdicts rest on 6 sub-tests, each a 95% two-sided interval",
-                 "intersection–union test", "Berger 1982", "at level 1 − 5%/m lies wholly "
-                 "against it (Bonferroni over the parts)", "C2's boundary shift across seeds",
-                 "binomial test at α = 0.05", "share the evaluation images"):
+    for said in ("What the error rate controls: a verdict is about ViTs trained this way",
+                 "The 5 verdicts rest on 6 sub-tests, each a 95% two-sided interval",
+                 "the trained model is the unit", "not testable at this profile, with the seeds "
+                 "or images it would need", "80% power", "intersection–union test",
+                 "Berger 1982", "at level 1 − 5%/m lies wholly against it (Bonferroni over the "
+                 "parts)"):
         assert said in s["error_rates"], said
+    assert s["engine_claims"] == "none" and "binomial" not in s["error_rates"]
 
     html = page.page(result, book=tmp_path).data
     for v in VERDICTS:
@@ -366,6 +369,28 @@ def test_claims_page_counts_links_and_folds(tmp_path: Path) -> None:
     assert html.index("Not yet tested") > html.index("chapters/scaling.html")  # book order
     assert "<b>paper</b> 96%" in html and "<b>ours</b> —" in html
     assert html.count("<b>rests on</b> C1: no phases") == 1  # beside the verdict, not for it
+
+
+def test_claims_page_says_which_claims_the_engine_judges_and_lists_our_thresholds(
+        tmp_path: Path) -> None:
+    from raptor.book.chapters import claims_page as page
+    from raptor.book.engine import Declaration, Part, judge, over_seeds
+    d = tmp_path / "claims"
+    t = Threshold(0.9, "[ours] a planted threshold")
+    voted = across_seeds({s: claim("C17", paper="p", ours="o", holds=True) for s in (0, 1)})
+    report([judge(Declaration("C15", "p", [Part("k=2", over_seeds([0.95, 0.96, 0.97]), t)])),
+            voted], chapter="raptor", profile="cpu", claims_dir=d)
+    result = page.compute(page.Spec(), claims_dir=str(d))
+    s = page.summary(result)
+    assert s["engine_claims"] == "C15"
+    assert "The other claims (C17) still combine their seeds by a binomial test" in \
+        s["error_rates"]
+    ours = page.ours_thresholds()
+    assert "raptor.MIN_COSINE" in ours and "dynamics.ORDER_BAND" in ours
+    assert all(v.source.startswith("[ours]") for v in ours.values())
+    html = page.page(result, book=tmp_path).data
+    assert f"The {len(ours)} thresholds of ours" in html
+    assert "<code>raptor.MIN_COSINE</code> = 0.9: Fig. 14 shows" in html
 
 
 def test_claims_page_names_chapters_by_their_titles(tmp_path: Path) -> None:

@@ -6,6 +6,10 @@ paper's number, this run's number and a verdict (:data:`VERDICTS`): ``holds`` / 
 ``inconclusive`` when the number's interval spans the threshold (:func:`versus`), ``not testable
 at this profile``, or ``by construction`` for a property the model has by design, not by
 measurement. Chapters write their claims as JSON next to the book; the claims page gathers them.
+
+A claim is declared once, as data, and judged by :mod:`raptor.book.engine` (seeds the unit of
+replication, a power check before any verdict). The claims not yet declared there are judged per
+seed with :func:`conjoined` and combined by :func:`across_seeds`' binomial vote.
 """
 
 from __future__ import annotations
@@ -290,18 +294,22 @@ EXCESS_MIN = Threshold(0.01, "[ours] the paper shows blocks by eye (Fig. 1) with
                              "the least a block must stand out from the depth decay to be seen")
 
 
-def resting_on_phases(c: Claim, excess: Mapping[str, PhaseExcess]) -> Claim:
-    """A claim that rests on phases (C2–C4, C21), its verdict as measured, with the evidence for
-    the phases it uses beside it (``rests_on``): whether every cut it uses has block excess above
-    ``EXCESS_MIN`` (C1's test). Where it has not, the cut may be what a smooth decay of
-    similarity with depth gives; the reader weighs the verdict with that, the code does not."""
-    shown = ", ".join(f"{name} {e.excess:+.3f} [{e.low:+.3f}, {e.high:+.3f}]"
+def rests_on_phases(excess: Mapping[str, PhaseExcess]) -> str:
+    """The evidence for the phases a claim uses (C2–C4, C21), shown beside its verdict: whether
+    every cut in ``excess`` has block excess above ``EXCESS_MIN`` (C1's test). Where it has not,
+    the cut may be what a smooth decay of similarity with depth gives; the reader weighs the
+    verdict with that, the code does not."""
+    shown = ", ".join(f"{name} {Interval(e.excess, e.low, e.high, e.level):+.3f}"
                       for name, e in excess.items())
     verdicts = [versus(e.low, e.high, EXCESS_MIN.value) for e in excess.values()]
     strength = "phases shown" if all(v == HOLDS for v in verdicts) else \
         "no phases" if all(v == FAILS for v in verdicts) else "weak phases"
-    return replace(c, rests_on=f"C1: {strength} (block excess {shown}; C1 needs > "
-                               f"{EXCESS_MIN.value})")
+    return f"C1: {strength} (block excess {shown}; C1 needs > {EXCESS_MIN.value})"
+
+
+def resting_on_phases(c: Claim, excess: Mapping[str, PhaseExcess]) -> Claim:
+    """Claim ``c``, its verdict as measured, with :func:`rests_on_phases` beside it."""
+    return replace(c, rests_on=rests_on_phases(excess))
 
 
 def badge(verdict: str, suffix: str = "", label: str | None = None) -> str:

@@ -308,11 +308,10 @@ def share_table(result: Result) -> pd.DataFrame:
 
 
 def seed_claims(run: SeedRun, spec: Spec) -> list[Claim]:
-    """C16–C24 on one seed's teacher (:mod:`~raptor.book.chapters.dynamics_claims`); "late" is
+    """C17–C24 on one seed's teacher (:mod:`~raptor.book.chapters.dynamics_claims`); "late" is
     the last max-cut phase."""
     t, bounds = run.flow["teacher"], list(boundaries(run.partition))
     return [
-        judge.c16_directions_converge(run.convergence_images),
         judge.c17_norms_grow(t.norms),
         judge.c18_class_basins(run.basin_dirs[:, 0], run.basin_dirs[:, 1], run.labels),
         judge.c19_self_correction(run.relative_deviation, run.eps_over_norm,
@@ -328,8 +327,10 @@ def seed_claims(run: SeedRun, spec: Spec) -> list[Claim]:
 
 
 def claims(result: Result) -> list[Claim]:
-    """C16–C24 judged on every seed's teacher (:func:`seed_claims`), the seeds' verdicts combined
-    by :func:`~raptor.book.claims.across_seeds`' binomial test."""
+    """C16 declared over the seeds' teachers (the claims engine); C17–C24 judged on every seed's
+    teacher (:func:`seed_claims`), the seeds' verdicts combined by
+    :func:`~raptor.book.claims.across_seeds`' binomial test (not yet on the engine)."""
     per_seed = [seed_claims(run, result.spec) for run in result.runs]
-    return [across_seeds({run.seed: c for run, c in zip(result.runs, same)})
-            for same in zip(*per_seed)]
+    return [judge.c16_directions_converge([run.convergence_images for run in result.runs]),
+            *(across_seeds({run.seed: c for run, c in zip(result.runs, same)})
+              for same in zip(*per_seed))]

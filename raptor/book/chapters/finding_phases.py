@@ -13,8 +13,8 @@ from matplotlib.transforms import ScaledTranslation
 
 from raptor import paper, phases
 from raptor.book import plotting
-from raptor.book.claims import (EXCESS_MIN, FAILS, HOLDS, Claim, Threshold, conjoined, part,
-                                resting_on_phases, versus)
+from raptor.book.claims import Claim, Threshold, rests_on_phases
+from raptor.book.engine import Declaration, Part, exact, judge, of_model
 from raptor.book.experiment import images_of, pretrained_walk, teacher_of, walk
 from raptor.book.specs.finding_phases import NAME, NOTEBOOK, PAPER, SMOKE, Spec  # noqa: F401
 from raptor.loop import resolve_device
@@ -139,8 +139,9 @@ def paper_partitions() -> pd.DataFrame:
                          "repeats n_j": [phases.partition_to_repeats(p) for p in parts]})
 
 
-MAX_SHIFT = Threshold(1, "[ours] the paper shows boundaries on the visible blocks (Figs. 2–3) "
-                         "without a tolerance; one layer allows a tie between neighbours")
+MAX_SHIFT = Threshold(1.5, "[ours] the paper shows boundaries on the visible blocks (Figs. 2–3) "
+                           "without a tolerance; at most one layer (below 1.5, shifts being whole "
+                           "layers) allows a tie between neighbours")
 STABLE_SHARE = Threshold(0.9, "[ours] a partition is stable when ≥ 90% of image subsets "
                               "reproduce it")
 
@@ -155,33 +156,25 @@ def images_needed(stability: dict[int, dict[int, float]]) -> dict[int, int | Non
 def c2_boundaries_stable(seed_shift: dict[int, int], reproduced: dict[int, float],
                          excess: Mapping[str, PhaseExcess], *, images: int,
                          teacher_seeds: Sequence[int], n_resamples: int) -> Claim:
-    """C2 (App. A.1, Figs. 2–3), all of: per k, boundaries move ≤ ``MAX_SHIFT`` layers across
-    seeds; ``images``-image subsets reproduce the cut in more than ``STABLE_SHARE`` of
-    ``n_resamples`` draws (``reproduced``; Wilson interval); every cut in ``excess`` has block
-    excess above ``EXCESS_MIN``. A cut equal to the stationary null's is allowed: equal true
-    phases give the null's equal-width cut."""
+    """C2 (App. A.1, Figs. 2–3), as the paper states it: the max-cut boundaries are stable. Per k,
+    they move less than ``MAX_SHIFT`` layers across seeds (a count), and ``images``-image subsets
+    reproduce the cut in more than ``STABLE_SHARE`` of ``n_resamples`` draws (``reproduced``;
+    Wilson interval; a stable cut reproduces every time, the paper's effect for the power check).
+    Whether the cuts mark blocks at all is C1's block excess (``excess``), shown under *rests
+    on*, not judged again here."""
     share = {k: wilson(f, n_resamples) for k, f in reproduced.items()}
-    blocks = [versus(e.low, e.high, EXCESS_MIN.value) for e in excess.values()]
-    parts = {**{f"shift k={k}": HOLDS if d <= MAX_SHIFT.value else FAILS
-                for k, d in seed_shift.items()},
-             **{f"share k={k}": part(iv, STABLE_SHARE.value) for k, iv in share.items()},
-             **{f"excess {name}": part((e.excess, e.low, e.high), EXCESS_MIN.value)
-                for name, e in excess.items()}}
-    return conjoined(
-        "C2", parts, paper="max-cut boundaries align with the visible blocks (Figs. 2–3)",
-        ours="boundary shift across seeds " + ", ".join(f"k={k}: {d}" for k, d in
-                                                        seed_shift.items())
-             + f" layer(s); cut at {images} images reproduced in "
-             + ", ".join(f"k={k}: {iv.estimate:.0%} [{iv.low:.0%}, {iv.high:.0%}]"
-                         for k, iv in share.items())
-             + f"; block excess above {EXCESS_MIN.value:g} for {blocks.count(HOLDS)} of "
-               f"{len(blocks)} cuts, below for {blocks.count(FAILS)} (intervals: 'rests on')",
-        detail=f"teacher seeds {list(teacher_seeds)}; {n_resamples} subsets of {images} images "
-               f"per k; holds if at every k boundaries move ≤ {MAX_SHIFT.value:g} layer across "
-               f"seeds, the share of subsets reproducing the cut lies above "
-               f"{STABLE_SHARE.value:g} (95% Wilson interval) and every cut's block excess lies "
-               f"above {EXCESS_MIN.value:g} (95% bootstrap interval); does not hold if any part "
-               "lies wholly on the other side")
+    return judge(Declaration(
+        "C2", paper="max-cut boundaries align with the visible blocks (Figs. 2–3)",
+        parts=[*(Part(f"shift k={k}", exact(d), MAX_SHIFT, side="below", fmt="g",
+                      what=f"the k={k} boundaries' largest move across seeds (layers)")
+                 for k, d in seed_shift.items()),
+               *(Part(f"share k={k}", of_model(iv, n_resamples, "image subset"), STABLE_SHARE,
+                      paper=1.0, fmt=".0%",
+                      what=f"the share of {images}-image subsets reproducing the k={k} cut")
+                 for k, iv in share.items())],
+        rests_on=rests_on_phases(excess),
+        note=f"teacher seeds {list(teacher_seeds)}; {n_resamples} subsets of {images} images per "
+             "k, Wilson intervals"))
 
 
 def claims(result: Result) -> list[Claim]:
@@ -190,7 +183,6 @@ def claims(result: Result) -> list[Claim]:
     last = max(s.image_counts)
     first = [te for te in result.teachers if te.p == s.p_values[0]]
     excess = {f"{te.label}, k={k}": te.excess[k] for te in first for k in s.k_values}
-    c2 = c2_boundaries_stable(
+    return [c2_boundaries_stable(
         result.seed_shift, {k: result.stability[k][last] for k in s.k_values}, excess,
-        images=last, teacher_seeds=s.teacher_seeds, n_resamples=s.n_resamples)
-    return [resting_on_phases(c2, excess)]
+        images=last, teacher_seeds=s.teacher_seeds, n_resamples=s.n_resamples)]

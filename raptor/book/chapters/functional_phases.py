@@ -18,7 +18,7 @@ from raptor import phases
 from raptor.book import plotting
 from raptor.book.chapters import functional_phases_claims as judge
 from raptor.book.chapters.functional_phases_claims import GROUPS, UNIT_IMAGES
-from raptor.book.claims import Claim, across_seeds, resting_on_phases
+from raptor.book.claims import Claim, across_seeds, resting_on_phases, rests_on_phases
 from raptor.book.experiment import Walk, images_of, snapshot_of, student_of, teacher_of, walk
 from raptor.book.specs.functional_phases import NAME, NOTEBOOK, PAPER, SMOKE, Spec  # noqa: F401
 from raptor.loop import resolve_device
@@ -242,15 +242,11 @@ def swaps_figure(result: Result) -> plt.Figure:
 
 
 def _seed_claims(run: SeedRun, spec: Spec, sizes: np.ndarray) -> list[Claim]:
-    """C3, C4, C9, C10 and C11 on one seed's teacher."""
-    units, controls = run.student_units, run.control_units
+    """C4, C9, C10 and C11 on one seed's teacher."""
+    controls = run.control_units
     kept = {kind: {n: judge.retained_interval(u, controls["trained"]["acc"], sizes)
                    for n, u in by_n.items()} for kind, by_n in run.swap_units.items()}
-    c3 = judge.c3_maxcut_beats_random(
-        {k: judge.margin_interval(u, sizes) for k, u in units.items()},
-        counts={k: len(u) - 1 for k, u in units.items()})
     return [
-        resting_on_phases(c3, {f"k={k}": e for k, e in run.excess.items()}),
         resting_on_phases(judge.c4_swaps(kept["intra"], kept["inter"]),
                           {f"k={spec.control_k}": run.excess[spec.control_k]}),
         judge.c9_untrained_easier(controls["untrained"], controls["trained"], sizes),
@@ -262,9 +258,17 @@ def _seed_claims(run: SeedRun, spec: Spec, sizes: np.ndarray) -> list[Claim]:
 
 
 def claims(result: Result) -> list[Claim]:
-    """C3, C4, C9, C10 and C11 on every seed, the seeds' verdicts combined by
-    :func:`~raptor.book.claims.across_seeds`' binomial test; each judged by
-    :mod:`~raptor.book.chapters.functional_phases_claims`."""
-    seeds = [run.seed for run in result.seeds]
-    per_claim = zip(*(_seed_claims(run, result.spec, result.unit_sizes) for run in result.seeds))
-    return [across_seeds(dict(zip(seeds, judged))) for judged in per_claim]
+    """C3 declared over the seeds (the claims engine), C1's excess of every seed's cuts beside
+    it; C4, C9, C10 and C11 on every seed, the seeds' verdicts combined by
+    :func:`~raptor.book.claims.across_seeds`' binomial test (not yet on the engine); each judged
+    by :mod:`~raptor.book.chapters.functional_phases_claims`."""
+    runs, sizes = result.seeds, result.unit_sizes
+    units = runs[0].student_units
+    c3 = judge.c3_maxcut_beats_random(
+        {k: [judge.maxcut_margin(run.student_units[k], sizes) for run in runs] for k in units},
+        counts={k: len(u) - 1 for k, u in units.items()},
+        rests_on=rests_on_phases({f"seed {run.seed}, k={k}": e for run in runs
+                                  for k, e in run.excess.items()}))
+    per_claim = zip(*(_seed_claims(run, result.spec, sizes) for run in runs))
+    return [c3, *(across_seeds({run.seed: c for run, c in zip(runs, judged)})
+                  for judged in per_claim)]

@@ -116,7 +116,7 @@ def sweep_figure(result: Result) -> plt.Figure:
     fig.colorbar(sc, ax=ax_e, label="p")
     assoc = correlation(sweep["mean similarity"], sweep["R²"])
     ax_e.set(xlabel="mean layer–layer similarity", ylabel="mean R²",
-             title=f"(E) r = {assoc.r:.2f} [{assoc.low:.2f}, {assoc.high:.2f}]")
+             title=f"(E) r = {assoc.interval:.2f}")
     plotting.legend_below(fig, axes, ncols=2)
     return fig
 
@@ -139,8 +139,8 @@ def _rises(y: Sequence[float], p: Sequence[float]) -> tuple[Part | None, str]:
     if len(y) < MIN_TEACHERS:
         return None, f"n={len(y)} < {MIN_TEACHERS} teachers"
     c = rank_correlation(y, p, level=1 - ALPHA.value)
-    return part((c.r, c.low, c.high), 0.0), (f"ρ={c.r:.2f}, {100 * c.level:.0f}% CI "
-                                             f"[{c.low:.2f}, {c.high:.2f}] (n={c.n})")
+    return (part((c.r, c.low, c.high), 0.0),
+            f"ρ={c.interval:.2f} ({100 * c.level:.0f}% CI, n={c.n})")
 
 
 def c5_similarity_rises(p: Sequence[float], similarity: Sequence[float]) -> Claim:
@@ -181,8 +181,7 @@ def c8_similarity_predicts_r2(p: Sequence[float], similarity: Sequence[float],
     """C8: similarity and R² correlate positively beyond what the rate p drives in both: the
     partial correlation given p (as a factor), its interval excluding 0."""
     pooled = correlation(similarity, r2, level=CI_LEVEL.value)
-    ref = (f"pooled r={pooled.r:.2f} [{pooled.low:.2f}, {pooled.high:.2f}] (for reference, "
-           "confounded by p)")
+    ref = f"pooled r={pooled.interval:.2f} (for reference, confounded by p)"
     levels = len(set(p))
     paper_says = "similarity strongly associated with R² (Fig. 4E)"
     if len(p) < levels + 3:
@@ -191,8 +190,8 @@ def c8_similarity_predicts_r2(p: Sequence[float], similarity: Sequence[float],
                      detail=f"the correlation within rates needs n ≥ rates + 3 = {levels + 3}")
     a = partial_correlation(similarity, r2, p, level=CI_LEVEL.value)
     return claim("C8", paper=paper_says,
-                 ours=f"within p: r={a.r:.2f}, {100 * a.level:.0f}% CI [{a.low:.2f}, "
-                      f"{a.high:.2f}] (n={a.n}, {levels} rates); {ref}",
+                 ours=f"within p: r={a.interval:.2f} ({100 * a.level:.0f}% CI, n={a.n}, "
+                      f"{levels} rates); {ref}",
                  holds=versus(a.low, a.high, 0.0),
                  detail="Pearson r of the teachers' similarity and R² after removing each rate "
                         "p's mean (partial correlation given p as a factor: p drives both, so "

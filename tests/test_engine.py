@@ -1,0 +1,177 @@
+"""The claims engine on planted cases: power check, seed policy, pinned fits, ties, the text."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from raptor.book.claims import FAILS, HOLDS, INCONCLUSIVE, UNTESTABLE, Threshold, across_seeds, \
+    claim, versus
+from raptor.book.engine import (TIE, Declaration, Part, fails_level, judge, of_model, over_seeds,
+                                part_verdicts)
+from raptor.stats import Interval
+
+OURS = Threshold(0.9, "[ours] a planted threshold for the tests")
+ZERO = Threshold(0.0, "[ours] no difference, for the planted orders")
+
+
+def test_interval_formats_itself() -> None:
+    iv = Interval(0.8671, 0.8634, 0.8712, 0.95)
+    assert f"{iv:.3f}" == "0.867 [0.863, 0.871]"
+    assert f"{iv:+.2f}" == "+0.87 [+0.86, +0.87]"
+    assert f"{Interval(0.5, 0.25, 1.0, 0.95):.0%}" == "50% [25%, 100%]"
+
+
+def test_a_part_whose_interval_cannot_fit_its_band_is_not_testable_with_the_n_it_needs() -> None:
+    # C13's saturation: a paired difference of ±1.5 points at 1,000 images cannot lie within ±1
+    sat = of_model(Interval(0.002, -0.013, 0.017, 0.95), 1000)
+    p = Part("k=3→4", sat, ZERO, side="inside", band=0.01, paper=0.002)
+    ok, need = p.testable()
+    assert not ok
+    # half-width 0.015 scales as 1/√n; it must fall below 0.01 − 0.002 = 0.008
+    assert need == int(np.ceil(1000 * (0.015 / 0.008) ** 2))
+    c = judge(Declaration("C13", "saturates at k=4", [p]))
+    assert c.verdict == UNTESTABLE and f"it needs {need} images" in c.ours
+    # at that n it is testable, and one image fewer it is not
+    wider = of_model(Interval(0.002, -0.013, 0.017, 0.95), 1000)
+    assert wider.half(n=need) < 0.008 <= wider.half(n=need - 1)
+    # seeds: a spread that three seeds cannot bring inside a 0.5 band, with the seeds it needs
+    order = over_seeds([0.1, -0.3, 0.4])
+    q = Part("order", order, ZERO, side="inside", band=0.5)
+    ok, seeds = q.testable()
+    assert not ok and seeds is not None and order.half(n=seeds) < 0.5 <= order.half(n=seeds - 1)
+    # one seed has no spread between seeds: never testable
+    assert judge(Declaration("C15", "p", [Part("k=2", over_seeds([0.95]), OURS)])).verdict \
+        == UNTESTABLE
+
+
+def _simulate(judge_one: Callable[[np.ndarray, float], str], sims: int = 1000, seeds: int = 3,
+              ratio: float = 10.0) -> tuple[float, float]:
+    """P(holds), P(does not hold) of ``judge_one(per-seed estimates, evaluation SE)`` over
+    ``sims`` simulations: a true mean exactly at the threshold, seeds spread ``ratio``× their
+    evaluation error."""
+    rng = np.random.default_rng(43)
+    se, t = 0.002, OURS.value
+    out = [judge_one(t + rng.normal(0, ratio * se, seeds) + rng.normal(0, se, seeds), se)
+           for _ in range(sims)]
+    return out.count(HOLDS) / sims, out.count(FAILS) / sims
+
+
+def test_seeds_spread_10x_their_evaluation_error_at_the_threshold_err_at_most_5_percent() -> None:
+    """Three seeds spread 10× their evaluation error around a mean exactly at the threshold: the
+    claim is false at its boundary, and the engine says holds / does not hold each in ≤ 5% of
+    1,000 simulations (the binomial vote over the seeds' own verdicts: ~38%, the issue's table)."""
+    def engine(values: np.ndarray, se: float) -> str:
+        return judge(Declaration("C15", "p", [Part("k=2", over_seeds(values), OURS)])).verdict
+
+    holds, fails = _simulate(engine)
+    assert holds <= 0.05 and fails <= 0.05
+
+    def vote(values: np.ndarray, se: float) -> str:
+        per_seed = {s: claim("C15", paper="p", ours="o",
+                             holds=versus(v - 1.96 * se, v + 1.96 * se, OURS.value))
+                    for s, v in enumerate(values)}
+        return across_seeds(per_seed).verdict
+
+    old_holds, old_fails = _simulate(vote)
+    assert old_holds > 0.25 and old_fails > 0.25
+
+
+def test_a_true_effect_holds_and_a_false_one_does_not() -> None:
+    high = over_seeds([0.95, 0.96, 0.955])
+    low = over_seeds([0.82, 0.84, 0.83])
+    assert judge(Declaration("C15", "p", [Part("k=2", high, OURS)])).verdict == HOLDS
+    c = judge(Declaration("C15", "p", [Part("k=2", high, OURS), Part("k=3", low, OURS)]))
+    assert c.verdict == FAILS and c.tests == 2
+    assert c.ours.startswith("K=2 is 0.955, above 0.900; but k=3 is 0.830, not above 0.900")
+    assert "80% power to detect a true value" in c.detail and "[ours]" in c.detail
+    below = Part("k=2", low, OURS, side="below")
+    assert judge(Declaration("C15", "p", [below])).verdict == HOLDS
+
+
+def test_a_fit_pinned_at_its_bound_is_inconclusive() -> None:
+    pinned = over_seeds([-12.0, -12.0, -12.0], pinned=True)
+    p = Part("midpoint > 0", pinned, ZERO)  # its interval lies wholly below: it would fail
+    assert p.read(0.95) == INCONCLUSIVE
+    c = judge(Declaration("C16", "p", [p]))
+    assert c.verdict == INCONCLUSIVE and "sits at its fit's bound" in c.ours
+
+
+def test_an_order_inside_its_band_is_a_tie() -> None:
+    # cls reaches 0.9 0.1–0.3 layers before the patches: inside half a layer, a tie
+    gap = over_seeds([-0.15, -0.2, -0.25])
+    p = Part("patches before cls", gap, ZERO, band=0.5)
+    assert p.read(0.95) == TIE and part_verdicts([p]) == [TIE]
+    assert "a tie within ±0.500" in judge(Declaration("C16", "p", [p])).ours
+    # beyond the band either way: holds / does not hold; straddling its edge: inconclusive
+    assert Part("o", over_seeds([1.0, 1.1, 1.2]), ZERO, band=0.5).read(0.95) == HOLDS
+    assert Part("o", over_seeds([-1.0, -1.1, -1.2]), ZERO, band=0.5).read(0.95) == FAILS
+    assert Part("o", over_seeds([0.2, 0.6, 1.0]), ZERO, band=0.5).read(0.95) == INCONCLUSIVE
+
+
+def test_does_not_hold_needs_the_bonferroni_level() -> None:
+    """Three seeds 0.880 / 0.885 / 0.890: the 95% t interval ends at 0.897 < 0.9, the 97.5% one
+    (Bonferroni over two parts) at 0.903: alone it does not hold, in a claim of two inconclusive."""
+    e = over_seeds([0.88, 0.885, 0.89])
+    assert e.interval(0.95).high < OURS.value < e.interval(fails_level(2)).high
+    one, ok = Part("a", e, OURS), Part("b", over_seeds([0.95, 0.96, 0.955]), OURS)
+    assert part_verdicts([one]) == [FAILS]
+    assert part_verdicts([one, ok]) == [INCONCLUSIVE, HOLDS]
+
+
+def test_detectable_effect_has_80_percent_power() -> None:
+    """The margin :meth:`Estimate.detectable` reports is cleared by the 95% t interval of three
+    seeds in 80% of simulations (an independent Monte Carlo oracle)."""
+    e = over_seeds([0.0, 1.0, 2.0])  # sd 1
+    margin, rng = e.detectable(), np.random.default_rng(0)
+    cleared = [Part("x", over_seeds(margin + rng.normal(0, 1, 3)), ZERO).read(0.95) == HOLDS
+               for _ in range(4000)]
+    assert np.mean(cleared) == pytest.approx(0.8, abs=0.02)
+    # one model's interval keeps its shape (a Wilson interval stays inside [0, 1])
+    wilson = of_model(Interval(1.0, 0.912, 1.0, 0.95), 40, "image subset")
+    assert f"{wilson.interval():.0%}" == "100% [91%, 100%]"
+    img = of_model(Interval(0.0, -0.02, 0.02, 0.95), 1000)
+    assert img.detectable() == pytest.approx((1.959964 + 0.841621) * 0.02 / 1.959964, rel=1e-4)
+
+
+def test_also_parts_are_reported_but_do_not_decide() -> None:
+    held = Part("near 1", over_seeds([0.99, 0.985, 0.99]), Threshold(0.8, "[ours] near 1 here"))
+    order = Part("patches before cls", over_seeds([-0.15, -0.2, -0.25]), ZERO, band=0.5)
+    c = judge(Declaration("C16", "p", [held], also=[order]))
+    assert c.verdict == HOLDS and "also patches before cls is -0.200, a tie" in c.ours
+
+
+def test_bad_declarations_are_refused() -> None:
+    e = over_seeds([1.0, 2.0])
+    with pytest.raises(ValueError, match="side must be"):
+        Part("x", e, OURS, side="sideways")
+    with pytest.raises(ValueError, match="side must be"):
+        Part("x", e, OURS, side="inside")
+    with pytest.raises(ValueError, match="distinct parts"):
+        Declaration("C15", "p", [Part("x", e, OURS), Part("x", e, OURS)])
+    with pytest.raises(ValueError, match="distinct parts"):
+        Declaration("C99", "p", [Part("x", e, OURS)])
+    with pytest.raises(ValueError, match="one finite estimate per seed"):
+        over_seeds([])
+    with pytest.raises(ValueError, match="low <= high"):
+        of_model(Interval(0.0, 1.0, -1.0, 0.95), 10)
+
+
+HAND_FORMATTED = re.compile(r"\[\{[^{}]*\}, \{[^{}]*\}\]")
+# Chapters whose claims are not yet declared on the engine; issue 44 owns C1 (phase_structure,
+# atlas) and issue 45 the analyze chapter. The list only shrinks.
+NOT_YET = {"analyze.py", "atlas.py", "phase_structure.py", "dynamics_claims.py",
+           "functional_phases_claims.py"}
+
+
+def test_no_interval_is_formatted_by_hand_in_the_chapters() -> None:
+    """An interval is written only by :class:`~raptor.stats.Interval` itself (``f"{iv:.3f}"``):
+    no ``[{low}, {high}]`` typed in a chapter module."""
+    chapters = Path(__file__).resolve().parents[1] / "raptor" / "book" / "chapters"
+    found = {p.name for p in chapters.glob("*.py") if HAND_FORMATTED.search(p.read_text())}
+    assert found <= NOT_YET, sorted(found - NOT_YET)
+    assert HAND_FORMATTED.search('f"{e.excess:+.3f} [{e.low:+.3f}, {e.high:+.3f}]"')
