@@ -54,6 +54,9 @@ def sentence(profile: str) -> str:
     stages = (f"two stages of {distill.stage1_steps:,} steps"
               if distill.stage1_steps == distill.stage2_steps
               else f"stages of {distill.stage1_steps:,} and {distill.stage2_steps:,} steps")
+    students = _images(distill.dataset, distill.train_limit)
+    if students == _images(train.dataset, train.train_limit):
+        students = "the same images"
     if train.dataset == "cifar100":
         missing = "DINOv2-B runs only where its weights are given (`weights`)"
     else:
@@ -61,6 +64,5 @@ def sentence(profile: str) -> str:
                    "and DINOv2-B ImageNet and its weights: the `paper` profile)")
     return (f"Tested at the `{profile}` profile: ViTs of {t.depth} blocks of width {t.embed_dim}, "
             f"trained from scratch on {_images(train.dataset, train.train_limit)} {until}, and "
-            f"Raptors distilled from them in {stages} on "
-            f"{_images(distill.dataset, distill.train_limit)}; {missing}, so each verdict says "
+            f"Raptors distilled from them in {stages} on {students}; {missing}, so each verdict says "
             "what holds at this scale.")
