@@ -15,6 +15,7 @@ from pathlib import Path
 from docutils import nodes
 from sphinx.util.docutils import SphinxDirective
 
+from raptor.book import scope
 from raptor.book.scope import sentence
 
 PROFILE = re.compile(r"^profile\s*=\s*['\"]([\w-]+)['\"]", re.M)
@@ -41,6 +42,7 @@ class Scope(SphinxDirective):
             raise self.error(f"scope: {source.name} is not a notebook; name the one that gives "
                              "the profile, e.g. ```{scope} claims.ipynb```")
         self.env.note_dependency(str(source))
+        self.env.note_dependency(scope.__file__)  # a changed sentence rebuilds the page
         box = nodes.container(classes=["rc-scope"])
         box += self.parse_text_to_nodes(sentence(notebook_profile(source)))
         return [box]

@@ -42,7 +42,7 @@ def sentence(profile: str) -> str:
     """Profile ``profile``'s scope, one sentence in Markdown: the teachers' depth, width, data and
     training, the students' training, and what the paper ran that this profile does not.
 
-    >>> sentence("cpu").startswith("Tested at the `cpu` profile: ViTs of 12 blocks of width 64")
+    >>> sentence("cpu").startswith("Tested at `cpu`: ViTs of 12 blocks, width 64, trained from")
     True
     """
     if profile not in PROFILES:
@@ -51,18 +51,12 @@ def sentence(profile: str) -> str:
     t, train, distill = spec.teacher, spec.train, spec.distill
     until = ("until their validation loss stopped falling" if train.patience
              else f"for {train.steps:,} steps")
-    stages = (f"two stages of {distill.stage1_steps:,} steps"
-              if distill.stage1_steps == distill.stage2_steps
-              else f"stages of {distill.stage1_steps:,} and {distill.stage2_steps:,} steps")
+    stages = (f"2 × {distill.stage1_steps:,} steps" if distill.stage1_steps == distill.stage2_steps
+              else f"{distill.stage1_steps:,} + {distill.stage2_steps:,} steps")
     students = _images(distill.dataset, distill.train_limit)
-    if students == _images(train.dataset, train.train_limit):
-        students = "the same images"
-    if train.dataset == "cifar100":
-        missing = "DINOv2-B runs only where its weights are given (`weights`)"
-    else:
-        missing = ("the paper's ViT-B/14 on CIFAR-100 and DINOv2-B were not run (they need a GPU, "
-                   "and DINOv2-B ImageNet and its weights: the `paper` profile)")
-    return (f"Tested at the `{profile}` profile: ViTs of {t.depth} blocks of width {t.embed_dim}, "
-            f"trained from scratch on {_images(train.dataset, train.train_limit)} {until}, and "
-            f"Raptors distilled from them in {stages} on {students}; {missing}, so each verdict says "
-            "what holds at this scale.")
+    on = "" if students == _images(train.dataset, train.train_limit) else f" on {students}"
+    missing = ("DINOv2-B runs only where its weights are given" if train.dataset == "cifar100"
+               else "DINOv2-B and CIFAR-100 were not run (they need a GPU)")
+    return (f"Tested at `{profile}`: ViTs of {t.depth} blocks, width {t.embed_dim}, trained from "
+            f"scratch on {_images(train.dataset, train.train_limit)} {until}, Raptors distilled "
+            f"from them in {stages}{on}; {missing}, so each verdict is about this scale.")
