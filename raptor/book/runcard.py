@@ -54,7 +54,7 @@ def profile_settings(name: str, profile: str = "paper") -> HTML:
     cpu = parameters(chapter(name).Spec())
     other = diff(spec_for(name, profile), chapter(name).Spec())
     command = f"python -m raptor run --chapter {name}"
-    lines = [f"{command}   # this page, at the cpu profile"]
+    lines = [f"{command}   # the book's page, at the cpu profile"]
     if other:
         key, value = next(iter(other.items()))
         lines.append(f"{command} -p {key} {shlex.quote(literal(value))}   # one parameter changed")
@@ -63,7 +63,7 @@ def profile_settings(name: str, profile: str = "paper") -> HTML:
                    f"<td>{_shown(other[k]) if k in other else '—'}</td></tr>"
                    for k, v in cpu.items())
     table = (f'<div class="rc-scroll"><table class="rc-params"><thead><tr><th>parameter</th>'
-             f"<th>cpu (this page)</th><th>{escape(profile)}</th></tr></thead><tbody>{rows}"
+             f"<th>cpu (the book)</th><th>{escape(profile)}</th></tr></thead><tbody>{rows}"
              "</tbody></table></div>" if cpu else "<p>This chapter has no parameters.</p>")
     return HTML('<div class="rc rc-rerun"><p class="rc-rerun-title">Re-run this chapter</p>'
                 f"<pre>{escape(chr(10).join(lines))}</pre>{table}"
