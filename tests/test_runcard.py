@@ -17,7 +17,9 @@ def test_run_card_lists_the_run_and_every_parameter() -> None:
                     started=time.perf_counter())
     rows = card["run card"]
     assert rows["profile"] == "smoke"
-    assert rows["parameters"] == ", ".join(f"{k}={literal(v)}" for k, v in parameters(spec).items())
+    assert rows["parameters"] == ", ".join(f"{k}={'unset' if v is None else literal(v)}"
+                                           for k, v in parameters(spec).items())
+    assert "None" not in rows["parameters"] and "data_root=unset" in rows["parameters"]
     assert "p_values=[0.0, 0.2]" in rows["parameters"]  # as the notebook's parameters cell
     assert rows["parameters"].startswith("L=4, D=32, heads=2, patch_size=7, img_size=28, ")
     assert rows["models"] == "a; b" and rows["seeds"] == "0, 1"

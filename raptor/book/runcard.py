@@ -20,6 +20,11 @@ from raptor.book.specs import spec_for
 from raptor.book.spec import diff, literal, parameters
 
 
+def value(v: Any) -> str:
+    """A parameter's value as the page shows it: as ``-p`` takes it, ``None`` as "unset"."""
+    return "unset" if v is None else literal(v)
+
+
 def run_card(spec: Any, *, profile: str, data: str, models: Sequence[str], seeds: Sequence[int],
              started: float) -> pd.DataFrame:
     """A one-column table: profile, parameters, data, models, seeds, wall time and machine.
@@ -30,7 +35,7 @@ def run_card(spec: Any, *, profile: str, data: str, models: Sequence[str], seeds
     threads = torch.get_num_threads()
     rows = {
         "profile": profile,
-        "parameters": ", ".join(f"{k}={literal(v)}" for k, v in parameters(spec).items()),
+        "parameters": ", ".join(f"{k}={value(v)}" for k, v in parameters(spec).items()),
         "data": data,
         "models": "; ".join(models),
         "seeds": ", ".join(map(str, seeds)),
@@ -39,11 +44,6 @@ def run_card(spec: Any, *, profile: str, data: str, models: Sequence[str], seeds
                    f"torch {torch.__version__}, {threads} thread{'s' * (threads != 1)}",
     }
     return pd.DataFrame({"run card": rows})
-
-
-def _shown(value: Any) -> str:
-    """A parameter's value in the table: as ``-p`` takes it, ``None`` as "unset"."""
-    return "unset" if value is None else escape(literal(value))
 
 
 def profile_settings(name: str, profile: str = "paper") -> HTML:
@@ -56,11 +56,11 @@ def profile_settings(name: str, profile: str = "paper") -> HTML:
     command = f"python -m raptor run --chapter {name}"
     lines = [f"{command}   # the book's page, at the cpu profile"]
     if other:
-        key, value = next(iter(other.items()))
-        lines.append(f"{command} -p {key} {shlex.quote(literal(value))}   # one parameter changed")
+        key, changed = next(iter(other.items()))
+        lines.append(f"{command} -p {key} {shlex.quote(literal(changed))}   # one parameter changed")
     lines.append(f"python -m raptor run --profile {profile} --chapter {name}   # the {profile} profile")
-    rows = "".join(f"<tr><td><code>{escape(k)}</code></td><td>{_shown(v)}</td>"
-                   f"<td>{_shown(other[k]) if k in other else '—'}</td></tr>"
+    rows = "".join(f"<tr><td><code>{escape(k)}</code></td><td>{escape(value(v))}</td>"
+                   f"<td>{escape(value(other[k])) if k in other else '—'}</td></tr>"
                    for k, v in cpu.items())
     table = (f'<div class="rc-scroll"><table class="rc-params"><thead><tr><th>parameter</th>'
              f"<th>cpu (the book)</th><th>{escape(profile)}</th></tr></thead><tbody>{rows}"
