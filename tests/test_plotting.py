@@ -249,17 +249,19 @@ def test_save_writes_svg_pdf_and_csv_closes_and_returns_the_sources_line(tmp_pat
     assert [(r["x"], r["y"]) for r in rows] == [("0.0", "1.0"), ("1.0", "0.0"), ("2.0", "1.0")]
     assert not plt.fignum_exists(fig.number)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.csv", "x.pdf", "x.svg"]
-    assert line.data == (f"{{download}}`Data (CSV) <{tmp_path.as_posix()}/x.csv>` · [The "
-                         "paper's Fig. 4B–E](https://arxiv.org/html/2512.19941#S2) (arXiv, §2)")
+    assert line.data == (f"{{download}}`Data (CSV) <{tmp_path.as_posix()}/x.csv>` · The "
+                         "paper's [Fig. 4B–E](https://arxiv.org/html/2512.19941#S2) (arXiv, §2)")
 
 
 @pytest.mark.parametrize("paper, section", [("Fig. 1", 2), ("Figs. 8–12", 4), ("Fig. 14", 3),
                                             ("Table 1", 3)])
 def test_sources_link_the_section_that_shows_the_papers_figure(paper: str, section: int) -> None:
     assert plotting.sources("f.csv", paper).data.endswith(
-        f"[The paper's {paper}](https://arxiv.org/html/2512.19941#S{section}) (arXiv, §{section})")
+        f"The paper's [{paper}](https://arxiv.org/html/2512.19941#S{section}) (arXiv, §{section})")
     assert plotting.sources("f.csv").data == "{download}`Data (CSV) <f.csv>`"
-    assert plotting.sources("f.csv", ("Fig. 4B", "Fig. 14")).data.count("arxiv.org") == 2
+    two = plotting.sources("f.csv", ("Fig. 4B", "Fig. 14")).data
+    assert two.count("arxiv.org") == 2 and two.count("The paper's") == 1
+    assert " (arXiv, §2) and [Fig. 14](" in two
 
 
 @pytest.mark.parametrize("paper", ["Fig. 16", "Table 3", "figure 1", "Fig. 1 and more"])

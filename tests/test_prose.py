@@ -34,7 +34,7 @@ ONE_PLURAL = re.compile(LABEL + r"(?<![\d.,−-])\b1 (?:(?:[a-z-]+ )?(?:are|were
                         r"blocks|layers|models|students|chapters)\b)")
 RAW = re.compile(r"\{[^{}\s][^{}]*\}|\bNone\b|\bnan\b|\bNaN\b")
 NEAR = 6  # words: a phrase said again this soon was said twice by a template
-WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*")
+WORD = re.compile(r"[A-Za-z][A-Za-z_'’-]*")  # gpu_check is one word
 # Words that make a repeated pair of words no fault ("does not … does not" in a list of verdicts).
 FUNCTION = {"a", "an", "the", "of", "in", "on", "at", "to", "for", "by", "with", "and", "or",
             "is", "are", "its", "it", "as", "from", "that", "this", "be", "not", "each", "their",

@@ -144,7 +144,7 @@ def sources(csv_path: str, paper: str | Sequence[str] = ()) -> Markdown:
     to the figure's numbers and, for each figure or table of ``paper`` (``"Fig. 4B–E"``,
     ``"Table 1"``), a link to the section of the paper's HTML on arXiv that shows it
     (:data:`raptor.paper.FIGURE_SECTION`; the floats' own anchors are not known)."""
-    links = [f"{{download}}`Data (CSV) <{csv_path}>`"]
+    links = []
     for name in [paper] if isinstance(paper, str) else paper:
         found = re.fullmatch(r"(Fig|Table)s?\.? ?(\d+)[A-E]?(?:[–-]\d*[A-E]?)?", name)
         sections = paper_text.FIGURE_SECTION if found and found[1] == "Fig" \
@@ -153,9 +153,11 @@ def sources(csv_path: str, paper: str | Sequence[str] = ()) -> Markdown:
             raise ValueError(f"paper must name the paper's figures or tables ('Fig. 1'…"
                              f"'Fig. 15', 'Fig. 4B–E', 'Table 1', 'Table 2'), got {name!r}")
         section = sections[int(found[2])]
-        links.append(f"[The paper's {name}]({paper_text.ARXIV_HTML}#S{section}) "
-                     f"(arXiv, §{section})")
-    return Markdown(" · ".join(links))
+        links.append(f"[{name}]({paper_text.ARXIV_HTML}#S{section}) (arXiv, §{section})")
+    download = f"{{download}}`Data (CSV) <{csv_path}>`"
+    # "The paper's Fig. 4B (…) and Fig. 14 (…)": the paper named once
+    return Markdown(" · ".join([download] + (["The paper's " + " and ".join(links)] if links
+                                             else [])))
 
 
 # --------------------------------------------------------------------------- the data of a figure
