@@ -3,16 +3,20 @@
 Every page of ``book/_build/html`` (built first unless it is newer than every source in ``book/``)
 is served over HTTP and opened: no SEVERE console message, every image loaded, maths typeset by
 MathJax (no raw ``$$``, ``\\(`` or ``\\[`` left in the text), every internal link to an existing
-file and anchor, every claim ID of the claims page linked to an anchor, no stray ``PosixPath(…)``
-output, every claims table followed by a link to its data, every figure's caption linking to its
-data (CSV or JSON), as the result box's copy of a figure does, and at a 420-px-wide viewport no
-horizontal scrolling of the page (a wide table or figure scrolls in its own box), no text past its
-right edge, and no figure text under 8 px as rendered (font sizes read from each SVG, scaled by the
-width it is shown at). Each chapter that tests claims opens with their verdicts and its key
-figure: at 1,280 × 900 px every badge of its result box and the whole figure are in the first
-screen, the figure's text at 8 px or more. Screenshots of each page (desktop first
-screen and phone) go to ``book/_build/screenshots/``. Planted broken sites prove that the checks
-fail. ``make browser`` runs these after ``make build``; elsewhere they skip, saying why.
+file and anchor, every claim ID of the claims page linked to an anchor, no stray output (a
+``PosixPath(…)``, a lone ``_`` or ``None``, an object's repr), no table with pandas' integer
+index, a ``nan`` or ``…`` rows, no glued value in bold, every claims table followed by a link to
+its data, every figure's caption linking to its data (CSV or JSON), as the result box's copy of
+a figure does, and at a 420-px-wide viewport no horizontal scrolling of the page (a wide table
+scrolls in its own box), no text past its right edge, no figure wider than the screen (the box
+figures included: one that scrolls in its box is not legible), and no figure text under 8 px as
+rendered (font sizes read from each SVG, scaled by the width it is shown at). Each chapter that
+tests claims opens with their verdicts and its key figure: at 1,280 × 900 px every badge of its
+result box and the whole figure are in the first screen, the figure's text at 8 px or more; the
+intro, the claims page and every chapter show their scope sentence (``book/_ext/scope.py``)
+wholly in that first screen. Screenshots of each page (desktop first screen and phone) go to
+``book/_build/screenshots/``. Planted broken sites prove that the checks fail. ``make browser``
+runs these after ``make build``; elsewhere they skip, saying why.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import re
 import shutil
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -160,8 +164,27 @@ body.querySelectorAll('pre, code, script, style, mjx-container, .highlight').for
 out.text = body.textContent;
 out.claimLinks = [...document.querySelectorAll('.rc-claim a.rc-id')].map(a => [a.textContent, a.href]);
 out.stray = [...document.querySelectorAll('.cell_output')]
-  .filter(o => /\\b(Posix|Windows)Path\\(/.test(o.textContent))
+  .filter(o => /\\b(Posix|Windows)Path\\(|^\\s*(_|None|\\[\\]|\\(\\))\\s*$|^\\s*<[\\w.]+( object)? at 0x[0-9a-f]+>\\s*$|^\\s*<Figure size [^>]*>\\s*$/
+    .test(o.textContent))
   .map(o => o.textContent.trim().slice(0, 80));
+// the page's scope (book/_ext/scope.py): wholly in the first screen at 1,280 x 900
+out.scope = [...document.querySelectorAll('.rc-scope')].map(e => {
+  const r = e.getBoundingClientRect(); return r.height > 0 && r.top >= 0 && r.bottom <= window.innerHeight; });
+// a table with pandas' integer index (rows 0, 1, 2, ... as header cells), a truncated frame or a nan
+out.tables = [];
+for (const t of document.querySelectorAll('article table, main table')) {
+  const heads = [...t.querySelectorAll('tbody tr')].map(r => r.querySelector('th'));
+  if (heads.length && heads.every((h, i) => h && h.textContent.trim() === String(i)))
+    out.tables.push('a pandas index 0–' + (heads.length - 1));
+  const cells = [...t.querySelectorAll('td, th')].map(c => c.textContent.trim());
+  if (cells.some(c => /^(nan|NaN|None|<NA>|NaT)$/.test(c))) out.tables.push('a nan or None cell');
+  if (cells.some(c => c === '...' || c === '…')) out.tables.push('a truncated table (… rows)');
+}
+// a glued value (myst-nb's .pasted-text) set in bold: glued numbers read as the text around them
+out.bold = [...document.querySelectorAll('.pasted-text')]
+  .filter(e => !e.closest('h1, h2, h3, h4, th, .rc-badge') && e.getBoundingClientRect().height > 0
+          && +getComputedStyle(e).fontWeight >= 600)
+  .map(e => e.textContent.trim().slice(0, 60));
 out.undata = [...document.querySelectorAll('table.rc-table:not(.rc-verdicts)')]
   .filter(t => { const next = (t.closest('.rc-scroll') || t).nextElementSibling;
                  return !(next && next.querySelector('a[href$=".json"], a[href$=".csv"]')); }).length;
@@ -207,13 +230,17 @@ def settle(driver, polls: int = 50) -> None:
 PHONE_CHECK = """
 const tol = arguments[0];
 const el = document.scrollingElement;
-const out = {scroll: el.scrollWidth, inner: window.innerWidth, wide: [], badges: []};
+const out = {scroll: el.scrollWidth, inner: window.innerWidth, wide: [], badges: [], figures: []};
 const skip = 'table, pre, .highlight, .output, .cell_output, mjx-container, .MathJax, .sd-tab-set';
 const text = document.querySelector('article') || document.querySelector('main') || document.body;
 for (const p of text.querySelectorAll('p, li, h1, h2, h3')) {
   if (p.closest(skip) || p.offsetParent === null) continue;
   const r = p.getBoundingClientRect();
   if (r.width && r.right > window.innerWidth + tol) out.wide.push(p.textContent.slice(0, 60));
+}
+for (const i of text.querySelectorAll('img')) {
+  const r = i.getBoundingClientRect();
+  if (r.width && r.right > window.innerWidth + tol) out.figures.push(i.getAttribute('src'));
 }
 for (const b of document.querySelectorAll('.rc-badge')) {
   const r = b.getBoundingClientRect();
@@ -255,10 +282,11 @@ def figure_text(driver, name: str, selector: str, width: int) -> list[str]:
 
 
 def check_site(site: Path, base: str, driver, shots: Path | None = None,
-               boxes: dict[str, int] | None = None) -> list[str]:
+               boxes: dict[str, int] | None = None, scoped: Iterable[str] = ()) -> list[str]:
     """Open every page of ``site`` (served at ``base``) and list what is wrong; ``boxes`` maps a
-    page to the verdict badges its result box must show in its first screen at 1,280 px."""
-    boxes = boxes or {}
+    page to the verdict badges its result box must show in its first screen at 1,280 px;
+    ``scoped`` names the pages whose scope sentence must be wholly in that first screen."""
+    boxes, scoped = boxes or {}, set(scoped)
     problems: list[str] = []
     if shots:
         shutil.rmtree(shots, ignore_errors=True)
@@ -289,7 +317,12 @@ def check_site(site: Path, base: str, driver, shots: Path | None = None,
         for cid, href in seen["claimLinks"]:
             if "#" not in href or not href.startswith(base):
                 problems.append(f"{name}: claim {cid} does not link to an anchor of the book: {href}")
-        problems += [f"{name}: stray output above a figure or table: {t!r}" for t in seen["stray"]]
+        problems += [f"{name}: stray output: {t!r}" for t in seen["stray"]]
+        if name in scoped and not any(seen["scope"]):
+            problems.append(f"{name}: no scope sentence (what was tested, at what scale) wholly in "
+                            f"the first screen at {DESKTOP} px")
+        problems += [f"{name}: table with {t}" for t in seen["tables"]]
+        problems += [f"{name}: a glued value in bold: {t!r}" for t in seen["bold"]]
         if seen["undata"]:
             problems.append(f"{name}: {seen['undata']} claims table(s) without a link to its data")
         problems += [f"{name}: a figure without a link to its data (CSV or JSON): {src}"
@@ -315,6 +348,8 @@ def check_site(site: Path, base: str, driver, shots: Path | None = None,
                             f"(scrollWidth {fit['scroll']} > innerWidth {fit['inner']})")
         problems += [f"{name}: text past the right edge at {PHONE} px: {t!r}" for t in fit["wide"]]
         problems += [f"{name}: verdict off-screen at {PHONE} px: {b!r}" for b in fit["badges"]]
+        problems += [f"{name}: figure wider than the screen at {PHONE} px: {src}"
+                     for src in fit["figures"]]
         problems += figure_text(driver, name, "img", PHONE)
         if shots:
             driver.save_screenshot(str(shots / f"{name.replace('/', '_')[:-5]}-phone.png"))
@@ -340,12 +375,18 @@ def result_boxes() -> dict[str, int]:
     return out
 
 
+def scoped_pages(site: Path) -> list[str]:
+    """The pages that must open with their scope: the intro, the claims page, every chapter."""
+    return ["intro.html", "claims.html",
+            *(p.relative_to(site).as_posix() for p in (site / "chapters").glob("*.html"))]
+
+
 @browser
 def test_every_page_of_the_book_renders_and_links(site: Path, driver, serve) -> None:
     base = serve(site)
     boxes = result_boxes()
     assert len(boxes) >= 7, boxes  # every chapter but the atlas and the analysis tests claims
-    problems = check_site(site, base, driver, shots=SHOTS, boxes=boxes)
+    problems = check_site(site, base, driver, shots=SHOTS, boxes=boxes, scoped=scoped_pages(site))
     assert len(pages(site)) >= 10 and any(SHOTS.glob("claims-phone.png"))
     assert not problems, "\n".join(problems)
 
@@ -401,10 +442,33 @@ def test_a_clean_tiny_site_passes(tmp_path: Path, driver, serve) -> None:
             '<div class="rc-result-figure"><img src="dot.png"><a href="fig.csv">data</a></div>'
             '<div class="rc-scroll" style="overflow-x:auto"><table class="rc-table"><tr>'
             '<td style="min-width:900px">wide, in its own box</td></tr></table></div>'
-            '<p class="rc-data"><a href="data.json">data</a></p>' + FIGURE)
+            '<p class="rc-data"><a href="data.json">data</a></p>'
+            '<figure><img src="dot.png" style="width:100%;max-width:380px"><figcaption>'
+            '<a href="fig.csv">data</a></figcaption></figure>'
+            '<p>Found <strong>C1 <span class="pasted-text" style="font-weight:400">0.42</span>'
+            '</strong>.</p><table><tr><th>profile</th><td>cpu</td></tr></table>')
     site = _tiny_site(tmp_path / "fine", fine)
     (site / "data.json").write_text("[]")
     assert check_site(site, serve(site), driver, boxes={"index.html": 1}) == []
+
+
+SCOPE = '<div class="rc-scope"><p>Tested at the <code>cpu</code> profile: small ViTs.</p></div>'
+
+
+@browser
+@pytest.mark.parametrize("body, expect", [
+    (SCOPE, []),
+    ("", ["index.html: no scope sentence (what was tested, at what scale) wholly in the first "
+          "screen at 1280 px"]),
+    ('<div style="height:1200px"></div>' + SCOPE,
+     ["index.html: no scope sentence (what was tested, at what scale) wholly in the first "
+      "screen at 1280 px"]),
+])
+def test_a_page_without_its_scope_in_the_first_screen_is_caught(tmp_path: Path, driver, serve,
+                                                                 body: str,
+                                                                 expect: list[str]) -> None:
+    site = _tiny_site(tmp_path / "scope", body)
+    assert check_site(site, serve(site), driver, scoped=["index.html"]) == expect
 
 
 @browser
@@ -424,7 +488,22 @@ def test_a_missing_result_box_is_caught(tmp_path: Path, driver, serve) -> None:
     ('<p style="width:900px">too wide</p>', "scrolls horizontally at 420 px"),
     ('<script>console.error("planted")</script>', "console SEVERE: .*planted"),
     ('<div class="cell_output"><pre>PosixPath(\'figures/x.svg\')</pre></div>',
-     "stray output .*PosixPath"),
+     "stray output: .*PosixPath"),
+    ('<div class="cell_output"><pre>_</pre></div>', "stray output: '_'"),
+    ('<div class="cell_output"><pre>&lt;Figure size 750x260 with 3 Axes&gt;</pre></div>',
+     "stray output: '<Figure size"),
+    ('<table><thead><tr><th></th><th>acc</th></tr></thead><tbody><tr><th>0</th><td>0.8</td></tr>'
+     '<tr><th>1</th><td>0.9</td></tr></tbody></table>', "table with a pandas index 0–1"),
+    ('<table><tr><td>val acc</td><td>nan</td></tr></table>', "table with a nan or None cell"),
+    ('<table><tr><td>1</td></tr><tr><td>...</td></tr></table>', r"table with a truncated table"),
+    ('<p>Found <strong><span class="pasted-text">0.42</span></strong>.</p>',
+     "a glued value in bold: '0.42'"),
+    ('<p>Found <span class="pasted-text" style="font-weight:700">0.42</span>.</p>',
+     "a glued value in bold: '0.42'"),
+    (FIGURE, "figure wider than the screen at 420 px: fig.svg"),  # though it scrolls in its box
+    ('<div class="rc-result-figure" style="overflow-x:auto"><img src="dot.png" '
+     'style="width:600px;max-width:none"><a href="fig.csv">data</a></div>',
+     "figure wider than the screen at 420 px: dot.png"),
     ('<table><tr><td style="min-width:900px">a wide table</td></tr></table>',
      "scrolls horizontally at 420 px"),
     ('<table class="rc-table"><tr><td>C1</td></tr></table>', "1 claims table.* without a link"),

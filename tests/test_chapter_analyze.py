@@ -8,6 +8,7 @@ import dataclasses
 import importlib
 import json
 import time
+import types
 from pathlib import Path
 
 import numpy as np
@@ -162,6 +163,24 @@ def test_smoke_result(smoke_result) -> None:
     assert set(chapter.findings(r)) >= {"cuts", "excess", "dinov2b", "raptor"}
     assert chapter.flow_table(r).shape == (3, 7)
     assert [[f.kind for f in fits] for fits in r.fits.values()] == [["max-cut", "random"]] * 2
+
+
+def test_the_page_names_the_model_and_keeps_its_titles_apart(smoke_result) -> None:
+    r = smoke_result("analyze")
+    assert chapter.findings(r)["model"] == chapter.model_name(r.spec)
+    assert chapter.model_name(r.spec).startswith(
+        f"the book's own teacher (a ViT of {r.spec.teacher.depth} blocks of width "
+        f"{r.spec.teacher.embed_dim}")
+    assert "companion" not in chapter.findings(r)["model"]
+    named = types.SimpleNamespace(model="vit_tiny_patch16_224")  # any model but the companion
+    assert chapter.model_name(named) == "vit_tiny_patch16_224"
+    fig = chapter.similarity_figure(r)
+    panels = [ax for ax in fig.axes if ax.get_title()]
+    assert len(panels) == len(r.cuts) + 1  # one per k and the paper's DINOv2-B matrix
+    assert len({round(ax.get_position().x0, 3) for ax in panels}) <= 2  # two panels a row
+    fig.canvas.draw()
+    boxes = [ax.title.get_window_extent() for ax in panels]
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
 
 
 def test_the_flow_is_the_dynamics_functions_on_the_same_images(weights,

@@ -22,6 +22,7 @@ from pathlib import Path
 import matplotlib
 import nbformat
 import numpy as np
+import pandas as pd
 import pytest
 
 from raptor.book import plotting
@@ -248,17 +249,19 @@ def test_save_writes_svg_pdf_and_csv_closes_and_returns_the_sources_line(tmp_pat
     assert [(r["x"], r["y"]) for r in rows] == [("0.0", "1.0"), ("1.0", "0.0"), ("2.0", "1.0")]
     assert not plt.fignum_exists(fig.number)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.csv", "x.pdf", "x.svg"]
-    assert line.data == (f"{{download}}`Data (CSV) <{tmp_path.as_posix()}/x.csv>` · [The "
-                         "paper's Fig. 4B–E](https://arxiv.org/html/2512.19941#S2) (arXiv, §2)")
+    assert line.data == (f"{{download}}`Data (CSV) <{tmp_path.as_posix()}/x.csv>` · The "
+                         "paper's [Fig. 4B–E](https://arxiv.org/html/2512.19941#S2) (arXiv, §2)")
 
 
 @pytest.mark.parametrize("paper, section", [("Fig. 1", 2), ("Figs. 8–12", 4), ("Fig. 14", 3),
                                             ("Table 1", 3)])
 def test_sources_link_the_section_that_shows_the_papers_figure(paper: str, section: int) -> None:
     assert plotting.sources("f.csv", paper).data.endswith(
-        f"[The paper's {paper}](https://arxiv.org/html/2512.19941#S{section}) (arXiv, §{section})")
+        f"The paper's [{paper}](https://arxiv.org/html/2512.19941#S{section}) (arXiv, §{section})")
     assert plotting.sources("f.csv").data == "{download}`Data (CSV) <f.csv>`"
-    assert plotting.sources("f.csv", ("Fig. 4B", "Fig. 14")).data.count("arxiv.org") == 2
+    two = plotting.sources("f.csv", ("Fig. 4B", "Fig. 14")).data
+    assert two.count("arxiv.org") == 2 and two.count("The paper's") == 1
+    assert " (arXiv, §2) and [Fig. 14](" in two
 
 
 @pytest.mark.parametrize("paper", ["Fig. 16", "Table 3", "figure 1", "Fig. 1 and more"])
@@ -498,3 +501,44 @@ def test_figure_data_keeps_a_series_shifted_on_screen_and_leaves_out_axes_decora
     rows = _rows(fig, "line")
     assert [(r["series"], r["x"], r["x_tick"], r["y"]) for r in rows] == \
         [("k=2", "100.0", "", "0.5"), ("k=2", "300.0", "", "0.75")]
+
+
+# --------------------------------------------------------------------------- tables
+
+def test_a_plain_table_has_no_row_numbers_no_nan_and_readable_numbers() -> None:
+    frame = pd.DataFrame({"teacher": ["p=0.0", "untrained"], "val acc": [0.79812, float("nan")],
+                          "params": [599808, 23522304], "flops": [1234.5678, None]})
+    html = plotting.table_html(frame)
+    assert html.startswith('<div class="rc-scroll">')
+    cells = re.findall(r"<t[dh]>(.*?)</t[dh]>", html)
+    assert "nan" not in html.lower() and "None" not in html
+    assert cells == ["teacher", "val acc", "params", "flops",
+                     "p=0.0", "0.7981", "599,808", "1,235", "untrained", "—", "23,522,304", "—"]
+    named = plotting.table_html(frame.set_index("teacher"))  # a named index is the rows' labels
+    assert "<th>p=0.0</th>" in named and "<th>0</th>" not in named
+
+
+def test_a_long_table_shows_every_row() -> None:
+    html = plotting.table_html(pd.DataFrame({"x": range(100)}))
+    assert "…" not in html and "..." not in html and html.count("<tr") == 101
+
+
+def test_a_table_with_its_own_html_keeps_it() -> None:
+    class Own(pd.DataFrame):
+        def _repr_html_(self) -> str:
+            return "<p>own</p>"
+
+    assert plotting.table_html(Own({"x": [1]})) == "<p>own</p>"
+
+
+def test_setup_in_a_notebook_formats_plain_tables(monkeypatch: pytest.MonkeyPatch) -> None:
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    try:
+        monkeypatch.setattr("IPython.get_ipython", lambda: shell)
+        plotting.setup()
+        data, _ = shell.display_formatter.format(pd.DataFrame({"a": [float("nan")]}))
+        assert "—" in data["text/html"] and "<th>0</th>" not in data["text/html"]
+    finally:
+        InteractiveShell.clear_instance()

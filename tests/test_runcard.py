@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import time
+from html import unescape
 
 from raptor.book.chapters import phase_structure
 from raptor.book.runcard import profile_settings, run_card
@@ -15,25 +17,37 @@ def test_run_card_lists_the_run_and_every_parameter() -> None:
                     started=time.perf_counter())
     rows = card["run card"]
     assert rows["profile"] == "smoke"
-    assert rows["parameters"] == ", ".join(f"{k}={literal(v)}" for k, v in parameters(spec).items())
+    assert rows["parameters"] == ", ".join(f"{k}={'unset' if v is None else literal(v)}"
+                                           for k, v in parameters(spec).items())
+    assert "None" not in rows["parameters"] and "data_root=unset" in rows["parameters"]
     assert "p_values=[0.0, 0.2]" in rows["parameters"]  # as the notebook's parameters cell
     assert rows["parameters"].startswith("L=4, D=32, heads=2, patch_size=7, img_size=28, ")
     assert rows["models"] == "a; b" and rows["seeds"] == "0, 1"
     assert rows["wall time"].endswith(" s") and "torch" in rows["machine"]
 
 
-def test_profile_settings_shows_what_the_profile_changes_and_its_command() -> None:
+def test_the_rerun_box_gives_the_commands_every_cpu_value_and_what_the_profile_changes() -> None:
     changed = diff(phase_structure.PAPER, phase_structure.Spec())
     assert {"dataset", "D", "steps", "p_values", "n_images"} <= set(changed)
-    table = profile_settings("phase-structure")["paper profile"]
-    assert list(table.index) == [*changed, "command"]
-    for name, value in changed.items():
-        assert table[name] == literal(value)
-    assert table["command"] == "python -m raptor run --profile paper --chapter phase-structure"
-    smoke = profile_settings("phase-structure", "smoke")["smoke profile"]
-    assert smoke["L"] == "4" and "dataset" not in smoke.index
+    html = profile_settings("phase-structure").data
+    assert "Re-run this chapter" in html and "smoke</code> profile" in html
+    assert "python -m raptor run --chapter phase-structure   #" in html
+    assert "python -m raptor run --profile paper --chapter phase-structure" in html
+    first, value = next(iter(changed.items()))
+    assert f"--chapter phase-structure -p {first} {literal(value)}" in html
+    rows = re.findall(r"<tr><td><code>(\w+)</code></td><td>(.*?)</td><td>(.*?)</td></tr>", html)
+    cpu = parameters(phase_structure.Spec())
+    assert [r[0] for r in rows] == list(cpu)  # every parameter, in the spec's order
+    for name, shown, paper in rows:
+        assert unescape(shown) == ("unset" if cpu[name] is None else literal(cpu[name]))
+        want = changed.get(name)
+        assert unescape(paper) == ("—" if name not in changed else
+                                   "unset" if want is None else literal(want))
+    assert ("train_limit", "5000", "unset") in rows  # the paper profile trains on every image
+    smoke = profile_settings("phase-structure", "smoke").data
+    assert "<td><code>L</code></td><td>12</td><td>4</td>" in smoke
 
 
-def test_profile_settings_notes_a_profile_without_changes() -> None:
-    table = profile_settings("claims")["paper profile"]
-    assert table["note"] == "the paper profile uses the notebook's defaults"
+def test_the_rerun_box_of_a_chapter_without_parameters() -> None:
+    html = profile_settings("claims").data
+    assert "This chapter has no parameters." in html and " -p " not in html

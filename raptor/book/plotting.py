@@ -10,7 +10,7 @@ Conventions every chapter follows (stated once in each caption through :data:`LA
 - **size**: figures at most :data:`WIDTH` wide, so the book shows them at their natural size
   and no text is smaller than :data:`MIN_FONT` points; legends sit outside the data.
 
-Notebooks call :func:`setup` once (SVG output), glue each figure with ``myst_nb.glue`` and
+Notebooks call :func:`setup` once (SVG output; tables as :func:`table_html` shows them), glue each figure with ``myst_nb.glue`` and
 :func:`save` it; ``save`` also writes the figure's numbers as CSV (:func:`figure_data`) and returns
 the caption's last line, glued beside the figure: a link to that CSV and to the paper's figure on
 arXiv (:func:`sources`).
@@ -31,6 +31,7 @@ from typing import Any
 import matplotlib as mpl
 import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
 import seaborn as sns
 from IPython.display import Markdown
 from matplotlib.collections import LineCollection, PathCollection, PolyCollection
@@ -61,15 +62,45 @@ mpl.rcParams.update(STYLE)
 
 
 def setup() -> None:
-    """In a notebook, show figures as SVG (sharp at any zoom), in :data:`STYLE`."""
+    """In a notebook, show figures as SVG (sharp at any zoom), in :data:`STYLE`, and plain
+    tables as :func:`table_html` formats them."""
     mpl.rcParams.update(STYLE)
     try:
         from IPython import get_ipython
         from matplotlib_inline.backend_inline import set_matplotlib_formats
     except ImportError:
         return
-    if get_ipython() is not None:
+    if (shell := get_ipython()) is not None:
         set_matplotlib_formats("svg", metadata={"Date": None})  # no timestamp: stable diffs
+        shell.display_formatter.formatters["text/html"].for_type(pd.DataFrame, table_html)
+
+
+def cell(value: Any) -> str:
+    """A table's value as a reader reads it: a missing one as "—", an integer with thousands
+    separators, a float to 4 significant digits (a large one to the unit)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    if isinstance(value, (bool, np.bool_)):
+        return str(bool(value))
+    if isinstance(value, (int, np.integer)):
+        return f"{int(value):,}"
+    if isinstance(value, (float, np.floating)):
+        return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+    return str(value)
+
+
+def table_html(frame: pd.DataFrame) -> str:
+    """A plain table as the book shows it: every row (none elided), no pandas row numbers (a
+    default integer index is left out; a named one is kept), values as :func:`cell` writes
+    them, scrolling in its own box on a narrow screen. A subclass with its own HTML (a claims
+    table) keeps it."""
+    if type(frame) is not pd.DataFrame:
+        return frame._repr_html_()
+    shown = frame.map(cell)
+    numbered = isinstance(frame.index, pd.RangeIndex) and frame.index.name is None
+    body = shown.to_html(index=not numbered, escape=True, border=0,
+                         max_rows=None, max_cols=None)
+    return f'<div class="rc-scroll">{body}</div>'
 
 
 def figure(nrows: int = 1, ncols: int = 1, *, width: float = WIDTH, height: float | None = None,
@@ -113,7 +144,7 @@ def sources(csv_path: str, paper: str | Sequence[str] = ()) -> Markdown:
     to the figure's numbers and, for each figure or table of ``paper`` (``"Fig. 4B–E"``,
     ``"Table 1"``), a link to the section of the paper's HTML on arXiv that shows it
     (:data:`raptor.paper.FIGURE_SECTION`; the floats' own anchors are not known)."""
-    links = [f"{{download}}`Data (CSV) <{csv_path}>`"]
+    links = []
     for name in [paper] if isinstance(paper, str) else paper:
         found = re.fullmatch(r"(Fig|Table)s?\.? ?(\d+)[A-E]?(?:[–-]\d*[A-E]?)?", name)
         sections = paper_text.FIGURE_SECTION if found and found[1] == "Fig" \
@@ -122,9 +153,11 @@ def sources(csv_path: str, paper: str | Sequence[str] = ()) -> Markdown:
             raise ValueError(f"paper must name the paper's figures or tables ('Fig. 1'…"
                              f"'Fig. 15', 'Fig. 4B–E', 'Table 1', 'Table 2'), got {name!r}")
         section = sections[int(found[2])]
-        links.append(f"[The paper's {name}]({paper_text.ARXIV_HTML}#S{section}) "
-                     f"(arXiv, §{section})")
-    return Markdown(" · ".join(links))
+        links.append(f"[{name}]({paper_text.ARXIV_HTML}#S{section}) (arXiv, §{section})")
+    download = f"{{download}}`Data (CSV) <{csv_path}>`"
+    # "The paper's Fig. 4B (…) and Fig. 14 (…)": the paper named once
+    return Markdown(" · ".join([download] + (["The paper's " + " and ".join(links)] if links
+                                             else [])))
 
 
 # --------------------------------------------------------------------------- the data of a figure

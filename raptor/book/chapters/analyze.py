@@ -30,6 +30,7 @@ from raptor.book import plotting
 from raptor.book.chapters.phase_structure import excess_row
 from raptor.book.claims import EXCESS_MIN, Claim, versus
 from raptor.book.experiment import teacher_of
+from raptor.book.scope import DATASET_NAMES
 from raptor.book.specs.analyze import COMPANION, NAME, NOTEBOOK, PAPER, SMOKE, Spec  # noqa: F401
 from raptor.dynamics import DynamicsSummary
 from raptor.loop import resolve_device
@@ -83,6 +84,17 @@ def model_of(spec: Spec):
     if spec.model == COMPANION:
         return teacher_of(spec)[0]
     return analysis.load_vit(spec.model, Path(spec.weights).expanduser(), spec.input_size)
+
+
+def model_name(spec: Spec) -> str:
+    """The analysed model as the page names it: the book's own teacher described, any other by
+    its timm name."""
+    if spec.model != COMPANION:
+        return spec.model
+    t = spec.teacher
+    return (f"the book's own teacher (a ViT of {t.depth} blocks of width {t.embed_dim}, "
+            f"stochastic depth {t.p:g}, trained on "
+            f"{DATASET_NAMES.get(spec.train.dataset, spec.train.dataset)})")
 
 
 def compute(spec: Spec) -> Result:
@@ -145,10 +157,11 @@ def table(result: Result) -> pd.DataFrame:
 
 def similarity_figure(result: Result) -> plt.Figure:
     """The phase matrix (blocks 1..L; cls and mean patch) with its max-cut outlined, one panel
-    per k, beside the paper's DINOv2-B matrix."""
+    per k, beside the paper's DINOv2-B matrix: two panels a row, so that no title overlaps its
+    neighbour's and the figure stays legible on a phone."""
     panels = {f"k = {k}: {phases.format_partition(c)}": result.S for k, c in result.cuts.items()}
     panels["DINOv2-B (the paper's)"] = paper.dinov2b_block_similarity()
-    return plotting.similarity_panels(panels, ncols=len(panels), partitions=dict(
+    return plotting.similarity_panels(panels, ncols=2, partitions=dict(
         zip(panels, result.cuts.values())))
 
 
@@ -243,7 +256,9 @@ def fit_table(result: Result) -> pd.DataFrame:
 def findings(result: Result) -> dict[str, str]:
     """What the analysis finds, as text for the chapter's prose."""
     out = {
-        "model": result.spec.model, "images": f"{result.n_images} images of {result.spec.images}",
+        "model": model_name(result.spec),
+        "images": f"{result.n_images:,} images of "
+                  f"{DATASET_NAMES.get(result.spec.images, result.spec.images)}",
         "depth": str(result.depth),
         "cuts": "; ".join(f"k = {k}: {phases.format_partition(c)}" for k, c in result.cuts.items()),
         "excess": "; ".join(f"k = {k}: {e.excess:+.3f} [{e.low:+.3f}, {e.high:+.3f}] "
