@@ -311,14 +311,15 @@ def test_by_verdict_lists_each_claim_under_its_verdict(tmp_path: Path) -> None:
     assert f'<a href="claims.html#C1"><b>C1</b></a> {CLAIMS["C1"]}' in html
 
 
-def test_scale_names_profile_teachers_and_images() -> None:
+def test_scale_names_seeds_and_images() -> None:
     from raptor.book.chapters import dynamics, finding_phases
-    from raptor.book.claims import scale
+    from raptor.book.claims import _seeds_that, scale
     said = scale(dynamics.Spec(), profile="cpu")
-    assert said == ("Run at profile cpu: ViT teachers of 12 blocks, width 64, trained on "
-                    "fashion-mnist, 3 seeds; measured on n = 1,000 validation images.")
-    assert "3 seeds" in scale(finding_phases.Spec(), profile="cpu", n_images=50)
-    assert "n = 50 " in scale(finding_phases.Spec(), profile="cpu", n_images=50)
+    assert said == "3 seeds; measured on 1,000 validation images (profile cpu)."
+    assert scale(finding_phases.Spec(), profile="cpu", n_images=50).startswith(
+        "3 seeds; measured on 50 validation")
+    assert [_seeds_that(n, v) for n, v in ((0, "hold"), (1, "hold"), (1, "do not"), (2, "do not"))
+            ] == ["0 hold", "1 holds", "1 does not", "2 do not"]
 
 
 def test_every_verdict_has_its_own_symbol_and_word() -> None:

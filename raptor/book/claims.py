@@ -283,8 +283,9 @@ def across_seeds(per_seed: Mapping[int, Claim]) -> Claim:
              + ", ".join(f"{s} {c.verdict}" for s, c in per_seed.items()) + ")",
         detail=f"{first.detail}; combined over {n} seeds by a binomial test of the seeds' "
                f"verdicts (each seed trains its own models; all share the evaluation images): "
-               f"{verdicts.count(HOLDS)} hold (P = {p_holds:.2g}), {verdicts.count(FAILS)} do "
-               f"not (P = {p_fails:.2g}) under Binomial({n}, {SIDE_ERROR:g}), significant at "
+               f"{_seeds_that(verdicts.count(HOLDS), 'hold')} (P = {p_holds:.2g}), "
+               f"{_seeds_that(verdicts.count(FAILS), 'do not')} (P = {p_fails:.2g}) under "
+               f"Binomial({n}, {SIDE_ERROR:g}), significant at "
                f"P < {SEEDS_ALPHA.value:g}; "
                + "; ".join(f"seed {s}: {c.ours}" for s, c in rest))
 
@@ -399,13 +400,18 @@ def box(claims: Iterable[Claim]) -> HTML:
 
 
 def scale(spec, *, profile: str, n_images: int | None = None) -> str:
-    """The scale a chapter ran at, a sentence: profile, teachers (depth, width, data, seeds) and
-    the images its measurements average over."""
-    t, seeds = spec.teacher, getattr(spec, "seeds", None) or spec.teacher_seeds
+    """What a chapter's measurements average over, a sentence (its scope sentence, above it, says
+    the models: :mod:`raptor.book.scope`): seeds and validation images."""
+    seeds = getattr(spec, "seeds", None) or spec.teacher_seeds
     n = spec.n_images if n_images is None else n_images
-    return (f"Run at profile {profile}: ViT teachers of {t.depth} blocks, width "
-            f"{t.embed_dim}, trained on {spec.train.dataset}, {len(seeds)} seed"
-            f"{'s' * (len(seeds) != 1)}; measured on n = {n:,} validation images.")
+    return (f"{len(seeds)} seed{'s' * (len(seeds) != 1)}; measured on {n:,} validation images "
+            f"(profile {profile}).")
+
+
+def _seeds_that(count: int, verb: str) -> str:
+    """``"1 holds"``, ``"2 hold"``, ``"1 does not"``: a count of seeds and its verb, agreeing."""
+    singular = {"hold": "holds", "do not": "does not"}
+    return f"{count} {singular[verb] if count == 1 else verb}"
 
 
 def gather(claims_dir: str | Path = "claims") -> pd.DataFrame:
