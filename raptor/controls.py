@@ -173,7 +173,8 @@ def decay_images(n: int, decay: str, sizes: Sequence[int] = (L,), step: float = 
     return _noisy(S, n, noise, seed)
 
 
-def _name(sizes: Sequence[int]) -> str:
+def partition_name(sizes: Sequence[int]) -> str:
+    """``(7, 3, 2)`` as ``"7 | 3 | 2"``."""
     return " | ".join(map(str, sizes))
 
 
@@ -198,7 +199,7 @@ CONTROLS: dict[str, tuple[bool, Callable[[int, int], Case]]] = {
     "Toeplitz": (False, lambda n, s: (toeplitz_images(n, seed=s), None)),
     "smooth decay": (False, lambda n, s: (smooth_decay_images(n, seed=s), None)),
     "smooth rotation": (False, _stream_case(lambda n, s: rotation_stream(n, seed=s))),
-    **{f"{_name(sizes)} on {decay} decay": (True, functools.partial(
+    **{f"{partition_name(sizes)} on {decay} decay": (True, functools.partial(
         lambda n, s, d, z: (decay_images(n, d, z, STEP, seed=s), None), d=decay, z=sizes))
        for sizes in REALISTIC_PHASES for decay in STEP_DECAYS},
     **{name: (decay == "plateau", functools.partial(

@@ -50,7 +50,7 @@ import torch
 from raptor.book.claims import EXCESS_MIN, versus
 from raptor.paper import DINOV2_B_DEPTH, DINOV2_B_PARTITIONS, Partition
 from raptor.phases import validate_partition
-from raptor.structure import image_phase_matrices, warped_decay_null
+from raptor.structure import Warp, best_warp, image_phase_matrices, warped_decay_null
 from raptor.trajectories import TokenGroups
 
 K_TRIED = (2, 3, 4)  # the k's of the paper (§3): the claim is phases at one of them
@@ -96,18 +96,22 @@ def contrasts(M: np.ndarray, k: int) -> tuple[tuple[Partition, ...], np.ndarray]
     return parts, inside / n_in - (total - inside) / (n_total - n_in)
 
 
-def residual(S: np.ndarray) -> np.ndarray:
-    """``S`` minus its warped-decay null: what a smooth decay of similarity leaves."""
-    return S - warped_decay_null(S)
+def residual(S: np.ndarray, warp: Warp | None = None) -> np.ndarray:
+    """``S`` minus its warped-decay null (along ``warp``, else the best): what a smooth decay of
+    similarity leaves."""
+    return S - warped_decay_null(S, warp=warp)
 
 
 def _crossfit(A: np.ndarray, B: np.ndarray, ks: Sequence[int],
               reference: Mapping[int, Partition]) -> tuple[np.ndarray, np.ndarray]:
     """Per k the excess of the partition chosen on each half's residual measured on the other's,
-    averaged; and per reference partition its contrast on both residuals, averaged. With
-    ``A is B`` (a single matrix) the chosen partition's contrast on it: not cross-fitted."""
-    RA = residual(A)
-    RB = RA if B is A else residual(B)
+    averaged; and per reference partition its contrast on both residuals, averaged. The warp is
+    chosen on both halves together (one exponent: a flip between two warps would split the
+    bootstrap in two), the decay fitted on each. With ``A is B`` (a single matrix) the chosen
+    partition's contrast on it: not cross-fitted."""
+    warp = best_warp((A + B) / 2)
+    RA = residual(A, warp)
+    RB = RA if B is A else residual(B, warp)
     chosen, fixed = [], []
     for k in ks:
         parts, a = contrasts(RA, k)
