@@ -15,7 +15,9 @@ and looks for blocks in the residual ``S − W``:
   averaged, so noise cannot create excess (under a smooth ``S`` the excess has mean ≈ 0).
 * **Every k, corrected.** The claim is "phases at some k": a percentile bootstrap over images
   (within halves) gives each k's interval at the Bonferroni level ``1 − (1 − level) / m`` for the
-  ``m`` k's tried, and the test's interval is that of the k whose lower end is highest.
+  ``m`` k's tried; the largest excess lies between the largest lower and the largest upper end.
+  It holds when some k's lower end clears the threshold, fails when every k's upper end is
+  at or below it.
 * **Its power, per model.** :attr:`PhaseTest.d_star` is the smallest *step* the test detects with
   probability :data:`POWER`: a step ``d`` multiplies the null's similarity by ``1 − d`` across
   each boundary of a planted partition (a drop of similarity by the fraction ``d``), planted into
@@ -169,20 +171,24 @@ class PhaseTest:
         """Each k's interval level inside the family of k's tried (Bonferroni)."""
         return 1 - (1 - level) / len(self.per_k)
 
-    def best(self, level: float = 0.95) -> KExcess:
-        """The k whose corrected interval's lower end is highest (the highest excess without
-        images)."""
-        if self.n_images < 2:
-            return max(self.per_k.values(), key=lambda e: e.excess)
-        return max(self.per_k.values(), key=lambda e: e.interval(self.level_k(level))[0])
+    def best(self) -> KExcess:
+        """The k with the largest excess."""
+        return max(self.per_k.values(), key=lambda e: e.excess)
+
+    @property
+    def excess(self) -> float:
+        """"Phases at some k": the largest excess over the k's."""
+        return self.best().excess
 
     def interval(self, level: float = 0.95) -> tuple[float, float]:
-        """"Phases at some k": the best k's interval at the corrected level."""
-        return self.best(level).interval(self.level_k(level))
+        """"Phases at some k": the interval of the largest excess over the k's, from each k's
+        interval at the corrected level (all hold together with probability ≥ ``level``, so the
+        largest lies between the largest lower and the largest upper end)."""
+        ends = [e.interval(self.level_k(level)) for e in self.per_k.values()]
+        return max(lo for lo, _ in ends), max(hi for _, hi in ends)
 
     def verdict(self, level: float = 0.95) -> str:
-        """holds / does not hold / inconclusive: the best k's corrected interval against
-        ``threshold`` (:func:`raptor.book.claims.versus`); a published matrix has no verdict."""
+        """holds / does not hold / inconclusive: :meth:`interval` against ``threshold`` (:func:`raptor.book.claims.versus`); a published matrix has no verdict."""
         return versus(*self.interval(level), self.threshold)
 
     def reference_interval(self, k: int, level: float = 0.95) -> tuple[float, float]:
@@ -234,15 +240,17 @@ def _power(null: np.ndarray, deviations: list[tuple[np.ndarray, np.ndarray]], ac
     return float(np.mean(((e - gap) > threshold).any(axis=1)))
 
 
-def smallest_step(per_image: np.ndarray, planted: Partition, *, ks: Sequence[int] = K_TRIED,
+def smallest_step(per_image: np.ndarray, planted: Partition, *, ks: Sequence[int] | None = None,
                   level: float = 0.95, threshold: float = EXCESS_MIN.value, reps: int = 100,
                   seed: int = 0) -> float:
     """d*: the smallest step ``d`` — similarity multiplied by ``1 − d`` across each boundary of
     ``planted`` — that :func:`phase_test` detects with probability :data:`POWER`, planted into
     the warped-decay null of the images' mean matrix with the images' own deviations from it
-    (``reps`` replicates, resampled within random halves, the same for every d); ``inf`` if
+    (``reps`` replicates, resampled within random halves, the same for every d), the k's ``ks``
+    tried as :func:`phase_test` tries them; ``inf`` if
     none up to ``STEP_RANGE[1]``. Bisection on a log scale over :data:`STEP_RANGE`."""
     S = per_image.mean(0)
+    ks = tuple(k for k in K_TRIED if k < len(S)) if ks is None else tuple(ks)
     null = warped_decay_null(S)
     across = _boundaries(validate_partition(planted, len(S)), len(S))
     deviations = []
@@ -268,13 +276,14 @@ def smallest_step(per_image: np.ndarray, planted: Partition, *, ks: Sequence[int
 
 
 def phase_test(data: np.ndarray | torch.Tensor, groups: TokenGroups | None = None, *,
-               ks: Sequence[int] = K_TRIED, reference: Mapping[int, Partition] | None = None,
+               ks: Sequence[int] | None = None, reference: Mapping[int, Partition] | None = None,
                planted: Partition | None = None, n_boot: int = 200, power_reps: int = 100,
                threshold: float = EXCESS_MIN.value, seed: int = 0) -> PhaseTest:
     """C1's test (see the module): ``data`` per-image trajectories ``(N, L+1, T, D)`` with
     ``groups``, per-image phase matrices ``(N, L, L)``, or one published matrix ``(L, L)``.
 
-    ``reference``: partitions judged beside the chosen ones, by k (default: the paper's
+    ``ks``: the k's tried (default those of :data:`K_TRIED` below ``L``); ``reference``:
+    partitions judged beside the chosen ones, by k (default: the paper's
     DINOv2-B partitions scaled to the depth, :func:`paper_partition`); ``planted``: where
     ``d_star`` plants its steps (default the paper's k = 3 partition, 7 | 3 | 2 at 12 blocks);
     ``power_reps = 0`` skips ``d_star`` (NaN). ``n_boot`` resamples of the images within each
@@ -282,7 +291,7 @@ def phase_test(data: np.ndarray | torch.Tensor, groups: TokenGroups | None = Non
     """
     per_image = _check(data, groups)
     N, L = per_image.shape[:2]
-    ks = tuple(ks)
+    ks = tuple(k for k in K_TRIED if k < L) if ks is None else tuple(ks)
     if not ks or not all(2 <= k < L for k in ks) or len(set(ks)) != len(ks):
         raise ValueError(f"each k must be distinct and in [2, L − 1 = {L - 1}], got {list(ks)}")
     if N > 1 and n_boot < 10:
@@ -291,7 +300,7 @@ def phase_test(data: np.ndarray | torch.Tensor, groups: TokenGroups | None = Non
         raise ValueError(f"need power_reps ≥ 0, got {power_reps}")
     reference = {k: paper_partition(L, k) for k in ks} if reference is None else \
         {k: validate_partition(p, L) for k, p in reference.items()}
-    planted = paper_partition(L, 3 if L > 3 else 2) if planted is None else \
+    planted = paper_partition(L, min(3, max(ks))) if planted is None else \
         validate_partition(planted, L)
     S = per_image.mean(0)
     R = residual(S)

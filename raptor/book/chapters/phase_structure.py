@@ -158,9 +158,9 @@ def excess_figure(result: Result) -> plt.Figure:
         lows += [lo for lo, _ in iv]
         highs += [hi for _, hi in iv]
         ax.vlines(x, [lo for lo, _ in iv], [hi for _, hi in iv], color=color, label=f"_{kind}")
-        ax.scatter(x, [t.best().excess for t in models.values()], s=16, color=color, label=kind)
+        ax.scatter(x, [t.excess for t in models.values()], s=16, color=color, label=kind)
         names += list(models)
-    dinov2b = result.paper_test.best().excess
+    dinov2b = result.paper_test.excess
     ax.axhline(EXCESS_MIN.value, color="black", ls="--", lw=0.8, label="C1's threshold")
     ax.axhline(dinov2b, color="C3", ls=":", label="DINOv2-B (the paper's matrix, not cross-fitted)")
     ax.set_xticks(range(len(names)), names, rotation=60, ha="right", rotation_mode="anchor",
@@ -313,8 +313,8 @@ def c1_row(t: PhaseTest, level: float = 0.95) -> dict[str, object]:
         row[f"k = {k}"] = f"{e.excess:+.3f}" + ("" if np.isnan(lo) else f" [{lo:+.3f}, {hi:+.3f}]")
         row[f"cut at k = {k}"] = phases.format_partition(e.cut)
     for k, (p, x, _) in t.reference.items():
-        row[f"paper's {phases.format_partition(p)}"] = f"{x:+.3f}"
-    row |= {"best k": t.best(level).k, f"d* ({POWER:.0%} power)": _step(t.d_star),
+        row[f"paper's partition at k = {k}"] = f"{phases.format_partition(p)}: {x:+.3f}"
+    row |= {"best k": t.best().k, f"d* ({POWER:.0%} power)": _step(t.d_star),
             "largest adjacent step": round(float(np.max(t.steps)), 2),
             "C1": t.verdict(level) if t.n_images > 1 else "— (no images)"}
     return row
@@ -331,7 +331,8 @@ def c1_table(result: Result) -> pd.DataFrame:
 def power_table(result: Result) -> pd.DataFrame:
     """The test's power on the controls' shapes: d*, the smallest drop of similarity across each
     boundary detected with 80% probability at ``control_images`` images, by phases and decay."""
-    rows = [{"phases": name.split(" on ")[0], "decay": name.split(" on ")[1], "d*": _step(d)}
+    rows = [{"phases": name.split(" on ")[0], "decay": name.split(" on ")[1].removesuffix(
+        " decay"), "d*": _step(d)}
             for name, d in result.power.items()]
     return pd.DataFrame(rows).pivot(index="phases", columns="decay", values="d*")
 
@@ -345,7 +346,7 @@ def c1_block_excess(tests: dict[str, PhaseTest]) -> Claim:
     parts = _parts_named(tests)
     return conjoined(
         "C1", parts, paper="contiguous blocks visible in every model (Fig. 1)",
-        ours="; ".join(f"{name}: excess {t.best().excess:+.3f} [{t.interval()[0]:+.3f}, "
+        ours="; ".join(f"{name}: excess {t.excess:+.3f} [{t.interval()[0]:+.3f}, "
                        f"{t.interval()[1]:+.3f}] at k = {t.best().k} "
                        f"({phases.format_partition(t.best().cut)}), d* {_step(t.d_star)}"
                        for name, t in tests.items()),
