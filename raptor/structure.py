@@ -15,7 +15,8 @@ on a null matrix without blocks, measured over a ladder of three nulls [ours]:
 * :func:`warped_decay_null` (*warped decay*): the least-squares fit of ``S`` by a similarity that
   falls monotonically with distance along a smoothly warped depth axis. It contains the
   stationary decays and the random walks with constant, power-law or geometric update norms, and
-  cannot make a step. C1 is judged on the excess over it: on synthetic streams it passes textbook
+  cannot make a step inside depth. C1's test (:mod:`raptor.phase_test`) chooses the partition
+  on the residual over it; on synthetic streams the max-cut's excess over it passes textbook
   phases of three kinds and fails random walks, Toeplitz matrices and smooth decays
   (:mod:`raptor.controls`, ``tests/test_controls.py``).
 
