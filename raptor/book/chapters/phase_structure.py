@@ -343,7 +343,7 @@ def c1_block_excess(tests: dict[str, PhaseTest]) -> Claim:
     (:func:`~raptor.book.claims.conjoined` over the models of each one's interval at the level
     corrected for the k's tried). It holds on every positive control of :mod:`raptor.controls`
     and fails on every negative one; a miss reads "no block step of d* or more"."""
-    parts = _parts_named(tests)
+    parts, first = _parts_named(tests), next(iter(tests.values()))
     return conjoined(
         "C1", parts, paper="contiguous blocks visible in every model (Fig. 1)",
         ours="; ".join(f"{name}: excess {t.excess:+.3f} [{t.interval()[0]:+.3f}, "
@@ -351,12 +351,13 @@ def c1_block_excess(tests: dict[str, PhaseTest]) -> Claim:
                        f"({phases.format_partition(t.best().cut)}), d* {_step(t.d_star)}"
                        for name, t in tests.items()),
         detail=f"the partition chosen on the residual over the {JUDGED_NULL} null (a monotone "
-               f"decay along a Box-Cox-warped depth axis) at each k of {list(K_TRIED)}, "
-               f"cross-fitted over two halves of the images, percentile bootstrap interval at "
-               f"the level Bonferroni-corrected for the {len(K_TRIED)} k's, the best k's; holds "
-               f"if every model's interval lies above {EXCESS_MIN.value}; d*: the step (drop of "
-               f"similarity across a boundary) planted at the paper's 7 | 3 | 2 into the "
-               f"model's own null and noise, detected with {POWER:.0%} probability")
+               f"decay along a Box-Cox-warped depth axis) at each k of {list(first.per_k)}, "
+               f"cross-fitted over two halves of the images, percentile bootstrap intervals at "
+               f"the level Bonferroni-corrected for the {len(first.per_k)} k's, that of the "
+               f"largest excess; holds if every model's interval lies above {EXCESS_MIN.value}; "
+               f"d*: the step (drop of similarity across a boundary) planted at "
+               f"{phases.format_partition(first.planted)} into the model's own null and noise, "
+               f"detected with {POWER:.0%} probability")
 
 
 def claims(result: Result) -> list[Claim]:
