@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from scipy.optimize import isotonic_regression
+from scipy.optimize import isotonic_regression, minimize_scalar
 
 from raptor.phases import Partition, maxcut, validate_partition
 from raptor.similarity import EPS, block_contrast, layer_similarity, phase_matrix
@@ -79,7 +79,7 @@ def block_excess(S: np.ndarray, partition: Partition) -> float:
     return contrast(S, partition) - contrast(stationary_null(S), partition)
 
 
-@functools.cache
+@functools.lru_cache(maxsize=4096)
 def _warp_ties(L: int, lam: float, from_end: bool) -> tuple[np.ndarray, np.ndarray]:
     """For the upper-triangle pairs of ``L`` layers in row-major order, the index of their
     distance on the axis ``g_λ`` (of the depth counted from the last block if ``from_end``)
@@ -113,8 +113,9 @@ def _pairs(S: np.ndarray) -> np.ndarray:
 
 
 def best_warp(S: np.ndarray, origins: Sequence[str] = WARP_ORIGINS) -> Warp:
-    """The warp of :func:`warped_decay_null`: the exponent λ of :data:`WARP_EXPONENTS` and the
-    origin (``True``: from the last block) whose monotone decay fits ``S`` best."""
+    """The warp of :func:`warped_decay_null`: the exponent λ (the best of :data:`WARP_EXPONENTS`,
+    refined between its neighbours by a bounded scalar search) and the origin (``True``: from
+    the last block) whose monotone decay fits ``S`` best."""
     if not origins or not set(origins) <= set(WARP_ORIGINS):
         raise ValueError(f"origins must be some of {WARP_ORIGINS}, got {origins}")
     pairs, L = _pairs(S), len(S)
@@ -129,7 +130,17 @@ def best_warp(S: np.ndarray, origins: Sequence[str] = WARP_ORIGINS) -> Warp:
         fine = range(max(best - 4, 0), min(best + 5, len(WARP_EXPONENTS)))
         sse |= {(WARP_EXPONENTS[i], from_end): coarse.get(i) if i in coarse else
                 _warp_fit(pairs, L, WARP_EXPONENTS[i], from_end)[0] for i in fine}
-    return min(sse, key=sse.__getitem__)
+    lam, from_end = min(sse, key=sse.__getitem__)
+    # between the grid's exponents: a smooth decay whose exponent falls between two of them
+    # would leave its misfit in the residual as block excess
+    step = WARP_EXPONENTS[1] - WARP_EXPONENTS[0]
+    refined = minimize_scalar(lambda v: _warp_fit(pairs, L, round(float(v), 4), from_end)[0],
+                              bounds=(max(lam - step, WARP_EXPONENTS[0]),
+                                      min(lam + step, WARP_EXPONENTS[-1])), method="bounded",
+                              options={"xatol": 0.005})
+    if refined.fun < sse[lam, from_end]:
+        return round(float(refined.x), 4), from_end
+    return lam, from_end
 
 
 def warped_decay_null(S: np.ndarray, origins: Sequence[str] = WARP_ORIGINS, *,
@@ -137,7 +148,7 @@ def warped_decay_null(S: np.ndarray, origins: Sequence[str] = WARP_ORIGINS, *,
     """The least-squares fit of ``(S + Sᵀ) / 2`` by ``W[l, m] = f(|g(l) − g(m)|)``, ``f``
     non-increasing (isotonic regression) and ``g`` a smooth monotone warp of depth: the Box-Cox
     transform ``(d^λ − 1) / λ`` (``log d`` at λ = 0) of the block number ``d`` counted from the
-    first block or from the last (``origins``), λ the best of :data:`WARP_EXPONENTS`
+    first block or from the last (``origins``), λ in the range of :data:`WARP_EXPONENTS`
     (:func:`best_warp`), or ``warp`` given (fitted elsewhere) [ours].
 
     λ = 1 holds every monotone stationary decay; λ = 0 from the first block the random walk with
