@@ -260,7 +260,10 @@ def _step(d: float) -> str:
     return "none up to 0.95" if np.isinf(d) else "—" if np.isnan(d) else f"{d:.2f}"
 
 
-def _parts_named(tests: dict[str, PhaseTest]) -> dict[str, Part]:
+def c1_parts(tests: dict[str, PhaseTest]) -> dict[str, Part]:
+    """C1's parts, one a model: "its largest excess over the k's tried exceeds ``EXCESS_MIN``",
+    judged on :meth:`~raptor.phase_test.PhaseTest.interval` at any level (the k's corrected
+    inside it)."""
     return {name: Part(t.interval, EXCESS_MIN.value) for name, t in tests.items()}
 
 
@@ -343,7 +346,7 @@ def c1_block_excess(tests: dict[str, PhaseTest]) -> Claim:
     (:func:`~raptor.book.claims.conjoined` over the models of each one's interval at the level
     corrected for the k's tried). It holds on every positive control of :mod:`raptor.controls`
     and fails on every negative one; a miss reads "no block step of d* or more"."""
-    parts, first = _parts_named(tests), next(iter(tests.values()))
+    parts, first = c1_parts(tests), next(iter(tests.values()))
     return conjoined(
         "C1", parts, paper="contiguous blocks visible in every model (Fig. 1)",
         ours="; ".join(f"{name}: excess {t.excess:+.3f} [{t.interval()[0]:+.3f}, "
