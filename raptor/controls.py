@@ -16,11 +16,26 @@ per-image phase matrices ``(N, L, L)`` with image noise.
   by 25% a block.
 * ``Toeplitz``: a stationary decay ``exp(−0.15 |l − m|)``; ``smooth decay``: a non-stationary one,
   ``1 / (1 + 2 |log l − log m|)``.
+* ``smooth rotation``: the state turns at a constant angle a block in a plane of its own (per
+  image), with noise: no phases.
+
+Phases of realistic strength (issue 44) are steps planted into smooth decays: per-image matrices
+``S = exp(−|G(l) − G(m)|) · (1 − step)^b(l, m)``, ``G`` one of :data:`DECAYS` and ``b`` the number
+of phase boundaries between layers l and m, so each boundary drops similarity by the fraction
+``step`` below the decay (:func:`decay_images`). The positives put the unequal and end-placed
+phases of :data:`REALISTIC_PHASES` on the stationary, random-walk and accelerating decays at
+:data:`STEP`; the negatives are the decays without a step (accelerating, decelerating, warped at
+one end) and a *gradual plateau*, whose decay speeds up over several layers. A *plateau* — slow for
+six layers, fast after, the rate changing at one layer — has no step, yet it is a phase by the
+paper's description (§4: "near-stationary behavior that is reset at phase transitions"): a
+positive by decision (:mod:`raptor.phase_test`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+from collections.abc import Callable, Sequence
+from itertools import pairwise
 
 import numpy as np
 import torch
@@ -105,6 +120,64 @@ def smooth_decay_images(n: int, *, noise: float = 0.1, seed: int = 0) -> np.ndar
     return _noisy(1 / (1 + 2 * np.abs(g[:, None] - g[None, :])), n, noise, seed)
 
 
+def rotation_stream(n: int, *, speed: float = 0.2, noise: float = 0.2,
+                    seed: int = 0) -> torch.Tensor:
+    """No phases: the state turns by ``speed`` radians a block in a random plane per image,
+    its norm growing by 10% a block, with isotropic noise of ``noise`` times the norm."""
+    g = torch.Generator().manual_seed(seed)
+    u, v = _unit(torch.randn(2, n, DIM, generator=g, dtype=torch.float64))
+    v = _unit(v - (u * v).sum(-1, keepdim=True) * u)
+    angle = speed * torch.arange(L + 1, dtype=torch.float64)[None, :, None]
+    norm = 1.1 ** torch.arange(L + 1, dtype=torch.float64)[None, :, None]
+    x = norm * (angle.cos() * u[:, None] + angle.sin() * v[:, None])
+    x = x + noise * norm * torch.randn(n, L + 1, DIM, generator=g, dtype=torch.float64) / DIM ** 0.5
+    return x[:, :, None]
+
+
+#: The smooth decays ``G(l)`` of :func:`decay_images`, blocks ``l = 1..L``: adjacent layers'
+#: similarity ``exp(−|G(l+1) − G(l)|)``.
+DECAYS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "stationary": lambda l: 0.15 * l,  # 0.86 between every two adjacent layers
+    "random walk": lambda l: 0.5 * np.log(l),  # √(l / m): a walk of equal updates
+    "accelerating": lambda l: 0.012 * l ** 2,  # 0.96 at the start, 0.76 at the end
+    "decelerating": lambda l: 0.6 * np.sqrt(l),
+    "warped at one end": lambda l: 1.2 * (1 - l ** -1.7),  # most of the decay in 3 blocks
+    "plateau": lambda l: np.where(l <= 6, 0.02 * l, 0.12 + 0.1 * (l - 6)),  # the rate jumps at 6
+    "gradual plateau": lambda l: 0.02 * l + 0.08 * np.log1p(np.exp(l - 6.0)),  # over ~4 blocks
+}
+#: The positives' phases (block counts): unequal and end-placed, the paper's 7 | 3 | 2 among them.
+REALISTIC_PHASES = ((3, 9), (10, 2), (7, 3, 2), (4, 3, 3, 2))
+STEP_DECAYS = ("stationary", "random walk", "accelerating")  # the decays the steps are put on
+STEP = 0.25  # the positives' step: every boundary drops similarity by 25% below the decay
+NOISE = 0.1  # the matrix controls' image-level noise (standard deviation per entry)
+
+
+def partition_of(sizes: Sequence[int]) -> tuple[tuple[int, int], ...]:
+    """The contiguous partition with phases of ``sizes`` blocks (``(7, 3, 2)``: 1–7 | 8–10 |
+    11–12, 0-based half-open)."""
+    return tuple(pairwise((0, *np.cumsum(sizes).tolist())))
+
+
+def decay_images(n: int, decay: str, sizes: Sequence[int] = (L,), step: float = 0.0, *,
+                 noise: float = NOISE, seed: int = 0) -> np.ndarray:
+    """Per-image matrices ``(n, L, L)`` of the decay ``DECAYS[decay]`` with phases of ``sizes``
+    blocks, each boundary a step: similarity times ``1 − step`` (symmetric Gaussian noise of
+    ``noise`` per image)."""
+    if decay not in DECAYS or sum(sizes) != L or not 0 <= step < 1:
+        raise ValueError(f"need a decay of {', '.join(DECAYS)}, sizes summing to {L} and a step "
+                         f"in [0, 1); got {decay!r}, {tuple(sizes)}, {step}")
+    g = DECAYS[decay](np.arange(1, L + 1, dtype=float))
+    phase = np.repeat(np.arange(len(sizes)), sizes)
+    S = np.exp(-np.abs(g[:, None] - g[None, :])) * (1 - step) ** np.abs(phase[:, None]
+                                                                          - phase[None, :])
+    return _noisy(S, n, noise, seed)
+
+
+def partition_name(sizes: Sequence[int]) -> str:
+    """``(7, 3, 2)`` as ``"7 | 3 | 2"``."""
+    return " | ".join(map(str, sizes))
+
+
 Case = tuple[np.ndarray, np.ndarray | None]  # per-image matrices and their random-walk nulls
 
 
@@ -125,6 +198,16 @@ CONTROLS: dict[str, tuple[bool, Callable[[int, int], Case]]] = {
         lambda n, s: random_walk_stream(n, growth=1.25, seed=s))),
     "Toeplitz": (False, lambda n, s: (toeplitz_images(n, seed=s), None)),
     "smooth decay": (False, lambda n, s: (smooth_decay_images(n, seed=s), None)),
+    "smooth rotation": (False, _stream_case(lambda n, s: rotation_stream(n, seed=s))),
+    **{f"{partition_name(sizes)} on {decay} decay": (True, functools.partial(
+        lambda n, s, d, z: (decay_images(n, d, z, STEP, seed=s), None), d=decay, z=sizes))
+       for sizes in REALISTIC_PHASES for decay in STEP_DECAYS},
+    **{name: (decay == "plateau", functools.partial(
+        lambda n, s, d: (decay_images(n, d, seed=s), None), d=decay))
+       for name, decay in (("accelerating decay", "accelerating"),
+                           ("decelerating decay", "decelerating"),
+                           ("decay warped at one end", "warped at one end"),
+                           ("plateau", "plateau"), ("gradual plateau", "gradual plateau"))},
 }
 
 

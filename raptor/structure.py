@@ -15,7 +15,8 @@ on a null matrix without blocks, measured over a ladder of three nulls [ours]:
 * :func:`warped_decay_null` (*warped decay*): the least-squares fit of ``S`` by a similarity that
   falls monotonically with distance along a smoothly warped depth axis. It contains the
   stationary decays and the random walks with constant, power-law or geometric update norms, and
-  cannot make a step. C1 is judged on the excess over it: on synthetic streams it passes textbook
+  cannot make a step inside depth. C1's test (:mod:`raptor.phase_test`) chooses the partition
+  on the residual over it; on synthetic streams the max-cut's excess over it passes textbook
   phases of three kinds and fails random walks, Toeplitz matrices and smooth decays
   (:mod:`raptor.controls`, ``tests/test_controls.py``).
 
@@ -39,7 +40,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from scipy.optimize import isotonic_regression
+from scipy.optimize import isotonic_regression, minimize_scalar
 
 from raptor.phases import Partition, maxcut, validate_partition
 from raptor.similarity import EPS, block_contrast, layer_similarity, phase_matrix
@@ -51,6 +52,7 @@ MAX_PARTITIONS = 200_000  # enumerating more contiguous partitions than this is 
 #: first layers counted far apart, the later ones close) through the log axis of a random walk
 #: (λ = 0) and plain depth (λ = 1) to strongly accelerating (λ = 4).
 WARP_EXPONENTS = tuple(round(v, 2) for v in np.linspace(-3.0, 4.0, 36))
+WARP_ORIGINS = ("first", "last")  # the block the warped depth is counted from
 NULLS = ("stationary", "random walk", "warped decay")  # the ladder, weakest first
 JUDGED_NULL = "warped decay"  # the null C1 is judged against
 
@@ -77,7 +79,7 @@ def block_excess(S: np.ndarray, partition: Partition) -> float:
     return contrast(S, partition) - contrast(stationary_null(S), partition)
 
 
-@functools.cache
+@functools.lru_cache(maxsize=4096)
 def _warp_ties(L: int, lam: float, from_end: bool) -> tuple[np.ndarray, np.ndarray]:
     """For the upper-triangle pairs of ``L`` layers in row-major order, the index of their
     distance on the axis ``g_λ`` (of the depth counted from the last block if ``from_end``)
@@ -92,46 +94,74 @@ def _warp_ties(L: int, lam: float, from_end: bool) -> tuple[np.ndarray, np.ndarr
     return inverse, np.bincount(inverse)
 
 
-WARP_ORIGINS = ("first", "last")  # the block the warped depth is counted from
+Warp = tuple[float, bool]  # a Box-Cox exponent λ of WARP_EXPONENTS and whether from the last block
 
 
-def warped_decay_null(S: np.ndarray, origins: Sequence[str] = WARP_ORIGINS) -> np.ndarray:
-    """The least-squares fit of ``(S + Sᵀ) / 2`` by ``W[l, m] = f(|g(l) − g(m)|)``, ``f``
-    non-increasing (isotonic regression) and ``g`` a smooth monotone warp of depth: the Box-Cox
-    transform ``(d^λ − 1) / λ`` (``log d`` at λ = 0) of the block number ``d`` counted from the
-    first block or from the last (``origins``), λ the best of :data:`WARP_EXPONENTS` [ours].
+def _warp_fit(pairs: np.ndarray, L: int, lam: float, from_end: bool) -> tuple[float, np.ndarray]:
+    """The isotonic fit of the upper-triangle ``pairs`` along the axis ``g_λ``: (SSE, fit)."""
+    inverse, counts = _warp_ties(L, lam, from_end)
+    f = isotonic_regression(np.bincount(inverse, pairs) / counts, weights=counts,
+                            increasing=False).x[inverse]
+    return float(((pairs - f) ** 2).sum()), f
 
-    λ = 1 holds every monotone stationary decay; λ = 0 from the first block the random walk with
-    equal update norms (``cos = √(l / m)``). A smooth warp puts some pair inside a block farther
-    apart than some pair across it, so a monotone ``f`` cannot reproduce a step: blocks stay in
-    ``S − W``.
-    """
+
+def _pairs(S: np.ndarray) -> np.ndarray:
     S = np.asarray(S, dtype=float)
     if S.ndim != 2 or S.shape[0] != S.shape[1] or S.shape[0] < 3:
         raise ValueError(f"S must be a square matrix with at least 3 layers, got {S.shape}")
+    return ((S + S.T) / 2)[np.triu_indices(len(S), 1)]
+
+
+def best_warp(S: np.ndarray, origins: Sequence[str] = WARP_ORIGINS) -> Warp:
+    """The warp of :func:`warped_decay_null`: the exponent λ (the best of :data:`WARP_EXPONENTS`,
+    refined between its neighbours by a bounded scalar search) and the origin (``True``: from
+    the last block) whose monotone decay fits ``S`` best."""
     if not origins or not set(origins) <= set(WARP_ORIGINS):
         raise ValueError(f"origins must be some of {WARP_ORIGINS}, got {origins}")
-    L = len(S)
-    upper = np.triu_indices(L, 1)
-    pairs = ((S + S.T) / 2)[upper]
-
-    def fit(i: int, from_end: bool) -> tuple[float, np.ndarray]:
-        inverse, counts = _warp_ties(L, WARP_EXPONENTS[i], from_end)
-        f = isotonic_regression(np.bincount(inverse, pairs) / counts, weights=counts,
-                                increasing=False).x[inverse]
-        return float(((pairs - f) ** 2).sum()), f
-
-    fits = {}
+    pairs, L = _pairs(S), len(S)
+    sse = {}
     for from_end in (origin == "last" for origin in origins):
         # every fifth exponent, then every one within four steps of the best: 16 fits a
         # direction instead of 36, the whole grid's fit on every control, 20 resamples of each
         # and DINOv2-B's matrix
-        coarse = {i: fit(i, from_end) for i in range(0, len(WARP_EXPONENTS), 5)}
-        best = min(coarse, key=lambda i: coarse[i][0])
+        coarse = {i: _warp_fit(pairs, L, WARP_EXPONENTS[i], from_end)[0]
+                  for i in range(0, len(WARP_EXPONENTS), 5)}
+        best = min(coarse, key=coarse.__getitem__)
         fine = range(max(best - 4, 0), min(best + 5, len(WARP_EXPONENTS)))
-        fits |= {(i, from_end): coarse.get(i) or fit(i, from_end) for i in fine}
+        sse |= {(WARP_EXPONENTS[i], from_end): coarse.get(i) if i in coarse else
+                _warp_fit(pairs, L, WARP_EXPONENTS[i], from_end)[0] for i in fine}
+    lam, from_end = min(sse, key=sse.__getitem__)
+    # between the grid's exponents: a smooth decay whose exponent falls between two of them
+    # would leave its misfit in the residual as block excess
+    step = WARP_EXPONENTS[1] - WARP_EXPONENTS[0]
+    refined = minimize_scalar(lambda v: _warp_fit(pairs, L, round(float(v), 4), from_end)[0],
+                              bounds=(max(lam - step, WARP_EXPONENTS[0]),
+                                      min(lam + step, WARP_EXPONENTS[-1])), method="bounded",
+                              options={"xatol": 0.005})
+    if refined.fun < sse[lam, from_end]:
+        return round(float(refined.x), 4), from_end
+    return lam, from_end
+
+
+def warped_decay_null(S: np.ndarray, origins: Sequence[str] = WARP_ORIGINS, *,
+                      warp: Warp | None = None) -> np.ndarray:
+    """The least-squares fit of ``(S + Sᵀ) / 2`` by ``W[l, m] = f(|g(l) − g(m)|)``, ``f``
+    non-increasing (isotonic regression) and ``g`` a smooth monotone warp of depth: the Box-Cox
+    transform ``(d^λ − 1) / λ`` (``log d`` at λ = 0) of the block number ``d`` counted from the
+    first block or from the last (``origins``), λ in the range of :data:`WARP_EXPONENTS`
+    (:func:`best_warp`), or ``warp`` given (fitted elsewhere) [ours].
+
+    λ = 1 holds every monotone stationary decay; λ = 0 from the first block the random walk with
+    equal update norms (``cos = √(l / m)``). A smooth warp puts some pair inside a block farther
+    apart than some pair across it, so a monotone ``f`` cannot reproduce a step inside depth:
+    blocks stay in ``S − W``. At λ = −3 most of the axis lies between the first two (or last two)
+    blocks, so a step that sets one end block apart is in the family (:mod:`raptor.phase_test`).
+    """
+    pairs, L = _pairs(S), len(S)
+    lam, from_end = best_warp(S, origins) if warp is None else warp
+    upper = np.triu_indices(L, 1)
     W = np.ones((L, L))
-    W[upper] = fits[min(fits, key=lambda key: fits[key][0])][1]
+    W[upper] = _warp_fit(pairs, L, lam, from_end)[1]
     W.T[upper] = W[upper]
     return W
 

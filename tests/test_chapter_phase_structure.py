@@ -1,4 +1,4 @@
-"""Chapter *Emergent phase structure*: C1 judged on block excess over the warped-decay null."""
+"""Chapter *Emergent phase structure*: C1 judged by the test of phases (raptor.phase_test)."""
 
 from __future__ import annotations
 
@@ -10,39 +10,48 @@ from raptor.book import plotting
 from raptor.book.chapters import phase_structure as chapter
 from raptor.book.claims import FAILS, HOLDS, INCONCLUSIVE
 from raptor.book.experiment import images_of, teacher_of, walk
-from raptor.structure import NULLS, PhaseExcess, Rank, phase_excess
+from raptor.phase_test import KExcess, PhaseTest, phase_test
+from raptor.structure import NULLS
 
 CUT = ((0, 3), (3, 6), (6, 8))
 
 
-def excess(value: float, half_width: float = 0.002) -> PhaseExcess:
-    return PhaseExcess(3, CUT, CUT, value, value - half_width, value + half_width, 0.95, 1.0,
-                       Rank(1, 21))
+def judged(value: float, half_width: float = 0.002, others: float = -0.05) -> PhaseTest:
+    """A test whose k = 3 bootstrap is uniform on ``value ± half_width``, the other k's far
+    below."""
+    def boots(centre: float) -> np.ndarray:
+        return np.linspace(centre - half_width, centre + half_width, 201)
+
+    per_k = {k: KExcess(k, CUT, v, boots(v)) for k, v in ((2, others), (3, value), (4, others))}
+    return PhaseTest(per_k, {}, 0.1, CUT, np.zeros(7), 0.0, chapter.EXCESS_MIN.value, 200)
 
 
-def test_c1_holds_only_when_every_interval_clears_the_threshold() -> None:
+def test_c1_holds_only_when_every_models_best_k_clears_the_threshold() -> None:
     t = chapter.EXCESS_MIN.value
-    assert chapter.c1_block_excess({"a": excess(t + 0.02), "b": excess(t + 0.01)}, k=3
+    assert chapter.c1_block_excess({"a": judged(t + 0.02), "b": judged(t + 0.01)}
                                    ).verdict == HOLDS
-    assert chapter.c1_block_excess({"a": excess(t + 0.02), "b": excess(0.0)}, k=3
-                                   ).verdict == FAILS
-    c = chapter.c1_block_excess({"a": excess(t + 0.02), "b": excess(t, 0.005)}, k=3)
-    assert c.verdict == INCONCLUSIVE and "b: excess" in c.ours
+    assert chapter.c1_block_excess({"a": judged(t + 0.02), "b": judged(0.0)}).verdict == FAILS
+    c = chapter.c1_block_excess({"a": judged(t + 0.02), "b": judged(t, 0.005)})
+    assert c.verdict == INCONCLUSIVE and "b: excess" in c.ours and "at k = 3" in c.ours
+    # phases at some k: a model holds on its best k whatever the others
+    assert chapter.c1_block_excess({"a": judged(t + 0.02, others=-0.3)}).verdict == HOLDS
 
 
 def _images(S: np.ndarray, seed: int, n: int = 300) -> np.ndarray:
-    x = S + np.random.default_rng(seed).normal(0, 0.2, (n, *S.shape))
+    x = S + np.random.default_rng(seed).normal(0, 0.1, (n, *S.shape))
     return (x + x.transpose(0, 2, 1)) / 2
 
 
 def test_c1_fails_on_a_stationary_matrix_and_holds_on_planted_blocks(planted_blocks) -> None:
     idx = np.arange(8)
     decay = np.exp(-0.2 * np.abs(idx[:, None] - idx[None, :]))
-    stationary = {f"seed {s}": phase_excess(_images(decay, s), 3, n_boot=100) for s in range(3)}
-    assert chapter.c1_block_excess(stationary, k=3).verdict == FAILS
+    stationary = {f"seed {s}": phase_test(_images(decay, s), n_boot=100, power_reps=0)
+                  for s in range(3)}
+    assert chapter.c1_block_excess(stationary).verdict == FAILS
     blocks = 0.5 * planted_blocks([3, 3, 2]) + 0.5 * decay
-    planted = {f"seed {s}": phase_excess(_images(blocks, s), 3, n_boot=100) for s in range(3)}
-    assert chapter.c1_block_excess(planted, k=3).verdict == HOLDS
+    planted = {f"seed {s}": phase_test(_images(blocks, s), n_boot=100, power_reps=0)
+               for s in range(3)}
+    assert chapter.c1_block_excess(planted).verdict == HOLDS
 
 
 def test_smoke_result_has_every_model_and_a_c1(smoke_result) -> None:
@@ -63,11 +72,17 @@ def test_c1_judges_the_trained_models_alone(smoke_result) -> None:
     """The untrained networks, the controls and the paper's matrix are shown, not judged."""
     r = smoke_result("phase-structure")
     (c1,) = chapter.claims(r)
-    assert c1 == chapter.c1_block_excess(r.trained(), k=r.spec.k)
-    assert set(r.controls) == set(controls.CONTROLS) and sorted(r.paper_dinov2b) == [2, 3, 4]
+    assert c1 == chapter.c1_block_excess(r.trained_tests())
+    assert set(r.controls) == set(r.control_tests) == set(controls.CONTROLS)
+    assert sorted(r.paper_dinov2b) == [2, 3, 4] and set(r.tests) == set(r.excess)
+    assert all(0 < t.d_star <= 1 or np.isinf(t.d_star) for t in r.tests.values())
     table = chapter.excess_table(r)
     assert len(table) == len(r.excess) + len(controls.CONTROLS) + 1
     assert list(table.columns[2:5]) == [f"over {null}" for null in NULLS]
+    assert table.loc["DINOv2-B (the paper's matrix)", "d*"] == chapter._step(r.paper_test.d_star)
+    c1 = chapter.c1_table(r)
+    assert len(c1) == len(r.tests) + 1 and "paper's partition at k = 3" in c1.columns
+    assert set(chapter.power_table(r).columns) == set(controls.STEP_DECAYS)
 
 
 def test_untrained_teachers_have_no_excess_over_a_random_walk(fresh_cache) -> None:
@@ -87,14 +102,16 @@ def test_untrained_teachers_have_no_excess_over_a_random_walk(fresh_cache) -> No
 
 
 def test_the_excess_figure_plots_what_c1_judges(smoke_result) -> None:
-    """Each model's and control's excess with its interval, C1's threshold and the paper's level."""
+    """Each model's and control's best-k excess with its corrected interval, C1's threshold and
+    the paper's level."""
     r = smoke_result("phase-structure")
     rows = plotting.figure_data(chapter.excess_figure(r))
     points = {row["x_tick"]: row["y"] for row in rows if row["kind"] == "points"}
     bars = {row["x_tick"]: (row["y_low"], row["y_high"]) for row in rows if row["kind"] == "interval"}
-    assert set(points) == set(bars) == set(r.excess) | set(r.controls)
-    for name, e in {**r.excess, **r.controls}.items():
-        assert (points[name], *bars[name]) == pytest.approx((e.excess, e.low, e.high))
+    assert set(points) == set(bars) == set(r.tests) | set(r.control_tests)
+    for name, t in {**r.tests, **r.control_tests}.items():
+        assert (points[name], *bars[name]) == pytest.approx((t.excess, *t.interval()))
     lines = {row["series"]: row["y"] for row in rows if row["kind"] == "horizontal line"}
     assert lines == pytest.approx({"C1's threshold": chapter.EXCESS_MIN.value,
-                                   "DINOv2-B (the paper's matrix)": r.paper_dinov2b[r.spec.k].excess})
+                                   "DINOv2-B (the paper's matrix, not cross-fitted)":
+                                       r.paper_test.excess})

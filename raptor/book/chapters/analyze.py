@@ -27,7 +27,7 @@ from torch.utils.data import DataLoader, Dataset, Subset
 
 from raptor import analysis, paper, phases
 from raptor.book import plotting
-from raptor.book.chapters.phase_structure import excess_row
+from raptor.book.chapters.phase_structure import c1_summary, excess_row, power_reps
 from raptor.book.claims import EXCESS_MIN, Claim, versus
 from raptor.book.experiment import teacher_of
 from raptor.book.scope import DATASET_NAMES
@@ -38,6 +38,7 @@ from raptor.metrics import evaluate_student
 from raptor.model import repeats_from_partition
 from raptor.phases import Partition, maxcut, random_partitions
 from raptor.similarity import phase_matrix
+from raptor.phase_test import PhaseTest, phase_test
 from raptor.structure import PhaseExcess, matrix_excess, phase_excesses
 from raptor.train import CACHE_LIMIT_BYTES, distill
 from raptor.trajectories import TokenGroups
@@ -72,9 +73,12 @@ class Result:
     dynamics: DynamicsSummary
     fits: dict[int, list[Fit]]
     n_images: int
+    test: PhaseTest  # C1's test: phases at some k of ``spec.k_values``, with d*
+    dinov2b_test: PhaseTest
 
     def verdict(self, k: int) -> str:
-        """C1's test at ``k``: the interval over the warped decay against ``EXCESS_MIN``."""
+        """The max-cut's excess at ``k`` over the warped decay against ``EXCESS_MIN`` (the
+        ladder; C1's verdict is :attr:`test`'s)."""
         e = self.excess[k]
         return versus(e.low, e.high, EXCESS_MIN.value)
 
@@ -122,7 +126,10 @@ def compute(spec: Spec) -> Result:
     return Result(spec, len(S), a.similarity, S, cuts,
                   phase_excesses(a.per_image, spec.k_values, growth=a.growth, n_boot=spec.n_boot),
                   {k: matrix_excess(dinov2b, k) for k in spec.k_values}, a.dynamics, fits,
-                  a.n_images)
+                  a.n_images,
+                  phase_test(a.per_image, ks=spec.k_values, n_boot=spec.n_boot,
+                             power_reps=power_reps(spec.n_boot)),
+                  phase_test(dinov2b, ks=spec.k_values))
 
 
 def fit(spec: Spec, model, partition: Partition, kind: str, train_set: Dataset,
@@ -146,12 +153,17 @@ def fit(spec: Spec, model, partition: Partition, kind: str, train_set: Dataset,
 
 
 def table(result: Result) -> pd.DataFrame:
-    """C1's statistics at each k beside the paper's DINOv2-B matrix's, and the verdict."""
+    """The max-cut's ladder at each k beside the paper's DINOv2-B matrix's, then C1's test
+    (:func:`~raptor.phase_test.phase_test`: phases at some k, d*) for both."""
     rows = []
     for k, e in result.excess.items():
-        rows.append({"k": k, "model": "yours", **excess_row(e), "C1": result.verdict(k)})
+        rows.append({"k": k, "model": "yours", **excess_row(e), "max-cut over warped decay":
+                     result.verdict(k)})
         rows.append({"k": k, "model": "DINOv2-B (the paper's matrix)",
-                     **excess_row(result.dinov2b[k]), "C1": "—"})
+                     **excess_row(result.dinov2b[k]), "max-cut over warped decay": "—"})
+    for model, t in (("yours", result.test), ("DINOv2-B (the paper's matrix)",
+                                              result.dinov2b_test)):
+        rows.append({"k": "some k", "model": model, **c1_summary(t)})
     return pd.DataFrame(rows).set_index(["k", "model"])
 
 
@@ -263,6 +275,11 @@ def findings(result: Result) -> dict[str, str]:
         "cuts": "; ".join(f"k = {k}: {phases.format_partition(c)}" for k, c in result.cuts.items()),
         "excess": "; ".join(f"k = {k}: {e.excess:+.3f} [{e.low:+.3f}, {e.high:+.3f}] "
                             f"({result.verdict(k)})" for k, e in result.excess.items()),
+        "c1": f"{result.test.verdict()}: {result.test.excess:+.3f} "
+              f"[{result.test.interval()[0]:+.3f}, {result.test.interval()[1]:+.3f}] at k = "
+              f"{result.test.best().k} ({phases.format_partition(result.test.best().cut)}); "
+              f"d* (the smallest step it detects with 80% probability) "
+              f"{result.test.d_star:.2f}",
         "dinov2b": "; ".join(f"k = {k}: {e.excess:+.3f}" for k, e in result.dinov2b.items()),
     }
     if result.fits:
@@ -301,6 +318,11 @@ def numbers(result: Result) -> dict[str, Any]:
         "excess": {str(k): dataclasses.asdict(e) for k, e in result.excess.items()},
         "dinov2b": {str(k): dataclasses.asdict(e) for k, e in result.dinov2b.items()},
         "c1": {str(k): result.verdict(k) for k in result.excess},
+        "c1_test": {"verdict": result.test.verdict(), "excess": result.test.excess,
+                    "interval": list(result.test.interval()), "best_k": result.test.best().k,
+                    "d_star": result.test.d_star if math.isfinite(result.test.d_star) else None,
+                    "per_k": {str(k): {"cut": e.cut, "excess": e.excess}
+                              for k, e in result.test.per_k.items()}},
         "flow": {name: {g: {"mean": m.mean, "std": m.std} for g, m in getattr(d, name).items()}
                  for name in ("norms", "convergence", "speed", "coherence")},
         "update_ranks": {g: {"stable": r.stable, "effective": r.effective}

@@ -3,9 +3,11 @@
 
 The cells (:mod:`raptor.atlas`: depth, width, training-set size, stochastic-depth rate, patch size,
 seed) are measured by ``python -m raptor atlas`` and stored in the repository; the chapter trains
-nothing. It reads every stored cell, verified against the manifest, runs C1's test on each
-(:func:`~raptor.structure.phase_excess`: the max-cut's block excess over the ladder of nulls,
-cross-fitted with a bootstrap interval) and sets it beside the paper's DINOv2-B matrix.
+nothing. It reads every stored cell, verified against the manifest, measures the max-cut's block
+excess over the ladder of nulls (:func:`~raptor.structure.phase_excesses`, the figures), judges
+each cell by C1's test (:func:`~raptor.phase_test.phase_test`: the partition chosen on the
+cross-fitted residual at every k, corrected for the k's tried, with the cell's smallest detectable
+step d*) and sets it beside the paper's DINOv2-B matrix.
 """
 
 from __future__ import annotations
@@ -23,10 +25,11 @@ import torch
 from raptor import atlas, atlas_design, paper
 from raptor.atlas import Cell, CellResult
 from raptor.book import plotting
-from raptor.book.chapters.phase_structure import excess_row
+from raptor.book.chapters.phase_structure import c1_summary, excess_row, power_reps
 from raptor.book.claims import (EXCESS_MIN, FAILS, HOLDS, INCONCLUSIVE, Claim, across_seeds,
                                  claim, versus)
 from raptor.book.specs.atlas import NAME, NOTEBOOK, PAPER, SMOKE, Spec  # noqa: F401
+from raptor.phase_test import PhaseTest, phase_test
 from raptor.structure import PhaseExcess, matrix_excess, phase_excesses
 from raptor.teachers import build_teacher
 
@@ -38,31 +41,39 @@ class Result:
     excess: dict[str, dict[int, PhaseExcess]]  # cell name -> k -> C1's statistics
     missing: list[Cell]  # stage 1's cells not stored yet
     dinov2b: dict[int, PhaseExcess]  # the paper's matrix, not cross-fitted
+    tests: dict[str, PhaseTest]  # cell name -> C1's test over the k's of ``spec.k_values``
+    dinov2b_test: PhaseTest
 
     def verdict(self, cell: Cell) -> str:
-        """C1's test on one cell at ``spec.k``: its interval against ``EXCESS_MIN``."""
-        e = self.excess[cell.name][self.spec.k]
-        return versus(e.low, e.high, EXCESS_MIN.value)
+        """C1's test on one cell: phases at some k of ``spec.k_values``
+        (:meth:`~raptor.phase_test.PhaseTest.verdict`)."""
+        return self.tests[cell.name].verdict()
 
 
 def compute(spec: Spec) -> Result:
-    """Every stored cell's :class:`~raptor.structure.PhaseExcess` at each k (resamples seeded
-    by the cell's seed), and the paper's DINOv2-B matrix's."""
+    """Every stored cell's :class:`~raptor.structure.PhaseExcess` at each k and its
+    :class:`~raptor.phase_test.PhaseTest` (resamples seeded by the cell's seed), and the paper's
+    DINOv2-B matrix's."""
     cells = atlas.load(spec.folder)
     excess = {r.cell.name: phase_excesses(r.phase, spec.k_values, growth=r.growth,
                                           n_boot=spec.n_boot, seed=r.cell.seed) for r in cells}
+    tests = {r.cell.name: phase_test(r.phase, ks=spec.k_values, n_boot=spec.n_boot,
+                                     power_reps=power_reps(spec.n_boot), seed=r.cell.seed)
+             for r in cells}
     S = paper.dinov2b_block_similarity()
     return Result(spec, cells, excess, atlas.missing(atlas_design.stage1(), spec.folder),
-                  {k: matrix_excess(S, k) for k in spec.k_values})
+                  {k: matrix_excess(S, k) for k in spec.k_values}, tests,
+                  phase_test(S, ks=spec.k_values))
 
 
 def stage2(result: Result) -> list[Cell]:
-    """Stage 2's cells (:func:`raptor.atlas_design.stage2`) chosen by C1's test at ``spec.k`` on
+    """Stage 2's cells (:func:`raptor.atlas_design.stage2`) chosen by the max-cut's excess at
+    ``spec.k`` (:func:`max_cut_verdict`, the test the stored design was chosen by) on
     stage 1's stored cells."""
     design = set(atlas_design.stage1())
     measured = [r.cell for r in result.cells if r.cell in design]
     return atlas_design.stage2({c: result.excess[c.name][result.spec.k].excess for c in measured},
-                               [c for c in measured if result.verdict(c) == HOLDS])
+                               [c for c in measured if max_cut_verdict(result, c) == HOLDS])
 
 
 def parameters_of(cell: Cell) -> int:
@@ -83,15 +94,16 @@ def table(result: Result) -> pd.DataFrame:
             "params / image": round(parameters_of(c) / c.images, 1),
             "converged": s["converged"], "best epoch": s["best_epoch"], "val acc": s["val_acc"],
             "train core-min": round(s["train_seconds"] * s["machine"]["threads"] / 60, 1),
-            **excess_row(result.excess[c.name][result.spec.k]), "C1 at k": result.verdict(c)})
+            **excess_row(result.excess[c.name][result.spec.k]),
+            **c1_summary(result.tests[c.name])})
     return pd.DataFrame(rows).set_index("cell")
 
 
 def seeds_table(result: Result) -> pd.DataFrame:
-    """The cells measured on several seeds (stage 2): a row per seed (its excess at ``spec.k``,
-    the interval, C1's verdict), then C1's verdict over the seeds
+    """The cells measured on several seeds (stage 2): a row per seed (C1's excess, its interval
+    corrected for the k's tried, C1's verdict), then C1's verdict over the seeds
     (:func:`~raptor.book.claims.across_seeds`, a binomial test of the seeds' verdicts)."""
-    k, by_cell = result.spec.k, {}
+    by_cell: dict[Cell, list[Cell]] = {}
     for r in result.cells:
         by_cell.setdefault(dataclasses.replace(r.cell, seed=0), []).append(r.cell)
     rows: dict[tuple[str, str], tuple[str, str, str]] = {}
@@ -100,12 +112,13 @@ def seeds_table(result: Result) -> pd.DataFrame:
             continue
         name, per_seed = base.name.removesuffix("-s0"), {}
         for c in sorted(cells, key=lambda c: c.seed):
-            x = result.excess[c.name][k]
+            x = result.tests[c.name]
+            low, high = x.interval()
             per_seed[c.seed] = claim("C1", paper="", ours="", holds=result.verdict(c))
-            rows[name, f"seed {c.seed}"] = (f"{x.excess:+.3f}", f"[{x.low:+.3f}, {x.high:+.3f}]",
+            rows[name, f"seed {c.seed}"] = (f"{x.excess:+.3f}", f"[{low:+.3f}, {high:+.3f}]",
                                             per_seed[c.seed].verdict)
         rows[name, f"over the {len(cells)} seeds"] = ("", "", across_seeds(per_seed).verdict)
-    return pd.DataFrame(list(rows.values()), columns=[f"excess at k = {k}", "interval", "C1"],
+    return pd.DataFrame(list(rows.values()), columns=["C1: excess", "interval", "C1"],
                         index=pd.MultiIndex.from_tuples(list(rows), names=["cell", "seed"]))
 
 
@@ -197,15 +210,24 @@ def convergence_figure(result: Result) -> plt.Figure:
     return fig
 
 
+def max_cut_verdict(result: Result, cell: Cell) -> str:
+    """The max-cut's excess at ``spec.k`` over the warped decay against ``EXCESS_MIN``: the test
+    the book's teachers were chosen by (issue 25), before C1's test chose the partition on the
+    residual at every k."""
+    e = result.excess[cell.name][result.spec.k]
+    return versus(e.low, e.high, EXCESS_MIN.value)
+
+
 def family(result: Result, seeds: int = 3) -> tuple[Cell | None, str]:
     """The family the book's ``cpu`` teachers are taken from (seed 0's cell) and why: of the cells
     measured on ≥ ``seeds`` seeds, the cheapest to train (mean core-minutes) of those over whose
-    seeds C1's test holds (:func:`seeds_table`); none holding, the one of the largest mean excess
-    at ``spec.k`` (the excess over the warped decay: C1's calibrated statistic)."""
+    seeds the max-cut's excess at ``spec.k`` holds (:func:`max_cut_verdict`, combined by
+    :func:`~raptor.book.claims.across_seeds`); none holding, the one of the largest mean excess.
+    The rule keeps the statistic the teachers were chosen by, so that re-judging the atlas with
+    C1's test does not move them."""
     k, by_cell = result.spec.k, {}
     for r in result.cells:
         by_cell.setdefault(dataclasses.replace(r.cell, seed=0), []).append(r)
-    over = seeds_table(result)["C1"]
     cells = {c: rs for c, rs in by_cell.items() if len(rs) >= seeds}
     if not cells:
         return None, f"none yet: no cell is measured on {seeds} seeds"
@@ -213,15 +235,18 @@ def family(result: Result, seeds: int = 3) -> tuple[Cell | None, str]:
             for c, rs in cells.items()}
     cost = {c: float(np.mean([r.summary["train_seconds"] * r.summary["machine"]["threads"]
                               for r in rs])) / 60 for c, rs in cells.items()}
-    passing = [c for c in cells
-               if over[c.name.removesuffix("-s0"), f"over the {len(cells[c])} seeds"] == HOLDS]
+    passing = [c for c, rs in cells.items() if across_seeds(
+        {r.cell.seed: claim("C1", paper="", ours="", holds=max_cut_verdict(result, r.cell))
+         for r in rs}).verdict == HOLDS]
     if passing:
         chosen = min(passing, key=cost.__getitem__)
-        why = f"the cheapest of the {len(passing)} cells over whose seeds C1's test holds"
+        why = (f"the cheapest of the {len(passing)} cells over whose seeds the max-cut's excess "
+               f"at k = {k} holds")
     else:
         chosen = max(mean, key=mean.__getitem__)
-        why = (f"C1's test holds over the seeds of none of the {len(cells)} cells measured on "
-               f"≥ {seeds} seeds: the one of the largest mean excess")
+        why = (f"the max-cut's excess at k = {k} holds over the seeds of none of the "
+               f"{len(cells)} cells measured on ≥ {seeds} seeds: the one of the largest mean "
+               f"excess")
     return chosen, (f"{chosen.name.removesuffix('-s0')} ({why}: {mean[chosen]:+.3f} at k = {k} "
                     f"over {len(cells[chosen])} seeds, {cost[chosen]:.1f} core-minutes a teacher)")
 
@@ -230,8 +255,9 @@ def findings(result: Result) -> dict[str, str]:
     """What the atlas finds at ``spec.k``, as text for the chapter's prose."""
     k = result.spec.k
     verdicts = [result.verdict(r.cell) for r in result.cells]
-    best = max(result.cells, key=lambda r: result.excess[r.cell.name][k].excess)
-    e = result.excess[best.cell.name][k]
+    best = max(result.cells, key=lambda r: result.tests[r.cell.name].excess)
+    t = result.tests[best.cell.name]
+    d_stars = [result.tests[r.cell.name].d_star for r in result.cells]
     hours = sum(r.summary["train_seconds"] * r.summary["machine"]["threads"]
                 for r in result.cells) / 3600
     waiting = [c for c in result.missing if c.train_size is None]
@@ -252,8 +278,12 @@ def findings(result: Result) -> dict[str, str]:
         "converged": str(sum(r.summary["converged"] for r in result.cells)),
         "holds": str(verdicts.count(HOLDS)), "fails": str(verdicts.count(FAILS)),
         "inconclusive": str(verdicts.count(INCONCLUSIVE)),
-        "best": f"{best.cell.name}, {e.excess:+.3f} [{e.low:+.3f}, {e.high:+.3f}]",
+        "best": f"{best.cell.name}, {t.excess:+.3f} [{t.interval()[0]:+.3f}, "
+                f"{t.interval()[1]:+.3f}] at k = {t.best().k}",
+        "d-star": f"{min(d_stars):.2f} … {max(d_stars):.2f}",
         "dinov2b": f"{result.dinov2b[k].excess:+.3f}",
+        "dinov2b-chosen": f"{result.dinov2b_test.excess:+.3f} at k = "
+                          f"{result.dinov2b_test.best().k}",
         "core-hours": f"{hours:.1f}", "missing": str(len(result.missing)),
         "waiting": str(len(waiting)),
         "seeds": (f"{len(over)} {'cell is' if len(over) == 1 else 'cells are'} measured on "
