@@ -49,7 +49,7 @@ from itertools import combinations, pairwise
 import numpy as np
 import torch
 
-from raptor.book.claims import EXCESS_MIN, versus
+from raptor.stats import Threshold, versus
 from raptor.paper import DINOV2_B_DEPTH, DINOV2_B_PARTITIONS, Partition
 from raptor.phases import validate_partition
 from raptor.structure import Warp, best_warp, image_phase_matrices, warped_decay_null
@@ -59,6 +59,11 @@ K_TRIED = (2, 3, 4)  # the k's of the paper (§3): the claim is phases at one of
 POWER = 0.8  # d_star: the step detected with this probability [ours, the conventional 80%]
 STEP_RANGE = (0.002, 0.95)  # the steps d_star is searched between (log bisection)
 BISECTIONS = 10  # halvings of the log range: d_star found to within 0.6 % of itself
+
+EXCESS_MIN = Threshold(0.01, "[ours] the paper shows blocks by eye (Fig. 1) without a test; "
+                             "0.01 of mean cosine similarity is 1% of the similarity colour scale, "
+                             "the least a block must stand out from the depth decay to be seen")
+
 
 
 def paper_partition(L: int, k: int = 3) -> Partition:
@@ -188,7 +193,7 @@ class PhaseTest:
         return max(lo for lo, _ in ends), max(hi for _, hi in ends)
 
     def verdict(self, level: float = 0.95) -> str:
-        """holds / does not hold / inconclusive: :meth:`interval` against ``threshold`` (:func:`raptor.book.claims.versus`); a published matrix has no verdict."""
+        """holds / does not hold / inconclusive: :meth:`interval` against ``threshold`` (:func:`raptor.stats.versus`); a published matrix has no verdict."""
         return versus(*self.interval(level), self.threshold)
 
     def reference_interval(self, k: int, level: float = 0.95) -> tuple[float, float]:

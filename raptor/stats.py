@@ -15,6 +15,43 @@ import numpy as np
 from scipy import stats as st
 from scipy.optimize import curve_fit
 
+HOLDS, FAILS, INCONCLUSIVE = "holds", "does not hold", "inconclusive"
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """A number a verdict compares against, and where it comes from.
+
+    ``source`` quotes the paper (section, figure or table) or starts with ``[ours]`` and gives
+    the reason.
+    """
+
+    value: float
+    source: str
+
+    def __post_init__(self) -> None:
+        if not self.source.strip():
+            raise ValueError("a threshold needs a source: the paper's words or '[ours] <reason>'")
+
+
+def versus(low: float, high: float, threshold: float, *, above: bool = True,
+           against: float | None = None) -> str:
+    """The verdict of "the number exceeds ``threshold``" (``above=False``: stays below it) from
+    its interval ``[low, high]``: ``holds`` / ``does not hold`` when the whole interval lies on
+    one side, ``inconclusive`` when it spans the threshold. ``against``: a second threshold, on
+    the other side, that the interval must lie wholly beyond for ``does not hold`` (a band of
+    indifference between the two, e.g. ΔAICc within ±2)."""
+    against = threshold if against is None else against
+    if not low <= high:
+        raise ValueError(f"need an interval with low <= high, got [{low}, {high}]")
+    if (against > threshold) if above else (against < threshold):
+        raise ValueError(f"against ({against}) must lie on the failing side of the threshold "
+                         f"({threshold})")
+    lo, hi = (low, high) if above else (-high, -low)
+    t, f = (threshold, against) if above else (-threshold, -against)
+    return HOLDS if lo > t else FAILS if hi <= f else INCONCLUSIVE
+
+
 
 @dataclass(frozen=True)
 class Trend:

@@ -25,7 +25,8 @@ import pandas as pd
 from IPython.display import HTML
 from scipy import stats as st
 
-from raptor.stats import Interval
+from raptor.phase_test import EXCESS_MIN  # noqa: F401 (C1's threshold, read from here)
+from raptor.stats import FAILS, HOLDS, INCONCLUSIVE, Interval, Threshold, versus
 from raptor.structure import PhaseExcess
 
 CLAIMS: dict[str, str] = {
@@ -56,7 +57,6 @@ CLAIMS: dict[str, str] = {
     "C25": "A BRH model has a shorter description at the same runtime (Levin complexity)",
 }
 
-HOLDS, FAILS, INCONCLUSIVE = "holds", "does not hold", "inconclusive"
 UNTESTABLE, BY_CONSTRUCTION = "not testable at this profile", "by construction"
 VERDICTS = (HOLDS, FAILS, INCONCLUSIVE, UNTESTABLE, BY_CONSTRUCTION)
 UNTESTED = "not yet tested"  # on the claims page: no chapter has checked the claim
@@ -67,22 +67,6 @@ BADGES: dict[str, tuple[str, str]] = {
     UNTESTABLE: ("–", "untestable"), BY_CONSTRUCTION: ("≡", "construction"),
     UNTESTED: ("·", "untested"),
 }
-
-
-@dataclass(frozen=True)
-class Threshold:
-    """A number a verdict compares against, and where it comes from.
-
-    ``source`` quotes the paper (section, figure or table) or starts with ``[ours]`` and gives
-    the reason.
-    """
-
-    value: float
-    source: str
-
-    def __post_init__(self) -> None:
-        if not self.source.strip():
-            raise ValueError("a threshold needs a source: the paper's words or '[ours] <reason>'")
 
 
 @dataclass(frozen=True)
@@ -117,24 +101,6 @@ def claim(claim_id: str, *, paper: str, ours: str, holds: bool | str | None,
     else:
         verdict = UNTESTABLE if holds is None else HOLDS if bool(holds) else FAILS
     return Claim(claim_id, CLAIMS[claim_id], paper, ours, verdict, detail, tests=tests)
-
-
-def versus(low: float, high: float, threshold: float, *, above: bool = True,
-           against: float | None = None) -> str:
-    """The verdict of "the number exceeds ``threshold``" (``above=False``: stays below it) from
-    its interval ``[low, high]``: ``holds`` / ``does not hold`` when the whole interval lies on
-    one side, ``inconclusive`` when it spans the threshold. ``against``: a second threshold, on
-    the other side, that the interval must lie wholly beyond for ``does not hold`` (a band of
-    indifference between the two, e.g. ΔAICc within ±2)."""
-    against = threshold if against is None else against
-    if not low <= high:
-        raise ValueError(f"need an interval with low <= high, got [{low}, {high}]")
-    if (against > threshold) if above else (against < threshold):
-        raise ValueError(f"against ({against}) must lie on the failing side of the threshold "
-                         f"({threshold})")
-    lo, hi = (low, high) if above else (-high, -low)
-    t, f = (threshold, against) if above else (-threshold, -against)
-    return HOLDS if lo > t else FAILS if hi <= f else INCONCLUSIVE
 
 
 SIDE_ERROR = 0.025  # a 95% two-sided interval's chance of lying wholly on one wrong side
@@ -290,9 +256,6 @@ def across_seeds(per_seed: Mapping[int, Claim]) -> Claim:
                + "; ".join(f"seed {s}: {c.ours}" for s, c in rest))
 
 
-EXCESS_MIN = Threshold(0.01, "[ours] the paper shows blocks by eye (Fig. 1) without a test; "
-                             "0.01 of mean cosine similarity is 1% of the similarity colour scale, "
-                             "the least a block must stand out from the depth decay to be seen")
 
 
 def rests_on_phases(excess: Mapping[str, PhaseExcess]) -> str:
