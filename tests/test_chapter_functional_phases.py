@@ -235,7 +235,7 @@ def test_claims_judge_controls_and_swaps_on_every_seed() -> None:
     claims = {c.id: c for c in chapter.claims(result)}
     assert [claims[i].verdict for i in ("C4", "C9", "C10")] == [HOLDS, HOLDS, HOLDS]
     assert "(per seed: 0 holds, 10 does not hold, 20 holds)" in claims["C9"].ours
-    assert "2 hold (P = 0.0018), 1 do not (P = 0.073)" in claims["C9"].detail
+    assert "2 hold (P = 0.0018), 1 does not (P = 0.073)" in claims["C9"].detail
     result.seeds[2] = _run(20, untrained_cls=0.90)
     claims = {c.id: c for c in chapter.claims(result)}
     assert [claims[i].verdict for i in ("C4", "C9", "C10")] == [HOLDS, FAILS, HOLDS]

@@ -18,6 +18,7 @@ import torch
 from raptor.book.chapters import phase_structure
 from raptor.book.profiles import DISTILL
 from raptor.book.result import load, save
+from raptor.phase_test import KExcess, PhaseTest
 from raptor.structure import NullExcess, PhaseExcess, Rank, matrix_excess
 from raptor.train import DistillConfig
 
@@ -115,6 +116,10 @@ def test_round_trip_of_every_kind_of_field(tmp_path: Path) -> None:
 
 
 def test_round_trip_of_a_chapter_result(tmp_path: Path) -> None:
+    cut = ((0, 2), (2, 5))
+    test = PhaseTest({2: KExcess(2, cut, 0.02, np.array([0.01, 0.03]))},
+                     {2: (cut, 0.015, np.array([0.0, 0.02]))}, 0.1, cut, np.array([0.2, 0.1]),
+                     0.01, 0.01, 64)
     mats = {"trained, p=0.0": {"all": np.eye(9), "cls": np.full((9, 9), 0.5)}}
     result = phase_structure.Result(
         spec=phase_structure.SMOKE, accuracy={"trained, p=0.0": 0.75, "untrained": math.nan},
@@ -125,13 +130,17 @@ def test_round_trip_of_a_chapter_result(tmp_path: Path) -> None:
                                          {"stationary": NullExcess(0.05, 0.04, 0.06)}, 0.1)},
         controls={}, paper_dinov2b={2: matrix_excess(np.eye(5), 2)},
         records={"trained, p=0.0": {"loss": [0.9, 0.5], "val": [{"step": 2, "acc": 0.75}],
-                                    "best": {"step": 2, "loss": 0.5}, "converged": True}})
+                                    "best": {"step": 2, "loss": 0.5}, "converged": True}},
+        tests={"untrained": test}, control_tests={"plateau": test}, paper_test=test,
+        power={"stationary": 0.12, "random walk": math.inf})
     save(result, tmp_path / "phase-structure")
     loaded = load(phase_structure.Result, tmp_path / "phase-structure")
     assert_same(result, loaded)
     assert loaded.excess["untrained"].rank == Rank(2, 4)
     assert loaded.excess["untrained"].null_cut == ((0, 3), (3, 5))
     assert loaded.excess["untrained"].ladder["stationary"] == NullExcess(0.05, 0.04, 0.06)
+    assert loaded.tests["untrained"].interval() == test.interval()
+    np.testing.assert_array_equal(loaded.paper_test.steps, test.steps)
 
 
 def test_wrong_type_or_format_is_a_clear_error(tmp_path: Path) -> None:

@@ -149,32 +149,34 @@ def excess_figure(result: Result) -> plt.Figure:
                                      if n in PHASED},
              "control without phases": {n: t for n, t in result.control_tests.items()
                                         if n not in PHASED}}
-    fig, ((ax,),) = plotting.figure(height=4.2)
+    n = sum(map(len, kinds.values()))
+    # one row a model, top to bottom, so every name is printed at the book's smallest font
+    fig, ((ax,),) = plotting.figure(height=1.6 + 0.2 * n)
     names: list[str] = []
     lows, highs = [], []
     for (kind, models), color in zip(kinds.items(), ("C0", "0.55", "C2", "C3")):
-        x = np.arange(len(names), len(names) + len(models))
+        y = np.arange(len(names), len(names) + len(models))
         iv = [t.interval() for t in models.values()]
         lows += [lo for lo, _ in iv]
         highs += [hi for _, hi in iv]
-        ax.vlines(x, [lo for lo, _ in iv], [hi for _, hi in iv], color=color, label=f"_{kind}")
-        ax.scatter(x, [t.excess for t in models.values()], s=16, color=color, label=kind)
+        ax.hlines(y, [lo for lo, _ in iv], [hi for _, hi in iv], color=color, label=f"_{kind}")
+        ax.scatter([t.excess for t in models.values()], y, s=16, color=color, label=kind)
         names += list(models)
     dinov2b = result.paper_test.excess
-    ax.axhline(EXCESS_MIN.value, color="black", ls="--", lw=0.8, label="C1's threshold")
-    ax.axhline(dinov2b, color="C3", ls=":", label="DINOv2-B (the paper's matrix, not cross-fitted)")
-    ax.set_xticks(range(len(names)), names, rotation=60, ha="right", rotation_mode="anchor",
-                  fontsize=7)
-    ax.set_yscale("symlog", linthresh=SYMLOG_LINEAR, linscale=1.5)  # the threshold's scale visible
+    ax.axvline(EXCESS_MIN.value, color="black", ls="--", lw=0.8, label="C1's threshold")
+    ax.axvline(dinov2b, color="C3", ls=":", label="DINOv2-B (the paper's matrix, not cross-fitted)")
+    ax.set_yticks(range(len(names)), names)
+    ax.set_ylim(len(names) - 0.5, -0.5)
+    ax.set_xscale("symlog", linthresh=SYMLOG_LINEAR, linscale=1.5)  # the threshold's scale visible
     low = 1.2 * min(-SYMLOG_LINEAR, dinov2b, *lows)
     high = 1.5 * max(EXCESS_MIN.value, dinov2b, *highs)
     ticks = [t for t in (-0.3, -0.1, -0.02, -0.01, 0, 0.01, 0.02, 0.1, 0.3) if low <= t <= high]
-    ax.set(ylim=(low, high))
-    ax.set_yticks(ticks, [f"{t:+g}".replace("-", "−") if t else "0" for t in ticks])
-    ax.set(xlabel="model or synthetic control", ylabel="excess over warped decay (best k)",
+    ax.set(xlim=(low, high))
+    ax.set_xticks(ticks, [f"{t:+g}".replace("-", "−") if t else "0" for t in ticks])
+    ax.set(ylabel="model or synthetic control", xlabel="excess over warped decay (best k)",
            title=f"C1: phases at some k of {', '.join(map(str, K_TRIED))}, chosen on the "
-                 f"residual (Fig. 1); linear within ±{SYMLOG_LINEAR}, logarithmic beyond")
-    plotting.legend_below(fig, [ax], ncols=3)
+                 f"residual (Fig. 1);\nlinear within ±{SYMLOG_LINEAR}, logarithmic beyond")
+    plotting.legend_below(fig, [ax], ncols=2)
     return fig
 
 
