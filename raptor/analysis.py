@@ -31,7 +31,7 @@ from raptor.catalog import DATASETS, IMAGE_SUFFIXES
 from raptor.dynamics import DynamicsAccumulator, DynamicsSummary
 from raptor.paper import DMD_RANK
 from raptor.similarity import SimilarityAccumulator
-from raptor.storage.cache import planned_images
+from raptor.planning import planned_images
 from raptor.storage.checkpoint import mismatch, read_state_dict
 from raptor.structure import image_growth_nulls, image_phase_matrices
 from raptor.teachers import check_timm_name, head_classes, load_pretrained
@@ -121,7 +121,7 @@ def image_data(source: str, model: VisionTransformer, *, root: str | None = None
     of :mod:`raptor.data` (its own normalisation; one channel repeated for an RGB model), or a
     folder of image files preprocessed by timm's evaluation transform for ``model``. A folder's
     other files, and image files PIL cannot identify, are left out with a warning naming them; a
-    dry run's plan (:func:`~raptor.storage.cache.planned_images`) stands in for a dataset's."""
+    dry run's plan (:func:`~raptor.planning.planned_images`) stands in for a dataset's."""
     size = model.patch_embed.img_size[0]
     channels = model.patch_embed.proj.in_channels
     if source in DATASETS:

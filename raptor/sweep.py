@@ -2,7 +2,7 @@
 
 A chapter asks the cache (:mod:`raptor.storage.cache`) for every teacher and student it needs. To
 find them without training, :func:`plan` runs the chapter's ``compute(spec)`` inside
-:func:`raptor.storage.cache.planning`: each missing entry becomes a :class:`Job` (the configuration
+:func:`raptor.planning.planning`: each missing entry becomes a :class:`Job` (the configuration
 objects it was asked for with, :class:`~raptor.teachers.TeacherRequest` or
 :class:`~raptor.train.StudentRequest`, and its cache key) and the chapter gets an untrained
 stand-in, so ``compute`` runs to its end (a dry run: small stand-ins of the models and images,
@@ -45,7 +45,8 @@ from raptor.book.inputs import missing_inputs
 from raptor.book.runner import RunnerError, model_refusals, resolve
 from raptor.book.specs import MODULES
 from raptor.book.spec import Machine
-from raptor.storage.cache import Tensors, entry_name, load_entry, planning
+from raptor.planning import planning
+from raptor.storage.cache import Tensors, entry_name, load_entry
 from raptor.catalog import DatasetNotFoundError, dataset_info, find
 from raptor.distributed import init_distributed
 from raptor.job_options import Options

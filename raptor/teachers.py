@@ -27,7 +27,7 @@ from timm.models.vision_transformer import Block, VisionTransformer, checkpoint_
 from torch import nn
 
 from raptor import data
-from raptor.storage.cache import get_or_build, load_entry
+from raptor.planning import get_or_plan, load
 from raptor.storage.checkpoint import (half_rounded, load_state_checked, load_tensors,
                                        read_state_dict, save_tensors, save_training_state)
 from raptor.config import TeacherConfig, TrainConfig
@@ -233,7 +233,7 @@ def teacher_key(cfg: TeacherConfig, train: TrainConfig | None, seed: int, device
 @dataclass(frozen=True)
 class TeacherRequest:
     """A teacher as :func:`get_teacher` is asked for it (``train`` ``None``: untrained), with the
-    device it resolved: what a planner (:func:`raptor.storage.cache.planning`) is handed for its
+    device it resolved: what a planner (:func:`raptor.planning.planning`) is handed for its
     entry."""
 
     cfg: TeacherConfig
@@ -270,8 +270,8 @@ def get_teacher(cfg: TeacherConfig, train: TrainConfig | None = None, *, seed: i
             tensors.update({f"snapshot.{step}.{k}": v for k, v in state.items()})
         return (half_rounded(tensors) if train.half_weights else tensors), record
 
-    tensors, record = get_or_build("teacher", key, build,
-                                   request=TeacherRequest(cfg, train, seed, device))
+    tensors, record = get_or_plan("teacher", key, build,
+                                  request=TeacherRequest(cfg, train, seed, device))
     model.cpu().load_state_dict({k: v for k, v in tensors.items()
                                  if not k.startswith("snapshot.")})
     return model.eval(), record
@@ -284,7 +284,7 @@ def teacher_snapshot(cfg: TeacherConfig, train: TrainConfig, step: int, *, seed:
     if step not in train.snapshot_steps:
         raise ValueError(f"step {step} is not a snapshot; available: {train.snapshot_steps}")
     get_teacher(cfg, train, seed=seed, data_root=data_root, progress=False, device=device)
-    tensors, _ = load_entry("teacher", teacher_key(cfg, train, seed, device))
+    tensors, _ = load("teacher", teacher_key(cfg, train, seed, device))
     prefix = f"snapshot.{step}."
     model = build_teacher(cfg, seed)
     model.load_state_dict({k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)})

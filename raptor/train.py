@@ -46,7 +46,8 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 from tqdm import tqdm
 
 from raptor import data
-from raptor.storage.cache import digest, get_or_build
+from raptor.planning import get_or_plan
+from raptor.storage.cache import digest
 from raptor.storage.checkpoint import half_rounded, load_tensors, save_tensors, save_training_state
 from raptor.loop import (CapturedStep, adamw, batches_from, improves, plateaued, resume, seeded,
                          train)
@@ -369,7 +370,7 @@ def student_key(teacher_cfg: TeacherConfig, teacher_train: TrainConfig | None, t
 class StudentRequest:
     """A student as :func:`get_student` is asked for it: its teacher, its distillation and the
     teacher's training step it distils (``snapshot``; ``None``: the trained teacher). What a
-    planner (:func:`raptor.storage.cache.planning`) is handed for its entry."""
+    planner (:func:`raptor.planning.planning`) is handed for its entry."""
 
     teacher: TeacherRequest
     cfg: DistillConfig
@@ -416,7 +417,7 @@ def get_student(teacher_cfg: TeacherConfig, teacher_train: TrainConfig | None, t
         tensors = {k: v.cpu() for k, v in raptor.blocks.state_dict().items()}
         return (half_rounded(tensors) if cfg.half_weights else tensors), record
 
-    tensors, record = get_or_build("student", key, build, request=request)
+    tensors, record = get_or_plan("student", key, build, request=request)
     raptor = build_student(teacher.cpu(), cfg)
     raptor.blocks.load_state_dict(tensors)
     return raptor.eval(), record

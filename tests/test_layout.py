@@ -152,6 +152,12 @@ def test_layers_are_where_the_readme_says(module: str) -> None:
     assert module in MODULES
 
 
+def test_storage_keeps_no_plan() -> None:
+    """A dry run's plan is the planner's state (:mod:`raptor.planning`): storage only stores."""
+    for path in (PACKAGE / "storage").glob("*.py"):
+        assert "ContextVar" not in path.read_text(), path.name
+
+
 # --- the documents a newcomer reads (issue 46) ---------------------------------------------------
 
 ROOT = PACKAGE.parent

@@ -17,7 +17,8 @@ from raptor.__main__ import main
 from raptor.book.chapters import chapter
 from raptor.book.specs import MODULES
 from raptor.book.runner import RunnerError
-from raptor.storage.cache import entry_name, entry_path, planning
+from raptor.planning import planning
+from raptor.storage.cache import entry_name, entry_path
 from raptor import atlas, atlas_design
 from raptor.gpu_cost import gpu_throughput
 from raptor.job_options import Options

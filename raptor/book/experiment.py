@@ -2,10 +2,10 @@
 spec, a model's trajectories on images held in memory, in batches, the walk from a teacher to its
 phases (§2, App. A.1), and a linear probe's accuracy.
 
-In a dry run's plan (:func:`raptor.storage.cache.dry_planning`, ``python -m raptor sweep
+In a dry run's plan (:func:`raptor.planning.dry_planning`, ``python -m raptor sweep
 --dry-run``) a chapter's models and images are small stand-ins of its depth, token groups and
 classes (:func:`stand_in_config`, :data:`DRY_SIZE`): each model asked for is noted as a job
-from its configuration (:func:`~raptor.storage.cache.plan_entry`), and ``compute`` runs to its end
+from its configuration (:func:`~raptor.planning.plan_entry`), and ``compute`` runs to its end
 in seconds, with no full-size forward pass and no data read."""
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from raptor.phases import Partition, maxcut, partition_to_repeats
 from raptor.probes import linear_probe, probe_features
 from raptor.similarity import layer_similarity, phase_matrix
 from raptor.structure import PhaseExcess, image_growth_nulls, image_phase_matrices, phase_excesses
-from raptor.storage.cache import dry_planning, plan_entry, planned_images
+from raptor.planning import dry_planning, plan_entry, planned_images
 from raptor.teachers import (TeacherConfig, TeacherRequest, TrainConfig, build_teacher,
                              get_teacher, teacher_key, teacher_snapshot)
 from raptor.train import DistillConfig, StudentRequest, build_student, get_student, student_key

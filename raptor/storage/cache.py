@@ -12,11 +12,7 @@ The cache lives in ``$RAPTOR_CACHE`` (default ``~/.cache/raptor``). Below it sit
 the trained models behind the committed book, each verified against the sha256 in the tier's
 ``manifest.json`` before it is loaded (see :mod:`raptor.storage.artifacts`).
 
-A planner (:mod:`raptor.sweep`) runs a chapter inside :func:`planning`: then a missing entry is not
-built but stood in for, from what its requester asked for (``request``: the configuration objects
-behind its key), and in a dry run so are the evaluation images (:func:`planned_images`); there the
-requester builds no full-size model either, but notes the entry (:func:`plan_entry`) and goes on
-with a small one of its own. The plan is a context variable, set for the ``with`` block alone.
+A planner asks through :mod:`raptor.planning`, which stands in for what this cache lacks.
 """
 
 from __future__ import annotations
@@ -30,8 +26,6 @@ import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
-from contextvars import ContextVar
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,23 +40,6 @@ from raptor.storage.manifest import artifacts_root, cache_root, read_manifest
 
 Tensors = dict[str, torch.Tensor]
 Builder = Callable[[Path], tuple[Tensors, dict[str, Any]]]
-StandIn = Callable[[str, Mapping[str, Any], object], tuple[Tensors, dict[str, Any]]]
-Images = Callable[[str, int | None, int, int], tuple[torch.Tensor, torch.Tensor]]
-
-
-@dataclass(frozen=True)
-class _Plan:
-    """What :func:`planning` holds: the planner's stand-ins for missing entries and (in a dry
-    run) for evaluation images, whether stored entries count as missing (``fresh``), and the
-    entries stood in for so far, by name."""
-
-    stand_in: StandIn
-    images: Images | None
-    fresh: bool
-    given: dict[str, tuple[Tensors, dict[str, Any]]] = field(default_factory=dict)
-
-
-_plan: ContextVar[_Plan | None] = ContextVar("raptor.storage.cache.plan", default=None)
 
 
 def entry_name(kind: str, config: Mapping[str, Any]) -> str:
@@ -94,13 +71,10 @@ def load_entry(kind: str, config: Mapping[str, Any]) -> tuple[Tensors, dict[str,
     """The stored artifact, or ``None`` if absent, corrupt or from another configuration.
 
     The cache is looked at first, then the artifact tier (whose entries must match their sha256);
-    a damaged cache copy is a warning, and the tier's copy is used where there is one. Inside
-    :func:`planning`, an entry stood in for is its stand-in.
+    a damaged cache copy is a warning, and the tier's copy is used where there is one.
     """
-    path, name, plan = entry_path(kind, config), entry_name(kind, config), _plan.get()
+    path, name = entry_path(kind, config), entry_name(kind, config)
     _log_use(kind, config)
-    if plan is not None and name in plan.given:
-        return plan.given[name]
     if not path.exists():
         return tier_entry(name, config)
     try:
@@ -119,28 +93,21 @@ def load_entry(kind: str, config: Mapping[str, Any]) -> tuple[Tensors, dict[str,
     return found
 
 
-def get_or_build(kind: str, config: Mapping[str, Any], build: Builder, *, request: object = None
+def get_or_build(kind: str, config: Mapping[str, Any], build: Builder
                  ) -> tuple[Tensors, dict[str, Any]]:
     """Load the artifact for ``config``, or run ``build(work_path)`` and store its result.
 
     ``build`` returns ``(tensors, record)``; ``record`` is JSON-serialisable (training curves,
     metrics). ``work_path`` is where ``build`` may keep a resumable checkpoint; it is removed once
     the entry is stored. Processes asking for the same missing entry build it once: one holds its
-    lock (:func:`entry_lock`), the others wait and then load it. Inside :func:`planning` a missing
-    entry is not built: the planner's stand-in for ``request`` (what the caller asked for, e.g. a
-    :class:`~raptor.teachers.TeacherRequest`) is returned instead. The ranks of a process group
+    lock (:func:`entry_lock`), the others wait and then load it. The ranks of a process group
     (``torchrun``) build together: see :func:`_get_or_build_ranks`.
     """
-    plan = _plan.get()
-    if plan is None and dist.is_available() and dist.is_initialized() and \
-            dist.get_world_size() > 1:
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
         return _get_or_build_ranks(kind, config, build)
     found = load_entry(kind, config)
     if found is not None:
         return found
-    if plan is not None:
-        plan.given[entry_name(kind, config)] = plan.stand_in(kind, config, request)
-        return plan.given[entry_name(kind, config)]
     path = entry_path(kind, config)
     with entry_lock(path):
         found = load_entry(kind, config) if path.exists() else None
@@ -219,53 +186,6 @@ def entry_lock(path: Path) -> Iterator[None]:
         f.write(f"{platform.node()} pid {os.getpid()}\n")
         f.flush()
         yield
-
-
-@contextmanager
-def planning(stand_in: StandIn, images: Images | None = None, *,
-             fresh: bool = False) -> Iterator[None]:
-    """Plan instead of build: inside, a missing entry is not built; ``stand_in(kind, config,
-    request)`` gives what :func:`get_or_build` (and later :func:`load_entry`) return for it, e.g.
-    untrained weights, so a chapter runs to its end and names every training it needs
-    (:mod:`raptor.sweep`). ``images`` (a dry run) stands in for evaluation images: see
-    :func:`planned_images`. ``fresh``: every entry counts as missing, as in an empty cache. The
-    plan ends with the block, also when it raises.
-    """
-    if _plan.get() is not None:
-        raise RuntimeError("planning() does not nest")
-    token = _plan.set(_Plan(stand_in, images, fresh))
-    try:
-        yield
-    finally:
-        _plan.reset(token)
-
-
-def dry_planning() -> bool:
-    """Whether this is a dry run's :func:`planning` (one that stands in for images too)."""
-    plan = _plan.get()
-    return plan is not None and plan.images is not None
-
-
-def plan_entry(kind: str, config: Mapping[str, Any], request: object) -> None:
-    """In :func:`planning`: hand the entry to the planner's stand-in (which notes it as a job)
-    unless it is stored or already noted; what the stand-in returns is not loaded into anything."""
-    plan = _plan.get()
-    if plan is None:
-        raise RuntimeError("plan_entry() outside planning()")
-    name = entry_name(kind, config)
-    if name not in plan.given and (plan.fresh or load_entry(kind, config) is None):
-        plan.given[name] = plan.stand_in(kind, config, request)
-
-
-def planned_images(dataset: str, img_size: int | None, n: int, seed: int
-                   ) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """In a dry run's :func:`planning`, the planner's stand-in for ``n`` evaluation images of
-    ``dataset`` (at ``img_size``, ``None``: its own) drawn with ``seed``; else ``None``: read
-    them."""
-    plan = _plan.get()
-    if plan is None or plan.images is None:
-        return None
-    return plan.images(dataset, img_size, n, seed)
 
 
 def _why_built(kind: str, config: Mapping[str, Any]) -> str:
