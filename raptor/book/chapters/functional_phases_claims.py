@@ -15,6 +15,7 @@ from raptor.book.claims import Claim, Threshold, claim
 from raptor.book.engine import Declaration, Part, judge, over_seeds
 
 GROUPS = ("cls", "patches")
+TOKEN = {"cls": "cls", "patches": "patch"}  # a group's name before "R²"
 #: Images per unit of the chapter's per-unit scores (accuracy, R²), pooled over the units.
 UNIT_IMAGES = 50
 
@@ -121,7 +122,7 @@ def c9_untrained_easier(untrained: Mapping[str, Sequence[float]],
     return judge(Declaration(
         "C9", "an untrained ViT is reconstructed better than a trained one (§2)", [
             Part(g, over_seeds(np.subtract(untrained[g], trained[g])), BETTER, fmt="+.3f",
-                 what=f"the untrained teacher's Raptor's {g} R² minus the trained one's")
+                 what=f"the untrained teacher's Raptor's {TOKEN[g]} R² minus the trained one's")
             for g in GROUPS],
         note=f"the Raptor's mean R² over layers 1..L on the validation images, cls/patches, mean "
              f"over seeds: untrained {_means(untrained)}, trained {_means(trained)}; untrained − "
@@ -170,8 +171,8 @@ def c11_overfitting(best: Mapping[int, int], steps: Sequence[int],
     low = {g: [float(np.min(snapshots[s][g][:r + 1])) for s, r in refs.items()] for g in GROUPS}
     change = {k: [float(snapshots[s][k][-1] - snapshots[s][k][r]) for s, r in refs.items()]
               for k in ("cls", "acc")}
-    parts = [*(Part(f"{g} R² up to the reference", over_seeds(v), R2_HIGH,
-                    what=f"the lowest {g} R² up to the reference snapshot")
+    parts = [*(Part(f"{TOKEN[g]} R² up to the reference", over_seeds(v), R2_HIGH,
+                    what=f"the lowest {TOKEN[g]} R² up to the reference snapshot")
                for g, v in low.items()),
              *(Part(f"{name} falls", over_seeds(change[k]), FALLS, side="below", fmt="+.3f",
                     what=f"the change of {name} from the reference to the last snapshot")
