@@ -12,7 +12,6 @@ from raptor.book.claims import FAILS, HOLDS, INCONCLUSIVE, UNTESTABLE
 from raptor.book.engine import ENGINE
 from raptor.book.experiment import batched, walk
 from raptor.metrics import head_accuracy
-from raptor.stats import Interval
 from raptor.structure import PhaseExcess, Rank
 
 
@@ -22,10 +21,6 @@ def test_margin_is_in_sample_standard_deviations() -> None:
     assert judge.margin(0.95, [0.7, 0.8, 0.9]) == pytest.approx(1.5)  # mean 0.8, σ 0.1
     assert judge.margin(0.7, [0.7, 0.8, 0.9]) == pytest.approx(-1.0)
     assert np.isnan(judge.margin(0.9, [0.8, 0.8]))  # no spread, no σ
-
-
-def _iv(estimate: float, low: float, high: float) -> Interval:
-    return Interval(estimate, low, high, 0.95)
 
 
 def test_c3_is_judged_over_seeds() -> None:
@@ -58,37 +53,45 @@ def test_maxcut_margin_is_on_the_accuracies_over_all_images() -> None:
     assert judge.maxcut_margin(units, sizes) == pytest.approx(judge.margin(acc[0], acc[1:]))
 
 
-def test_retained_interval_is_paired_over_units() -> None:
+SIZES = np.full(20, 50.0)  # 20 units of 50 images
+
+
+def units(mean: float, sd: float = 0.01, seed: int = 0) -> np.ndarray:
+    """Per-unit values around ``mean`` (evaluation noise of sd ``sd``)."""
+    return mean + np.random.default_rng(seed).normal(0, sd, len(SIZES))
+
+
+def test_retained_is_the_share_kept_on_all_the_images() -> None:
+    sizes = np.r_[np.full(19, 50.0), 20.0]
     rng = np.random.default_rng(0)
-    sizes = np.full(20, 50.0)
-    teacher = 0.8 + rng.normal(0, 0.06, 20)  # units differ in difficulty
+    teacher = 0.8 + rng.normal(0, 0.06, 20)
     copies = np.stack([0.9 * teacher, 0.7 * teacher])  # each copy keeps a share on every unit
-    iv = judge.retained_interval(copies, teacher, sizes)
-    assert iv.estimate == pytest.approx(0.8)
-    # the units' difficulty is shared by teacher and copies: it moves no share, a point interval
-    assert iv.high - iv.low == pytest.approx(0.0, abs=1e-9)
-    noisy = judge.retained_interval(copies + rng.normal(0, 0.03, copies.shape), teacher, sizes)
-    assert noisy.low < noisy.estimate < noisy.high
-    assert np.isnan(judge.retained_interval(copies, 0 * teacher, sizes).estimate)
+    assert judge.retained(copies, teacher, sizes) == pytest.approx(0.8)
+    noisy = copies + rng.normal(0, 0.03, copies.shape)
+    oracle = np.mean([(c * sizes).sum() for c in noisy]) / (teacher * sizes).sum()
+    assert judge.retained(noisy, teacher, sizes) == pytest.approx(oracle)
+    assert np.isnan(judge.retained(copies, 0 * teacher, sizes))
 
 
-def test_c4_swaps() -> None:
-    held = judge.c4_swaps({1: _iv(0.95, 0.93, 0.97), 2: _iv(0.92, 0.91, 0.94)},
-                          {1: _iv(0.3, 0.25, 0.35), 2: _iv(0.5, 0.45, 0.55)})
-    assert held.verdict == HOLDS and held.tests == 4
-    assert held.ours == ("share of teacher accuracy kept: intra 1 layer 95% [93%, 97%], 2 layers "
-                         "92% [91%, 94%]; inter 1 layer 30% [25%, 35%], 2 layers 50% [45%, 55%]")
-    assert held.detail.startswith("holds if, for every number of layers swapped, intra swaps "
-                                  "keep > 90% and inter swaps < 60% of the teacher's accuracy")
-    # inter swaps that keep 78% and more, clear of 60%: does not hold, whatever intra does
-    failed = judge.c4_swaps({1: _iv(0.89, 0.86, 0.92)}, {1: _iv(0.78, 0.75, 0.81)})
-    assert failed.verdict == FAILS
-    # an intra share whose interval spans 90%, every other part holding: inconclusive
-    assert judge.c4_swaps({1: _iv(0.91, 0.88, 0.93)},
-                          {1: _iv(0.3, 0.25, 0.35)}).verdict == INCONCLUSIVE
-    assert judge.c4_swaps({}, {1: _iv(0.5, 0.4, 0.6)}).verdict == UNTESTABLE
+def test_c4_is_judged_over_seeds() -> None:
+    held = judge.c4_swaps({1: [0.99, 0.98, 0.99], 2: [0.96, 0.95, 0.97]},
+                          {1: [0.30, 0.35, 0.32], 2: [0.20, 0.25, 0.22]}, rests_on="C1: no phases")
+    assert held.verdict == HOLDS and held.tests == 4 and held.rests_on == "C1: no phases"
+    assert held.ours.startswith("The share of the teacher's accuracy kept by intra-phase swaps "
+                                "of 1 layer is 98.7%, above 90.0%")
+    assert "inter 2 22.3% [" in held.detail and "(per seed 20.0%, 25.0%, 22.0%)" in held.detail
+    assert ENGINE in held.detail and "[ours]" in held.detail
+    # the stored cpu seeds' inter swaps keep 90–99% on every seed: clear of 60%, it does not hold
+    failed = judge.c4_swaps({1: [0.99, 0.99, 1.0]}, {1: [0.99, 0.98, 0.97]})
+    assert failed.verdict == FAILS and "not below 60.0%" in failed.ours
+    # seeds that disagree (one intra share at 80%, two near 99%): too spread to tell
+    spread = judge.c4_swaps({1: [0.99, 0.80, 0.98]}, {1: [0.30, 0.35, 0.32]})
+    assert spread.verdict == INCONCLUSIVE and "not clearly above 90.0% on 3 seeds" in spread.ours
+    # no swap sets of a kind, a teacher with no image right, or one seed: not testable
+    assert judge.c4_swaps({}, {1: [0.5, 0.4, 0.6]}).verdict == UNTESTABLE
     nan = float("nan")
-    assert judge.c4_swaps({1: _iv(nan, nan, nan)}, {1: _iv(0.3, 0.2, 0.4)}).verdict == UNTESTABLE
+    assert judge.c4_swaps({1: [nan, 0.9, 0.9]}, {1: [0.3, 0.2, 0.4]}).verdict == UNTESTABLE
+    assert judge.c4_swaps({1: [0.99]}, {1: [0.3]}).verdict == UNTESTABLE
 
 
 def _swap_units(keep: float, flip: float, sets: int, rng: np.random.Generator,
@@ -102,91 +105,105 @@ def _swap_units(keep: float, flip: float, sets: int, rng: np.random.Generator,
 
 
 def test_c4_power_at_the_cpu_profile() -> None:
-    """C4 can hold at the cpu profile's n (1,000 images in 20 units, 20 swap sets for each of 1,
-    2, 3 layers): intra copies that redraw 10% of the images at the teacher's accuracy, inter
-    copies that redraw 90% at 30% of it; with no difference between the kinds (inter copies
-    as good as intra ones) it does not hold."""
+    """C4 can hold at the cpu profile (three seeds, each its own teacher on 1,000 images, 20 swap
+    sets for each of 1, 2, 3 layers): intra copies that redraw 10% of the images at the teacher's
+    accuracy, inter copies that redraw 90% at 30% of it; with no difference between the kinds
+    (inter copies as good as intra ones) it does not hold."""
     rng = np.random.default_rng(0)
-    teacher = rng.random(1000) < 0.8
-    t_units = teacher.reshape(20, 50).mean(axis=1)
+    teachers = [rng.random(1000) < 0.8 for _ in range(3)]
 
-    def shares(keep: float, flip: float) -> dict[int, Interval]:
-        return {n: judge.retained_interval(_swap_units(keep, flip, 20, rng, teacher),
-                                           t_units, SIZES) for n in (1, 2, 3)}
+    def shares(keep: float, flip: float) -> dict[int, list[float]]:
+        return {n: [judge.retained(_swap_units(keep, flip, 20, rng, t),
+                                   t.reshape(20, 50).mean(axis=1), SIZES) for t in teachers]
+                for n in (1, 2, 3)}
 
     intra = shares(1.0, 0.1)
     assert judge.c4_swaps(intra, shares(0.3, 0.9)).verdict == HOLDS
     assert judge.c4_swaps(intra, intra).verdict == FAILS
 
 
-SIZES = np.full(20, 50.0)  # 20 units of 50 images
+def test_c9_is_judged_over_seeds() -> None:
+    trained = {"cls": [0.877, 0.904, 0.858], "patches": [0.922, 0.947, 0.924]}
+    # the stored cpu seeds: untrained teachers easier on every seed, by 0.05–0.10
+    held = judge.c9_untrained_easier({"cls": [0.951, 0.950, 0.958],
+                                      "patches": [0.998, 0.998, 0.998]}, trained)
+    assert held.verdict == HOLDS and held.tests == 2
+    assert held.ours.startswith("The untrained teacher's Raptor's cls R² minus the trained one's "
+                                "is +0.073, above +0.000")
+    assert "untrained 0.953/0.998, trained 0.880/0.931" in held.detail
+    assert "cls +0.073 [+0.006, +0.140] (per seed +0.074, +0.046, +0.100)" in held.detail
+    assert ENGINE in held.detail
+    worse = {"cls": [0.80, 0.83, 0.79], "patches": [0.998, 0.998, 0.998]}
+    assert judge.c9_untrained_easier(worse, trained).verdict == FAILS
+    # one seed whose untrained teacher is harder (the binomial vote outvoted it): inconclusive
+    spread = {"cls": [0.951, 0.85, 0.958], "patches": [0.998, 0.998, 0.998]}
+    assert judge.c9_untrained_easier(spread, trained).verdict == INCONCLUSIVE
 
 
-def units(mean: float, sd: float = 0.01, seed: int = 0) -> np.ndarray:
-    """Per-unit values around ``mean`` (evaluation noise of sd ``sd``)."""
-    return mean + np.random.default_rng(seed).normal(0, sd, len(SIZES))
-
-
-def test_c9_untrained_easier_on_intervals() -> None:
-    trained = {"cls": units(0.957), "patches": units(0.98, seed=1)}
-    untrained = {"cls": units(0.98, seed=2), "patches": units(0.999, seed=3)}
-    held = judge.c9_untrained_easier(untrained, trained, SIZES)
-    assert held.verdict == HOLDS and held.ours.startswith("R² cls/patches: untrained 0.98")
-    assert "20 units of ≤ 50 validation images" in held.detail
-    worse = {"cls": units(0.98, seed=2), "patches": units(0.96, seed=3)}
-    assert judge.c9_untrained_easier(worse, trained, SIZES).verdict == FAILS
-    # A gap of 0.001 against a per-unit sd of 0.02: the interval spans 0.
-    close = {"cls": units(0.958, 0.02, seed=4), "patches": units(0.981, 0.02, seed=5)}
-    assert judge.c9_untrained_easier(close, trained, SIZES).verdict == INCONCLUSIVE
-
-
-def test_c10_skip_removal_on_intervals() -> None:
-    assert judge.c10_skip_removal(units(0.999), units(0.95, seed=1), SIZES).verdict == HOLDS
-    failed = judge.c10_skip_removal(units(0.999), units(0.749, seed=1), SIZES)
-    assert failed.verdict == FAILS and "→ 0.749; drop +0.248 [+0.24" in failed.ours
-    assert failed.detail.startswith("drop of patch R² below 0.1 [ours]; 95% bootstrap")
-    near = judge.c10_skip_removal(units(0.999, 0.05), units(0.899, 0.05, seed=1), SIZES)
-    assert near.verdict == INCONCLUSIVE
+def test_c10_is_judged_over_seeds() -> None:
+    held = judge.c10_skip_removal([0.998, 0.997, 0.998], [0.97, 0.975, 0.96])
+    assert held.verdict == HOLDS and held.tests == 1
+    assert held.ours == "The drop of patch R² without skip branches is +0.029, below +0.100"
+    # the stored cpu seeds: drops of 0.24–0.39
+    failed = judge.c10_skip_removal([0.998, 0.998, 0.998], [0.658, 0.763, 0.608])
+    assert failed.verdict == FAILS
+    assert "mean over seeds 0.998 with skip branches → 0.676 without" in failed.detail
+    assert "drop +0.322 [+0.125, +0.518] (per seed +0.340, +0.235, +0.390)" in failed.detail
+    # seeds that disagree (drops of 0.02 and 0.25): inconclusive
+    assert judge.c10_skip_removal([0.998] * 3, [0.978, 0.748, 0.96]).verdict == INCONCLUSIVE
 
 
 STEPS = [50, 150, 300, 600]
 
 
-def snapshots(cls: list[float], acc: list[float], patches: float = 0.97,
-              sd: float = 0.005) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    r2 = {"cls": np.array([units(v, sd, seed=i) for i, v in enumerate(cls)]),
-          "patches": np.array([units(patches, sd, seed=9 + i) for i in range(len(cls))])}
-    return r2, np.array([units(a, sd, seed=20 + i) for i, a in enumerate(acc)])
+def run_of(cls: list[float], acc: list[float], patches: float = 0.97) -> dict[str, np.ndarray]:
+    """One seed's overfitting run: per snapshot of ``STEPS`` the R² and the teacher's
+    accuracy."""
+    return {"cls": np.array(cls), "patches": np.full(len(cls), patches), "acc": np.array(acc)}
 
 
-def test_c11_reference_is_at_or_after_the_minimum() -> None:
-    # The committed cpu run: minimum at step 100, so the reference is step 150, not step 50.
-    r2, acc = snapshots([0.9587, 0.9104, 0.8371, 0.8369], [0.5134, 0.693, 0.689, 0.7155])
-    failed = judge.c11_overfitting(100, STEPS, r2, acc, SIZES)
-    assert failed.verdict == FAILS  # cls R² falls to 0.84 (< 0.9) and accuracy rises
-    assert "reference snapshot 150" in failed.ours and "step 150 → 600" in failed.ours
-    r2, acc = snapshots([0.96, 0.95, 0.93, 0.91], [0.7, 0.72, 0.70, 0.66])
-    held = judge.c11_overfitting(150, STEPS, r2, acc, SIZES)
-    assert held.verdict == HOLDS and "step 150 → 600: cls R² -0.04" in held.ours
-    # R² not high before the minimum: "stays high until" fails even though both drop later.
-    r2, acc = snapshots([0.80, 0.95, 0.93, 0.91], [0.7, 0.72, 0.70, 0.66])
-    assert judge.c11_overfitting(150, STEPS, r2, acc, SIZES).verdict == FAILS
-    # A drop within evaluation noise is inconclusive.
-    r2, acc = snapshots([0.96, 0.95, 0.95, 0.949], [0.7, 0.72, 0.70, 0.66], sd=0.02)
-    assert judge.c11_overfitting(150, STEPS, r2, acc, SIZES).verdict == INCONCLUSIVE
+def test_c11_is_judged_over_seeds_each_from_its_own_minimum() -> None:
+    best = {0: 150, 1: 150, 2: 100}
+    held = judge.c11_overfitting(best, STEPS, {
+        0: run_of([0.96, 0.95, 0.93, 0.91], [0.70, 0.72, 0.70, 0.66]),
+        1: run_of([0.97, 0.96, 0.93, 0.90], [0.71, 0.73, 0.70, 0.68]),
+        2: run_of([0.95, 0.96, 0.94, 0.92], [0.70, 0.71, 0.69, 0.66])})
+    assert held.verdict == HOLDS and held.tests == 4
+    assert ("seed 0 step 150 (minimum at 150), seed 1 step 150 (minimum at 150), seed 2 step 150 "
+            "(minimum at 100)") in held.detail
+    assert "cls R² up to the reference 0.953 [" in held.detail and ENGINE in held.detail
+    assert "(per seed 0.950, 0.960, 0.950)" in held.detail
+    # a seed whose minimum comes late: its reference is its own (step 300), so its R² at 300 is
+    # "before overfitting" and must be high; here it is 0.80 on that seed alone
+    late = judge.c11_overfitting({**best, 2: 300}, STEPS, {
+        0: run_of([0.96, 0.95, 0.93, 0.91], [0.70, 0.72, 0.70, 0.66]),
+        1: run_of([0.97, 0.96, 0.93, 0.90], [0.71, 0.73, 0.70, 0.68]),
+        2: run_of([0.95, 0.96, 0.80, 0.75], [0.70, 0.71, 0.72, 0.66])})
+    assert "(per seed 0.950, 0.960, 0.800)" in late.detail
+    assert late.verdict == INCONCLUSIVE  # the seeds disagree on "high until the minimum"
+    # accuracy rising after the minimum on every seed: does not hold
+    rises = judge.c11_overfitting(best, STEPS, {
+        s: run_of([0.96, 0.95, 0.90, 0.85], [0.60, 0.65, 0.70, 0.70 + 0.01 * s])
+        for s in best})
+    assert rises.verdict == FAILS and "the change of accuracy from the reference to the last " \
+        "snapshot is +0.060, not below +0.000" in rises.ours
 
 
-def test_c11_untestable_without_snapshots_around_the_minimum() -> None:
-    r2, acc = snapshots([0.96, 0.95, 0.93, 0.91], [0.7, 0.72, 0.70, 0.66])
-    at_end = judge.c11_overfitting(600, STEPS, r2, acc, SIZES)
-    assert at_end.verdict == UNTESTABLE and at_end.ours.endswith("no snapshot after the one at it")
-    assert judge.c11_overfitting(700, STEPS, r2, acc, SIZES).verdict == UNTESTABLE
+def test_c11_untestable_without_a_snapshot_after_some_seeds_minimum() -> None:
+    runs = {s: run_of([0.96, 0.95, 0.93, 0.91], [0.7, 0.72, 0.70, 0.66]) for s in (0, 1, 2)}
+    at_end = judge.c11_overfitting({0: 150, 1: 600, 2: 150}, STEPS, runs)
+    assert at_end.verdict == UNTESTABLE
+    assert at_end.ours == "no snapshot after the val-loss minimum on seed 1 (minimum at step 600)"
+    assert judge.c11_overfitting({0: 150, 1: 150, 2: 700}, STEPS, runs).verdict == UNTESTABLE
+    assert judge.reference(100, STEPS) == 1 and judge.reference(150, STEPS) == 1
+    assert judge.reference(600, STEPS) is None and judge.reference(700, STEPS) is None
 
 
 def test_thresholds_cite_the_paper_or_say_ours() -> None:
     for t in (judge.INTRA_KEEP_MIN, judge.INTER_KEEP_MAX, judge.SKIP_DROP_MAX,
               judge.R2_HIGH):
         assert t.source.startswith("[ours]") and "§2" in t.source
+    assert "§2" in judge.BETTER.source and "§2, Fig. 13" in judge.FALLS.source
     assert "§2, Fig. 3" in judge.SIGMA_MIN.source
 
 
@@ -196,9 +213,11 @@ def test_the_cpu_overfitting_run() -> None:
                                             patience=None)
 
 
-def _run(seed: int, *, untrained_cls: float = 0.98, maxcut_acc: float = 0.8) -> chapter.SeedRun:
-    """One seed's max-cut vs random partitions, controls, swaps and overfitting run; its phases
-    have block excess (C1 holds)."""
+def _run(seed: int, *, untrained_cls: float = 0.98, maxcut_acc: float = 0.8,
+         loss: tuple[float, ...] = (1.0, 0.5, 0.6, 0.7)) -> chapter.SeedRun:
+    """One seed's max-cut vs random partitions, controls, swaps and overfitting run (validation
+    ``loss`` at each of ``STEPS``), its scores per unit of images with evaluation noise of its
+    own; its phases have block excess (C1 holds)."""
     cut = ((0, 2), (2, 5), (5, 8))
     trained = {"cls": units(0.957, seed=seed), "patches": units(0.98, seed=seed + 1),
                "acc": units(0.8, seed=seed + 5)}
@@ -207,7 +226,10 @@ def _run(seed: int, *, untrained_cls: float = 0.98, maxcut_acc: float = 0.8) -> 
     teacher = trained["acc"]
     raptors = np.stack([units(a, seed=seed + i)
                         for i, a in enumerate([maxcut_acc, 0.7, 0.72, 0.71])])
-    r2, acc = snapshots([0.96, 0.95, 0.93, 0.91], [0.7, 0.72, 0.70, 0.66])
+    snaps = {key: np.array([units(v, seed=seed + 10 * j + i) for i, v in enumerate(values)])
+             for j, (key, values) in enumerate({"cls": [0.96, 0.95, 0.93, 0.91],
+                                                "patches": [0.97] * 4,
+                                                "acc": [0.7, 0.72, 0.70, 0.66]}.items())}
     return chapter.SeedRun(
         seed, {}, {3: raptors}, {},
         {3: PhaseExcess(3, cut, cut, 0.05, 0.04, 0.06, 0.95, 1.0, Rank(1, 21))}, 0.8,
@@ -215,48 +237,45 @@ def _run(seed: int, *, untrained_cls: float = 0.98, maxcut_acc: float = 0.8) -> 
          "untrained, no skip": {"cls": untrained["cls"], "patches": units(0.95, seed=seed + 4)}},
         {"intra": {1: np.stack([teacher - 0.02, teacher - 0.01])},
          "inter": {1: np.stack([units(0.3, seed=seed + 6), units(0.4, seed=seed + 7)])}},
-        {"step": np.array(STEPS), "loss": np.array([1.0, 0.5, 0.6, 0.7]), "acc": np.zeros(4)},
-        {**r2, "acc": acc})
+        {"step": np.array(STEPS), "loss": np.array(loss), "acc": np.zeros(4)}, snaps)
 
 
-def test_claims_judge_controls_and_swaps_on_every_seed() -> None:
-    """C4, C9 and C10 are judged on every seed and combined by ``across_seeds``' binomial test:
-    one seed of three whose untrained teacher is reconstructed worse than its trained one is
-    outvoted (2 holds: P ≈ 0.002; 1 fails: P ≈ 0.07), two of three make C9 fail, and only C9."""
+def test_claims_are_declared_over_seeds_on_the_engine() -> None:
+    """C3, C4, C9, C10 and C11 are judged on the engine's t interval over the seeds' estimates:
+    one seed of three whose untrained teacher is reconstructed worse than its trained one leaves
+    C9 inconclusive (the binomial vote over the seeds' verdicts outvoted it to holds), three make
+    it fail, and only C9 moves; a seed whose val-loss minimum is at its last snapshot leaves C11
+    not testable."""
     result = chapter.Result(chapter.Spec(), SIZES, [_run(s) for s in (0, 10, 20)])
     claims = {c.id: c for c in chapter.claims(result)}
-    assert [claims[i].verdict for i in ("C4", "C9", "C10")] == [HOLDS, HOLDS, HOLDS]
-    assert "(per seed: 0 holds, 10 holds, 20 holds)" in claims["C9"].ours
-    # per seed: C4 one intra and one inter setting, C9 cls and patches, C10 one drop
-    assert [claims[i].tests for i in ("C4", "C9", "C10")] == [6, 6, 3]
-    assert claims["C3"].verdict == HOLDS  # 0.8 against 0.70–0.72: many σ, whatever the draw
-    assert ENGINE in claims["C3"].detail and claims["C3"].rests_on.startswith("C1: ")
+    assert [c.id for c in claims.values()] == ["C3", "C4", "C9", "C10", "C11"]
+    assert all(c.verdict == HOLDS and ENGINE in c.detail and "(per seed " in c.detail
+               for c in claims.values())
+    # C3 one k; C4 one intra and one inter count; C9 cls and patches; C10 one drop; C11 the
+    # lowest cls and patch R² up to the reference, the fall of cls R² and of accuracy
+    assert [c.tests for c in claims.values()] == [1, 2, 2, 1, 4]
+    assert claims["C4"].rests_on.startswith("C1: phases shown")
+    assert "seed 10, k=3" in claims["C4"].rests_on
     result.seeds[1] = _run(10, untrained_cls=0.90)
-    claims = {c.id: c for c in chapter.claims(result)}
-    assert [claims[i].verdict for i in ("C4", "C9", "C10")] == [HOLDS, HOLDS, HOLDS]
-    assert "(per seed: 0 holds, 10 does not hold, 20 holds)" in claims["C9"].ours
-    assert "2 hold (P = 0.0018), 1 does not (P = 0.073)" in claims["C9"].detail
-    result.seeds[2] = _run(20, untrained_cls=0.90)
-    claims = {c.id: c for c in chapter.claims(result)}
-    assert [claims[i].verdict for i in ("C4", "C9", "C10")] == [HOLDS, FAILS, HOLDS]
-    assert "(per seed: 0 holds, 10 does not hold, 20 does not hold)" in claims["C9"].ours
+    claims = {c.id: c.verdict for c in chapter.claims(result)}
+    assert claims == {"C3": HOLDS, "C4": HOLDS, "C9": INCONCLUSIVE, "C10": HOLDS, "C11": HOLDS}
+    result.seeds = [_run(s, untrained_cls=0.90) for s in (0, 10, 20)]
+    assert chapter.claims(result)[2].verdict == FAILS
+    result.seeds[2] = _run(20, loss=(1.0, 0.9, 0.8, 0.7))
+    c11 = chapter.claims(result)[4]
+    assert c11.verdict == UNTESTABLE and c11.ours.endswith("seed 20 (minimum at step 600)")
 
 
-def test_claims_judge_c3_over_seeds_and_c11_on_every_seed() -> None:
+def test_claims_judge_c3_over_seeds() -> None:
     """C3 is declared over the seeds (a t interval over their margins): of two seeds, one whose
-    max-cut Raptor is no better than the random ones leaves it inconclusive, two make it fail;
-    C11 is judged on each seed and keeps its verdict."""
+    max-cut Raptor is no better than the random ones leaves it inconclusive, two make it fail."""
     result = chapter.Result(chapter.Spec(), SIZES, [_run(0), _run(10)])
     claims = {c.id: c for c in chapter.claims(result)}
     assert claims["C3"].verdict == HOLDS and "(per seed " in claims["C3"].detail
-    c11 = claims["C11"].verdict
     result.seeds[1] = _run(10, maxcut_acc=0.6)
-    claims = {c.id: c for c in chapter.claims(result)}
-    assert claims["C3"].verdict == INCONCLUSIVE
-    assert claims["C11"].verdict == c11 and "(per seed: 0 " in claims["C11"].ours
+    assert chapter.claims(result)[0].verdict == INCONCLUSIVE
     result.seeds[0] = _run(0, maxcut_acc=0.6)
-    claims = {c.id: c for c in chapter.claims(result)}
-    assert claims["C3"].verdict == FAILS
+    assert chapter.claims(result)[0].verdict == FAILS
 
 
 def test_evaluate_gives_head_accuracy_of_each_unit(tiny_teacher) -> None:
@@ -322,7 +341,8 @@ def test_every_seed_gets_its_own_partitions_and_overfitting_run(
     assert chapter.snapshots_table(result).index.get_level_values("seed").unique().tolist() \
         == [0, 1]
     claims = {c.id: c for c in chapter.claims(result)}
-    assert "(per seed: 0 " in claims["C4"].ours and ", 1 " in claims["C4"].ours
+    assert all(ENGINE in claims[i].detail for i in ("C9", "C10"))
+    assert "(per seed " in claims["C9"].detail and claims["C9"].tests == 2
     assert claims["C3"].tests == len(spec.k_values) and "(per seed " in claims["C3"].detail
 
 
@@ -354,23 +374,3 @@ def test_c3_power_at_the_cpu_profile() -> None:
 
     assert c3(5.0) == HOLDS
     assert c3(0.0) != HOLDS
-
-
-def test_c9_c10_c11_power_at_the_cpu_profile() -> None:
-    """On 20 units with the per-unit spread the cpu book measured (R² sd 0.01, accuracy 0.035),
-    C9, C10 and C11 hold when the effect is there and do not when it is not."""
-    r2 = {"cls": units(0.96, 0.01), "patches": units(0.98, 0.01, seed=1)}
-    easier = {"cls": units(0.98, 0.01, seed=2), "patches": units(0.995, 0.01, seed=3)}
-    assert judge.c9_untrained_easier(easier, r2, SIZES).verdict == HOLDS
-    same = {g: units(v.mean(), 0.01, seed=4 + i) for i, (g, v) in enumerate(r2.items())}
-    assert judge.c9_untrained_easier(same, r2, SIZES).verdict != HOLDS
-    assert judge.c10_skip_removal(units(0.999, 0.01), units(0.97, 0.01, seed=1),
-                                  SIZES).verdict == HOLDS
-    assert judge.c10_skip_removal(units(0.999, 0.01), units(0.75, 0.01, seed=1),
-                                  SIZES).verdict == FAILS
-    high, acc = snapshots([0.97, 0.96, 0.93, 0.92], [0.7, 0.72, 0.70, 0.66], sd=0.01)
-    acc = np.array([units(a, 0.035, seed=30 + i) for i, a in enumerate([0.7, 0.72, 0.7, 0.66])])
-    assert judge.c11_overfitting(150, STEPS, high, acc, SIZES).verdict == HOLDS
-    flat = np.array([units(0.72, 0.035, seed=40 + i) for i in range(4)])
-    steady, _ = snapshots([0.97, 0.96, 0.96, 0.96], [0.7] * 4, sd=0.01)
-    assert judge.c11_overfitting(150, STEPS, steady, flat, SIZES).verdict != HOLDS

@@ -18,7 +18,7 @@ from raptor import phases
 from raptor.book import plotting
 from raptor.book.chapters import functional_phases_claims as judge
 from raptor.book.chapters.functional_phases_claims import GROUPS, UNIT_IMAGES
-from raptor.book.claims import Claim, across_seeds, resting_on_phases, rests_on_phases
+from raptor.book.claims import Claim, rests_on_phases
 from raptor.book.experiment import Walk, images_of, snapshot_of, student_of, teacher_of, walk
 from raptor.book.specs.functional_phases import NAME, NOTEBOOK, PAPER, SMOKE, Spec  # noqa: F401
 from raptor.loop import resolve_device
@@ -54,7 +54,7 @@ class Result:
     """The chapter's measurements, one :class:`SeedRun` per seed of ``spec.seeds``."""
 
     spec: Spec
-    unit_sizes: np.ndarray  # images per unit of ≤ UNIT_IMAGES (the bootstrap units)
+    unit_sizes: np.ndarray  # images per unit of ≤ UNIT_IMAGES (scores pooled over them)
     seeds: list[SeedRun]
 
     def pooled(self, units: np.ndarray) -> np.ndarray:
@@ -117,7 +117,7 @@ def _seed_run(spec: Spec, seed: int, w: Walk, device: str) -> SeedRun:
     for n in spec.swap_counts:
         for kind in KINDS:
             sets = candidate_swaps(cut, n, kind, max_sets=spec.max_swap_sets, seed=seed)
-            if sets:  # per unit, so that C4's interval pairs the units across models
+            if sets:
                 swap_units[kind][n] = np.stack(
                     [swap_accuracy(w.model, sets, [u], device=device) for u in units], axis=1)
     return SeedRun(seed, partitions, acc_units, r2, w.excess,
@@ -241,34 +241,36 @@ def swaps_figure(result: Result) -> plt.Figure:
     return fig
 
 
-def _seed_claims(run: SeedRun, spec: Spec, sizes: np.ndarray) -> list[Claim]:
-    """C4, C9, C10 and C11 on one seed's teacher."""
-    controls = run.control_units
-    kept = {kind: {n: judge.retained_interval(u, controls["trained"]["acc"], sizes)
-                   for n, u in by_n.items()} for kind, by_n in run.swap_units.items()}
-    return [
-        resting_on_phases(judge.c4_swaps(kept["intra"], kept["inter"]),
-                          {f"k={spec.control_k}": run.excess[spec.control_k]}),
-        judge.c9_untrained_easier(controls["untrained"], controls["trained"], sizes),
-        judge.c10_skip_removal(controls["untrained"]["patches"],
-                               controls["untrained, no skip"]["patches"], sizes),
-        judge.c11_overfitting(best_step(run), spec.overfit_snapshots, run.snapshot_units,
-                              run.snapshot_units["acc"], sizes),
-    ]
-
-
 def claims(result: Result) -> list[Claim]:
-    """C3 declared over the seeds (the claims engine), C1's excess of every seed's cuts beside
-    it; C4, C9, C10 and C11 on every seed, the seeds' verdicts combined by
-    :func:`~raptor.book.claims.across_seeds`' binomial test (not yet on the engine); each judged
-    by :mod:`~raptor.book.chapters.functional_phases_claims`."""
-    runs, sizes = result.seeds, result.unit_sizes
+    """C3, C4, C9, C10 and C11 declared over the seeds on the claims engine (one estimate per
+    seed, each a trained teacher with its own Raptors; a t interval over them), each judged by
+    :mod:`~raptor.book.chapters.functional_phases_claims`; C1's excess of every seed's cuts
+    beside C3 and C4."""
+    runs, sizes, spec, pooled = result.seeds, result.unit_sizes, result.spec, result.pooled
     units = runs[0].student_units
     c3 = judge.c3_maxcut_beats_random(
         {k: [judge.maxcut_margin(run.student_units[k], sizes) for run in runs] for k in units},
         counts={k: len(u) - 1 for k, u in units.items()},
         rests_on=rests_on_phases({f"seed {run.seed}, k={k}": e for run in runs
                                   for k, e in run.excess.items()}))
-    per_claim = zip(*(_seed_claims(run, result.spec, sizes) for run in runs))
-    return [c3, *(across_seeds({run.seed: c for run, c in zip(runs, judged)})
-                  for judged in per_claim)]
+    kept = {kind: {n: [judge.retained(run.swap_units[kind][n],
+                                      run.control_units["trained"]["acc"], sizes)
+                       for run in runs if n in run.swap_units[kind]]
+                   for n in spec.swap_counts if any(n in run.swap_units[kind] for run in runs)}
+            for kind in KINDS}
+    c4 = judge.c4_swaps(kept["intra"], kept["inter"], rests_on=rests_on_phases(
+        {f"seed {run.seed}, k={spec.control_k}": run.excess[spec.control_k] for run in runs}))
+
+    def control(name: str, group: str) -> list[float]:
+        return [float(pooled(run.control_units[name][group])) for run in runs]
+
+    return [
+        c3, c4,
+        judge.c9_untrained_easier({g: control("untrained", g) for g in GROUPS},
+                                  {g: control("trained", g) for g in GROUPS}),
+        judge.c10_skip_removal(control("untrained", "patches"),
+                               control("untrained, no skip", "patches")),
+        judge.c11_overfitting({run.seed: best_step(run) for run in runs}, spec.overfit_snapshots,
+                              {run.seed: {key: pooled(u) for key, u in run.snapshot_units.items()}
+                               for run in runs}),
+    ]

@@ -1,22 +1,22 @@
 """The claims of chapter *Are the phases functional?* (§2, Figs. 3, 13, 15; C3, C4, C9–C11): one
-function a claim, each with its named thresholds, applied by
+function a claim, each with its named thresholds, declared on the claims engine over the seeds
+(:mod:`raptor.book.engine`: one estimate per seed, a t interval over them) and applied by
 :func:`raptor.book.chapters.functional_phases.claims`."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import replace
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from raptor.book.claims import (Claim, Threshold, all_of, claim, conjoined, correction, part,
-                                versus)
+from raptor.book.claims import Claim, Threshold, claim
 from raptor.book.engine import Declaration, Part, judge, over_seeds
-from raptor.stats import Interval, bootstrap, bootstrap_mean
 
 GROUPS = ("cls", "patches")
-#: Images per bootstrap unit of the controls' and snapshots' intervals (evaluation noise) [ours].
+TOKEN = {"cls": "cls", "patches": "patch"}  # a group's name before "R²"
+#: Images per unit of the chapter's per-unit scores (accuracy, R²), pooled over the units.
 UNIT_IMAGES = 50
 
 SIGMA_MIN = Threshold(1.0, "the paper: max-cut partitions reach 'accuracy often greater than one "
@@ -32,6 +32,10 @@ SKIP_DROP_MAX = Threshold(0.1, "[ours] the paper: removing the skip branch 'only
 R2_HIGH = Threshold(0.9, "[ours] the paper: R² 'remains high until the ViT network begins to "
                         "overfit' (§2, Fig. 13) without a number; 'high' = above 0.9, the bar "
                         "this book also sets for a close match (C15)")
+BETTER = Threshold(0.0, "the paper: untrained ViTs 'can be reconstructed by Raptor better than "
+                        "trained ViTs' (§2): any R² difference above none")
+FALLS = Threshold(0.0, "the paper: once the ViT overfits, 'cls token reconstruction and "
+                       "classification accuracy drops' (§2, Fig. 13): any change below none")
 
 
 def margin(maxcut_acc: float, random_acc: Sequence[float]) -> float:
@@ -40,10 +44,6 @@ def margin(maxcut_acc: float, random_acc: Sequence[float]) -> float:
     rand = np.asarray(random_acc, dtype=float)
     sd = rand.std(ddof=1)
     return float((maxcut_acc - rand.mean()) / sd) if sd > 0 else math.nan
-
-
-def _finite(intervals: Iterable[Interval]) -> bool:
-    return all(np.isfinite([iv.estimate, iv.low, iv.high]).all() for iv in intervals)
 
 
 def maxcut_margin(units: np.ndarray, sizes: np.ndarray) -> float:
@@ -73,111 +73,114 @@ def c3_maxcut_beats_random(margins: Mapping[int, Sequence[float]], *,
         for k, m in margins.items()], rests_on=rests_on, note=note))
 
 
-def retained_interval(swap_units: np.ndarray, teacher_units: np.ndarray,
-                      sizes: np.ndarray) -> Interval:
-    """The share of the teacher's accuracy that swapped copies keep (their mean over swap sets,
-    ``swap_units`` ``(sets, units)``), with its 95% paired bootstrap interval over units."""
-    def statistic(i: np.ndarray) -> float:
-        teacher = np.average(teacher_units[i], weights=sizes[i])
-        kept = np.average(swap_units[:, i], axis=1, weights=sizes[i]).mean()
-        return float(kept / teacher) if teacher > 0 else math.nan
-
-    return bootstrap(statistic, len(sizes))
+def retained(swap_units: np.ndarray, teacher_units: np.ndarray, sizes: np.ndarray) -> float:
+    """The share of the teacher's accuracy that swapped copies keep: their mean accuracy over swap
+    sets (``swap_units`` ``(sets, units)``) over the teacher's, on all the images (units of
+    ``sizes`` images); NaN for a teacher with no image right."""
+    teacher = np.average(teacher_units, weights=sizes)
+    kept = np.average(swap_units, axis=1, weights=sizes).mean()
+    return float(kept / teacher) if teacher > 0 else math.nan
 
 
-def c4_swaps(intra: Mapping[int, Interval], inter: Mapping[int, Interval]) -> Claim:
-    """C4: for every number ``n`` of layers swapped, intra-phase swaps keep more than
-    ``INTRA_KEEP_MIN`` of the teacher's accuracy and inter-phase ones less than ``INTER_KEEP_MAX``
-    (``intra[n]``, ``inter[n]``: :func:`retained_interval`)."""
-    testable = bool(intra) and bool(inter) and _finite([*intra.values(), *inter.values()])
-    parts = {**{f"intra {n}": part(iv, INTRA_KEEP_MIN.value) for n, iv in intra.items()},
-             **{f"inter {n}": part(iv, INTER_KEEP_MAX.value, above=False)
-                for n, iv in inter.items()}} if testable else {}
+def c4_swaps(intra: Mapping[int, Sequence[float]], inter: Mapping[int, Sequence[float]], *,
+             rests_on: str = "") -> Claim:
+    """C4 (§2, Fig. 15): for every number ``n`` of layers swapped, intra-phase swaps keep more
+    than ``INTRA_KEEP_MIN`` of the teacher's accuracy and inter-phase ones less than
+    ``INTER_KEEP_MAX``, each on the engine's t interval over the seeds' shares (``intra[n]``,
+    ``inter[n]``: :func:`retained`, one per seed that has such swap sets)."""
+    paper_ = "intra-block swaps keep accuracy; inter-block swaps collapse it (Fig. 15)"
+    if not intra or not inter or not all(np.isfinite(v).all()
+                                         for v in (*intra.values(), *inter.values())):
+        return replace(claim("C4", paper=paper_, ours="no swap sets of both kinds for this "
+                             "partition, or a teacher with no image right", holds=None,
+                             detail="needs intra- and inter-phase swap sets and a teacher that "
+                                    "gets some image right on every seed"), rests_on=rests_on)
 
-    def shown(ivs: Mapping[int, Interval]) -> str:
-        return ", ".join(f"{n} layer{'s' * (n > 1)} {iv.estimate:.0%} [{iv.low:.0%}, "
-                         f"{iv.high:.0%}]" for n, iv in ivs.items())
+    def parts(kind: str, shares: Mapping[int, Sequence[float]], threshold: Threshold,
+              side: str) -> list[Part]:
+        return [Part(f"{kind} {n}", over_seeds(v), threshold, side=side, fmt=".1%",
+                     what=f"the share of the teacher's accuracy kept by {kind}-phase swaps of "
+                          f"{n} layer{'s' * (n > 1)}") for n, v in shares.items()]
 
-    return claim(
-        "C4", paper="intra-block swaps keep accuracy; inter-block swaps collapse it (Fig. 15)",
-        ours=f"share of teacher accuracy kept: intra {shown(intra)}; inter {shown(inter)}"
-        if testable
-        else "no swap sets of both kinds for this partition, or a teacher with no image right",
-        holds=all_of(parts.values()) if testable else None,
-        tests=len(parts) if testable else 1,
-        detail=f"holds if, for every number of layers swapped, intra swaps keep > "
-               f"{INTRA_KEEP_MIN.value:.0%} and inter swaps < {INTER_KEEP_MAX.value:.0%} of the "
-               f"teacher's accuracy [ours] (mean over swap sets); 95% paired bootstrap intervals "
-               f"over units of ≤ {UNIT_IMAGES} validation images (the same images through the "
-               f"teacher and every swapped copy)" + correction(parts))
-
-
-def _fmt(iv: Interval) -> str:
-    return f"{iv.estimate:+.3f} [{iv.low:+.3f}, {iv.high:+.3f}]"
+    return judge(Declaration(
+        "C4", paper_, [*parts("intra", intra, INTRA_KEEP_MIN, "above"),
+                       *parts("inter", inter, INTER_KEEP_MAX, "below")],
+        rests_on=rests_on,
+        note="the share of the teacher's accuracy that swapped copies keep (their mean accuracy "
+             "over swap sets over the teacher's, on the same validation images), one per seed"))
 
 
-def _noise(n_units: int) -> str:
-    return (f"95% bootstrap intervals over {n_units} units of ≤ {UNIT_IMAGES} validation images "
-            "(evaluation noise only: one teacher and one Raptor seed)")
+def _means(r2: Mapping[str, Sequence[float]]) -> str:
+    return "/".join(f"{np.mean(r2[g]):.3f}" for g in GROUPS)
 
 
-def c9_untrained_easier(untrained: Mapping[str, np.ndarray], trained: Mapping[str, np.ndarray],
-                        sizes: np.ndarray) -> Claim:
-    """C9: the untrained teacher's Raptor has higher R² than the trained one's, cls and patches
-    (``untrained[g]``, ``trained[g]``: R² per unit of ``sizes`` images), judged on the paired
-    difference's interval."""
-    diff = {g: bootstrap_mean(np.asarray(untrained[g]) - np.asarray(trained[g]), sizes)
-            for g in GROUPS}
-    parts = {g: part(iv, 0.0) for g, iv in diff.items()}
-
-    def mean(r2: Mapping[str, np.ndarray]) -> str:
-        return "/".join(f"{np.average(r2[g], weights=sizes):.3f}" for g in GROUPS)
-
-    return conjoined(
-        "C9", parts, paper="an untrained ViT is reconstructed better than a trained one (§2)",
-        ours=f"R² cls/patches: untrained {mean(untrained)}, trained {mean(trained)}; "
-             "untrained − trained: " + ", ".join(f"{g} {_fmt(iv)}" for g, iv in diff.items()),
-        detail=f"holds if the R² difference's interval lies above 0 for cls and patches; "
-               f"{_noise(len(sizes))}")
+def c9_untrained_easier(untrained: Mapping[str, Sequence[float]],
+                        trained: Mapping[str, Sequence[float]]) -> Claim:
+    """C9 (§2): the untrained teacher's Raptor has higher R² than the trained one's, cls and
+    patches (``untrained[g]``, ``trained[g]``: mean R² over layers 1..L, one per seed), judged on
+    the engine's t interval over the seeds' differences."""
+    return judge(Declaration(
+        "C9", "an untrained ViT is reconstructed better than a trained one (§2)", [
+            Part(g, over_seeds(np.subtract(untrained[g], trained[g])), BETTER, fmt="+.3f",
+                 what=f"the untrained teacher's Raptor's {TOKEN[g]} R² minus the trained one's")
+            for g in GROUPS],
+        note=f"the Raptor's mean R² over layers 1..L on the validation images, cls/patches, mean "
+             f"over seeds: untrained {_means(untrained)}, trained {_means(trained)}; untrained − "
+             f"trained, one per seed"))
 
 
-def c10_skip_removal(with_skip: np.ndarray, without_skip: np.ndarray,
-                     sizes: np.ndarray) -> Claim:
-    """C10: removing an untrained ViT's skip branches lowers patch R² (per unit of images) by
-    less than ``SKIP_DROP_MAX``, judged on the paired drop's bootstrap interval."""
-    drop = bootstrap_mean(np.asarray(with_skip) - np.asarray(without_skip), sizes)
-    return claim(
-        "C10", paper="removing the skip branch of an untrained ViT only slightly lowers R² (§2)",
-        ours=f"patch R² {np.average(with_skip, weights=sizes):.3f} → "
-             f"{np.average(without_skip, weights=sizes):.3f}; drop {_fmt(drop)}",
-        holds=versus(drop.low, drop.high, SKIP_DROP_MAX.value, above=False),
-        detail=f"drop of patch R² below {SKIP_DROP_MAX.value} [ours]; {_noise(len(sizes))}")
+def c10_skip_removal(with_skip: Sequence[float], without_skip: Sequence[float]) -> Claim:
+    """C10 (§2): removing an untrained ViT's skip branches lowers its Raptor's patch R² (mean
+    over layers 1..L, one per seed) by less than ``SKIP_DROP_MAX``, judged on the engine's t
+    interval over the seeds' drops."""
+    return judge(Declaration(
+        "C10", "removing the skip branch of an untrained ViT only slightly lowers R² (§2)", [
+            Part("drop", over_seeds(np.subtract(with_skip, without_skip)), SKIP_DROP_MAX,
+                 side="below", fmt="+.3f",
+                 what="the drop of patch R² without skip branches")],
+        note=f"the untrained teacher's Raptor's patch R² (mean over layers 1..L on the validation "
+             f"images), mean over seeds {np.mean(with_skip):.3f} with skip branches → "
+             f"{np.mean(without_skip):.3f} without; the drop, one per seed"))
 
 
-def c11_overfitting(best: int, steps: Sequence[int], r2: Mapping[str, np.ndarray],
-                    acc: np.ndarray, sizes: np.ndarray) -> Claim:
-    """C11: R² (``r2[g]``, ``(snapshots, units)``) stays above ``R2_HIGH`` up to the first
-    snapshot at or after the val-loss minimum (step ``best``), from which to the last snapshot
-    cls R² and the teacher's accuracy ``acc`` fall, each judged on its bootstrap interval."""
-    paper = "R² stays high until overfitting starts, then cls R² and accuracy drop (§2, Fig. 13)"
+def reference(best: int, steps: Sequence[int]) -> int | None:
+    """The index in ``steps`` of the first snapshot at or after the val-loss minimum (step
+    ``best``); ``None`` where no later snapshot follows it to see a fall."""
     ref = next((i for i, s in enumerate(steps) if s >= best), None)
-    if ref is None or ref == len(steps) - 1:
-        return claim(
-            "C11", paper=paper, ours=f"val-loss minimum at step {best}; no snapshot "
-                 + ("at or after it" if ref is None else "after the one at it"),
-            holds=None, detail="needs a snapshot at or after the val-loss minimum and a later one")
-    level = {(i, g): bootstrap_mean(r2[g][i], sizes) for i in range(ref + 1) for g in GROUPS}
-    fall = {"cls R²": bootstrap_mean(r2["cls"][-1] - r2["cls"][ref], sizes),
-            "acc": bootstrap_mean(acc[-1] - acc[ref], sizes)}
-    low = min(level.values(), key=lambda iv: iv.low)
-    parts = {**{f"{g} R² at step {steps[i]}": part(iv, R2_HIGH.value)
-                for (i, g), iv in level.items()},
-             **{f"{k} falls": part(iv, 0.0, above=False) for k, iv in fall.items()}}
-    return conjoined(
-        "C11", parts, paper=paper,
-        ours=f"val-loss minimum at step {best}, reference snapshot {steps[ref]}; lowest R² up "
-             f"to it {low.estimate:.3f} [{low.low:.3f}, {low.high:.3f}]; step {steps[ref]} → "
-             f"{steps[-1]}: " + ", ".join(f"{k} {_fmt(iv)}" for k, iv in fall.items()),
-        detail=f"holds if cls and patch R² > {R2_HIGH.value:g} at every snapshot up to the "
-               f"reference and cls R² and teacher accuracy fall from it to the last snapshot; "
-               f"{_noise(len(sizes))}")
+    return None if ref is None or ref == len(steps) - 1 else ref
+
+
+def c11_overfitting(best: Mapping[int, int], steps: Sequence[int],
+                    snapshots: Mapping[int, Mapping[str, np.ndarray]]) -> Claim:
+    """C11 (§2, Fig. 13), per seed on its own overfitting run (``best[seed]``: its val-loss
+    minimum; ``snapshots[seed][key]``: per snapshot of ``steps``, the Raptor's mean R² per group
+    and the teacher's accuracy ``"acc"``): the lowest cls and patch R² up to the seed's
+    :func:`reference` snapshot above ``R2_HIGH``, and the change of cls R² and of accuracy from
+    it to the last snapshot below none, each on the engine's t interval over the seeds; not
+    testable where some seed has no snapshot after its minimum."""
+    paper_ = ("R² stays high until overfitting starts, then cls R² and accuracy drop (§2, "
+              "Fig. 13)")
+    refs = {seed: reference(b, steps) for seed, b in best.items()}
+    if None in refs.values():
+        return claim("C11", paper=paper_, ours="no snapshot after the val-loss minimum on seed "
+                     + ", ".join(f"{s} (minimum at step {best[s]})"
+                                 for s, r in refs.items() if r is None),
+                     holds=None, detail=f"needs, on every seed, a snapshot at or after its "
+                                        f"val-loss minimum and a later one (snapshots at steps "
+                                        f"{', '.join(map(str, steps))})")
+    low = {g: [float(np.min(snapshots[s][g][:r + 1])) for s, r in refs.items()] for g in GROUPS}
+    change = {k: [float(snapshots[s][k][-1] - snapshots[s][k][r]) for s, r in refs.items()]
+              for k in ("cls", "acc")}
+    parts = [*(Part(f"{TOKEN[g]} R² up to the reference", over_seeds(v), R2_HIGH,
+                    what=f"the lowest {TOKEN[g]} R² up to the reference snapshot")
+               for g, v in low.items()),
+             *(Part(f"{name} falls", over_seeds(change[k]), FALLS, side="below", fmt="+.3f",
+                    what=f"the change of {name} from the reference to the last snapshot")
+               for name, k in (("cls R²", "cls"), ("accuracy", "acc")))]
+    return judge(Declaration(
+        "C11", paper_, parts,
+        note="the reference is each seed's first snapshot at or after its val-loss minimum: "
+             + ", ".join(f"seed {s} step {steps[r]} (minimum at {best[s]})"
+                         for s, r in refs.items())
+             + f", the last step {steps[-1]}; the Raptor's mean R² over layers 1..L and the "
+               "teacher's accuracy on the validation images, one per seed"))
