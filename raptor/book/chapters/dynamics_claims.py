@@ -49,7 +49,8 @@ ORDER_BAND = Threshold(0.5, "[ours] 'registers approach their terminal direction
                             "is a tie")
 NO_CHANGE = Threshold(0.0, "no change with depth (§4): a change, a slope or a rank correlation "
                            "of 0")
-EQUAL = Threshold(1.0, "a ratio of 1: the two numbers compared are equal")
+EQUAL = Threshold(1.0, "a ratio of 1: the two sensitivities (§4, Fig. 10B) or speeds (Fig. 11) "
+                      "compared are equal")
 SPEED_BAND = Threshold(0.1, "[ours] 'stable small speeds for registers, intermediate speeds for "
                             "patches, and sharp late reorientations for cls' (§4, Fig. 11) name "
                             "distinct levels without a margin: speeds within 10% of each other (a "
