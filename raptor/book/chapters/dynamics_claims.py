@@ -1,5 +1,7 @@
 """The claims of chapter *Depth as a dynamical system* (§4, Figs. 8–12; C16–C24): one function
-a claim, each with its named thresholds, applied by :func:`raptor.book.chapters.dynamics.claims`."""
+a claim, each with its named thresholds, declared over the seeds' teachers (one estimate a seed,
+the trained model the unit) and judged by :mod:`raptor.book.engine`; applied by
+:func:`raptor.book.chapters.dynamics.claims`."""
 
 from __future__ import annotations
 
@@ -132,8 +134,7 @@ def c17_norms_grow(norms: Sequence[dict[str, np.ndarray]]) -> Claim:
     """C17 (§4, Fig. 9) over seeds: ``norms[i][g]`` is seed i's mean norm ``(L+1,)``; per group,
     the seeds' Spearman ρ of the norm with depth above ``NORM_RHO_MIN``."""
     parts = [Part(f"{g} norm grows", over_seeds([rank_correlation(seed[g]).r for seed in norms]),
-                  NORM_RHO_MIN,
-                  fmt=".2f", what=f"Spearman's ρ of the {g} norm with depth")
+                  NORM_RHO_MIN, fmt=".2f", what=f"Spearman's ρ of the {g} norm with depth")
              for g in norms[0]]
     return judge(Declaration("C17", "feature norms grow with depth (Fig. 9)", parts,
                              note="Spearman's ρ of each seed's mean norm with depth"))
@@ -254,18 +255,17 @@ def c22_update_rank_falls(stable: Sequence[dict[str, np.ndarray]],
     if depth < 5:
         return claim("C22", paper=paper, ours=f"{depth} layers", holds=None,
                      detail="a rank correlation needs ≥ 5 layers")
-    ranks = [{(g, kind): v for kind, by_group in (("stable", s), ("effective", e))
-              for g, v in by_group.items()} for s, e in zip(stable, effective)]
-    keys = sorted(ranks[0], key=lambda k: (list(stable[0]).index(k[0]), k[1] != "stable"))
-    parts = [Part(f"{g} {kind} falls", over_seeds([rank_correlation(r[g, kind]).r
-                                                     for r in ranks]),
+    kinds = {"stable": stable, "effective": effective}
+    keys = [(g, kind) for g in stable[0] for kind in kinds]
+    parts = [Part(f"{g} {kind} falls",
+                  over_seeds([rank_correlation(seed[g]).r for seed in kinds[kind]]),
                   NO_CHANGE, side="below", fmt="+.2f",
                   what=f"Spearman's ρ of the {g} {kind} rank with depth") for g, kind in keys]
     near = width == PAPER_WIDTH
     if near:
         parts += [Part(f"{g} {kind} ≈ {FINAL_RANK.value:g}",
-                       over_seeds([float(np.mean(r[g, kind][_last_phase(b, depth)]))
-                                   for r, b in zip(ranks, bounds)]),
+                       over_seeds([float(np.mean(seed[g][_last_phase(b, depth)]))
+                                   for seed, b in zip(kinds[kind], bounds)]),
                        FINAL_RANK, side="inside", band=FINAL_RANK_TOL.value,
                        paper=FINAL_RANK.value, fmt=".1f",
                        what=f"the {g} {kind} rank in the last phase") for g, kind in keys]
