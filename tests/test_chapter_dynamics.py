@@ -18,6 +18,10 @@ DEPTH = np.arange(L + 1, dtype=float)
 
 
 def verdict(c: Claim) -> str:
+    """``c``'s verdict; an engine claim's sentence and detail checked for machine prose on the
+    way (:func:`judged_well`)."""
+    if ENGINE in c.detail:
+        judged_well(c)
     return c.verdict
 
 
