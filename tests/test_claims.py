@@ -408,7 +408,7 @@ def test_significance_levels_come_from_the_chapters() -> None:
     levels = page.significance_levels()
     assert levels and all(0 < a < 1 for a in levels.values())
     assert chapter("stochastic-depth").ALPHA.value in levels.values()
-    assert {k.split(".")[0] for k in levels} == {"stochastic-depth", "dynamics"}
+    assert {k.split(".")[0] for k in levels} == {"stochastic-depth"}
 
 
 def excess(value: float, half_width: float = 0.002) -> PhaseExcess:

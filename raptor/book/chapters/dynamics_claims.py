@@ -1,5 +1,7 @@
 """The claims of chapter *Depth as a dynamical system* (§4, Figs. 8–12; C16–C24): one function
-a claim, each with its named thresholds, applied by :func:`raptor.book.chapters.dynamics.claims`."""
+a claim, each with its named thresholds, declared over the seeds' teachers (one estimate a seed,
+the trained model the unit) and judged by :mod:`raptor.book.engine`; applied by
+:func:`raptor.book.chapters.dynamics.claims`."""
 
 from __future__ import annotations
 
@@ -9,13 +11,10 @@ from dataclasses import replace
 import numpy as np
 
 from raptor import dynamics
-from raptor.book.claims import (FAILS, HOLDS, INCONCLUSIVE, Claim, Part, Threshold, claim,
-                                conjoined, conjunction, part)
-from raptor.book import engine
-from raptor.book.engine import Declaration, judge, over_seeds
+from raptor.book.claims import HOLDS, Claim, Threshold, claim
+from raptor.book.engine import Declaration, Part, judge, over_seeds, part_verdicts
 from raptor.paper import FINAL_UPDATE_RANK
-from raptor.stats import (aligned, bootstrap, bootstrap_mean, change_points, log_slope,
-                          rank_correlation, sigmoid_vs_linear)
+from raptor.stats import aligned, change_points, log_slope, rank_correlation, sigmoid_vs_linear
 
 AICC_MIN = Threshold(2.0, "[ours] γ_l follows 'smooth S-shaped curves' (§4, Fig. 8 right): a "
                           "logistic beats a line by ΔAICc > 2, the usual bar for substantial "
@@ -34,10 +33,6 @@ ALIGN_TOL = Threshold(1, "[ours] 'abrupt changes aligned with previously discove
                          "boundaries' (§4, Fig. 11): a change point within a layer of one")
 ALIGNED_MIN = Threshold(0.5, "[ours] the paper shows the jumps (§4, Fig. 11) without a count: "
                              "at least half the max-cut boundaries have one")
-RANK_P_MAX = Threshold(0.05, "[ours] 'both the stable rank and effective rank decrease steadily "
-                             "with depth' (§4, Fig. 12 left): Spearman's ρ with depth, its 95% "
-                             "(two-sided 5%) Fisher-z interval below 0; at or above 0 it does "
-                             "not hold, spanning 0 is inconclusive")
 FINAL_RANK = Threshold(float(FINAL_UPDATE_RANK),
                        "the ranks reach 'values near six in the final phase' (§4, Fig. 12 left), "
                        "for DINOv2-B (D = 768)")
@@ -54,20 +49,26 @@ NO_GAP = Threshold(0.0, "two groups reaching γ = 0.9 at the same layer: no orde
 ORDER_BAND = Threshold(0.5, "[ours] 'registers approach their terminal directions earliest, "
                             "patches follow' (§4) without a margin: an order within half a layer "
                             "is a tie")
+NO_CHANGE = Threshold(0.0, "no change with depth (§4): a change, a slope or a rank correlation "
+                           "of 0")
+EQUAL = Threshold(1.0, "a ratio of 1: the two sensitivities (§4, Fig. 10B) or speeds (Fig. 11) "
+                      "compared are equal")
+SPEED_BAND = Threshold(0.1, "[ours] 'stable small speeds for registers, intermediate speeds for "
+                            "patches, and sharp late reorientations for cls' (§4, Fig. 11) name "
+                            "distinct levels without a margin: speeds within 10% of each other (a "
+                            "ratio within 1 ± 0.1) are a tie, not an order")
+LATE_EDGE = Threshold(-0.5, "[ours] κ_l 'peaks late' (§4, Fig. 12 middle): the largest rise lands "
+                            "in the last max-cut phase; layers are whole, so half a layer before "
+                            "the phase's first layer separates in from out")
+SAME_DISTANCE = Threshold(0.0, "cls's and another group's nearest eigenvalues equally far from +1 "
+                               "(§4)")
+CLOSER_BAND = Threshold(0.01, "[ours] 'cls modes lie closest to +1 (longest memory), registers "
+                              "are intermediate' (§4, Fig. 12 right) without a margin: nearest "
+                              "eigenvalues whose distances to +1 differ by less than 0.01 (a "
+                              "hundredth of the unit circle's radius, closer than Fig. 12's "
+                              "markers separate) are a tie")
 SPEED_ORDER = ("registers", "patches", "cls")  # "stable small speeds for registers,
 # intermediate speeds for patches, and sharp late reorientations for cls" (§4, Fig. 11)
-
-
-def _claim(claim_id: str, parts: dict[str, str | Part], *, paper: str, ours: str,
-           detail: str) -> Claim:
-    """Claim ``claim_id`` as the conjunction of named ``parts``
-    (:func:`~raptor.book.claims.conjoined`), its detail naming the parts that do not hold or are
-    inconclusive."""
-    judged = dict(zip(parts, conjunction(list(parts.values()))))
-    why = "".join(f"; {name}: " + ", ".join(p for p, v in judged.items() if v == which)
-                  for name, which in (("does not hold", FAILS), ("inconclusive", INCONCLUSIVE))
-                  if which in judged.values())
-    return conjoined(claim_id, parts, paper=paper, ours=ours, detail=detail + why)
 
 
 def _last_phase(bounds: list[int], depth: int) -> slice:
@@ -82,11 +83,6 @@ def crossing(curve: np.ndarray, level: float) -> float:
         return float("inf")
     i = int(above[0])
     return 0.0 if i == 0 else float(i - 1 + (level - curve[i - 1]) / (curve[i] - curve[i - 1]))
-
-
-def _interval(draws: np.ndarray) -> tuple[float, float]:
-    lo, hi = np.quantile(draws, [0.025, 0.975])
-    return float(lo), float(hi)
 
 
 def c16_directions_converge(gamma: Sequence[dict[str, np.ndarray]]) -> Claim:
@@ -109,12 +105,12 @@ def c16_directions_converge(gamma: Sequence[dict[str, np.ndarray]]) -> Claim:
     for g in groups:
         pinned = any(fit[g].mid_at_bound for fit in fits)
         parts += [
-            engine.Part(f"{g} near 1", over_seeds([m[g][-2] for m in means]), GAMMA_LATE_MIN,
+            Part(f"{g} near 1", over_seeds([m[g][-2] for m in means]), GAMMA_LATE_MIN,
                         fmt=".2f", what=f"{g} γ at layer L−1"),
-            engine.Part(f"{g} S-shape (ΔAICc)", over_seeds([fit[g].delta_aicc for fit in fits]),
+            Part(f"{g} S-shape (ΔAICc)", over_seeds([fit[g].delta_aicc for fit in fits]),
                         ZERO_AICC, band=AICC_MIN.value, fmt=".1f",
                         what=f"how much better a logistic fits {g} γ than a line (ΔAICc)"),
-            engine.Part(f"{g} midpoint in (0, L)",
+            Part(f"{g} midpoint in (0, L)",
                         over_seeds([fit[g].mid for fit in fits], pinned=pinned),
                         Threshold(depth / 2, "the middle layer: within L/2 of it is inside (0, L)"),
                         side="inside", band=depth / 2, fmt=".1f",
@@ -122,7 +118,7 @@ def c16_directions_converge(gamma: Sequence[dict[str, np.ndarray]]) -> Claim:
     order = [g for g in GAMMA_ORDER if g in groups]
     reach = [{g: min(crossing(m[g], GAMMA_NEAR.value), depth + 1.0) for g in order}
              for m in means]
-    also = [engine.Part(f"{a} before {b}", over_seeds([r[b] - r[a] for r in reach]), NO_GAP,
+    also = [Part(f"{a} before {b}", over_seeds([r[b] - r[a] for r in reach]), NO_GAP,
                         band=ORDER_BAND.value, fmt=".1f",
                         what=f"how many layers after {a} {b} reaches γ = {GAMMA_NEAR.value:g}")
             for a, b in zip(order, order[1:])]
@@ -134,164 +130,152 @@ def c16_directions_converge(gamma: Sequence[dict[str, np.ndarray]]) -> Claim:
              f"L−1; the layer where γ first reaches {GAMMA_NEAR.value:g} (never: L+1)"))
 
 
-def c17_norms_grow(norms: dict[str, np.ndarray]) -> Claim:
-    """C17: every group's mean norm ``(L+1,)`` rises with depth: Spearman ρ with depth above
-    ``NORM_RHO_MIN``, judged on its Fisher-z interval, both ways."""
-    rho = {g: rank_correlation(v) for g, v in norms.items()}
-    return _claim(
-        "C17", {g: _ranked(v, NORM_RHO_MIN.value, above=True) for g, v in norms.items()},
-        paper="feature norms grow with depth (Fig. 9)",
-        ours=", ".join(f"{g}: ρ={c.r:.2f} [{c.low:.2f}, {c.high:.2f}]" for g, c in rho.items()),
-        detail=f"Spearman ρ of mean norm with depth above {NORM_RHO_MIN.value:g}, 95% Fisher-z "
-               f"interval (a perfect ordering has a zero-width interval)")
+def c17_norms_grow(norms: Sequence[dict[str, np.ndarray]]) -> Claim:
+    """C17 (§4, Fig. 9) over seeds: ``norms[i][g]`` is seed i's mean norm ``(L+1,)``; per group,
+    the seeds' Spearman ρ of the norm with depth above ``NORM_RHO_MIN``."""
+    parts = [Part(f"{g} norm grows", over_seeds([rank_correlation(seed[g]).r for seed in norms]),
+                  NORM_RHO_MIN, fmt=".2f", what=f"Spearman's ρ of the {g} norm with depth")
+             for g in norms[0]]
+    return judge(Declaration("C17", "feature norms grow with depth (Fig. 9)", parts,
+                             note="Spearman's ρ of each seed's mean norm with depth"))
 
 
-def c18_class_basins(first: np.ndarray, last: np.ndarray, labels: np.ndarray) -> Claim:
-    """C18: the cls within/between-class angle ratio (:func:`raptor.dynamics.basin_compactness`
-    of the directions ``first``, ``last`` ``(N, D)`` at layers 1 and L) falls from layer 1 to L
-    and ends below ``BASIN_RATIO_MAX``, both judged on bootstrap intervals over images."""
-    seen: dict[bytes, float] = {}  # both intervals draw the same resamples (same seed)
-
-    def at_last(i: np.ndarray) -> float:
-        if i.tobytes() not in seen:
-            seen[i.tobytes()] = dynamics.basin_compactness(last[i], labels[i]).ratio
-        return seen[i.tobytes()]
-
-    end = bootstrap(at_last, len(labels), n_boot=300)
-    fall = bootstrap(lambda i: at_last(i) - dynamics.basin_compactness(first[i], labels[i]).ratio,
-                     len(labels), n_boot=300)
-    return _claim(
-        "C18", {"ratio falls": part(fall, 0.0, above=False),
-                "ratio at L below 1": part(end, BASIN_RATIO_MAX.value, above=False)},
-        paper="trajectories enter class-dependent basins (§4, Fig. 8 left)",
-        ours=f"within/between: layer 1 {end.estimate - fall.estimate:.2f} → layer L "
-             f"{end.estimate:.2f} [{end.low:.2f}, {end.high:.2f}]; change {fall.estimate:+.2f} "
-             f"[{fall.low:+.2f}, {fall.high:+.2f}]",
-        detail="mean within-class angle over mean between-class-mean angle, cls tokens; 95% "
-               "bootstrap over images")
+def c18_class_basins(first: Sequence[np.ndarray], last: Sequence[np.ndarray],
+                     labels: Sequence[np.ndarray]) -> Claim:
+    """C18 (§4, Fig. 8 left) over seeds: seed i's cls within/between-class angle ratio
+    (:func:`raptor.dynamics.basin_compactness` of its directions ``first[i]``, ``last[i]``
+    ``(N, D)`` at layers 1 and L) falls from layer 1 to L and ends below ``BASIN_RATIO_MAX``."""
+    start = [dynamics.basin_compactness(x, y).ratio for x, y in zip(first, labels)]
+    end = [dynamics.basin_compactness(x, y).ratio for x, y in zip(last, labels)]
+    parts = [Part("ratio falls", over_seeds(np.subtract(end, start)), NO_CHANGE, side="below",
+                  fmt="+.3f", what="the ratio's change from layer 1 to layer L"),
+             Part("ratio at L below 1", over_seeds(end), BASIN_RATIO_MAX, side="below",
+                  what="the ratio at layer L")]
+    return judge(Declaration(
+        "C18", "trajectories enter class-dependent basins (§4, Fig. 8 left)", parts,
+        note="the ratio is the mean within-class angle of the cls directions over the mean "
+             "angle between class means, one per seed"))
 
 
-def c19_self_correction(relative: dict[str, np.ndarray], eps_over_norm: dict[str, float], *,
-                        layer: int, distance: dict[str, np.ndarray] | None = None) -> Claim:
-    """C19: each group's deviation from the clean path in units of its norm at the injection
-    ``layer`` (``relative[g]`` ``(N, L−layer+1)``, :func:`raptor.dynamics.image_deviation`)
-    ends below its peak: the peak located on the even images, the change measured on the odd
-    ones, so that a noisy curve's maximum cannot make a fall. ``distance[g]``: Fig. 10A's
-    cosine distance; where it falls but C19 does not hold, the detail says so (norm growth)."""
-    change, text = {}, []
-    for g, dev in relative.items():
+def c19_self_correction(relative: Sequence[dict[str, np.ndarray]],
+                        eps_over_norm: Sequence[dict[str, float]], *, layer: int,
+                        distance: Sequence[dict[str, np.ndarray]] | None = None) -> Claim:
+    """C19 (§4, Fig. 10A) over seeds: per group, the deviation from the clean path in units of
+    the norm at the injection ``layer`` (``relative[i][g]`` ``(N, L−layer+1)``,
+    :func:`raptor.dynamics.image_deviation`) ends below its peak: on each seed the peak located
+    on the even images, the change measured on the odd ones, so that a noisy curve's maximum
+    cannot make a fall. ``distance[i][g]``: Fig. 10A's cosine distance; where its mean over
+    seeds falls but a group's part does not hold, the detail says so (norm growth)."""
+    def change(dev: np.ndarray) -> float:
         peak, held_out = int(np.argmax(dev[::2].mean(axis=0))), dev[1::2]
-        change[g] = bootstrap_mean(held_out[:, -1] - held_out[:, peak])
-        m = held_out.mean(axis=0)
-        text.append(f"{g}: ε = {eps_over_norm[g]:.1%} of ‖x‖, deviation {m[0]:.3f} → peak "
-                    f"{m[peak]:.3f} at layer {layer + peak} → {m[-1]:.3f} at L (change "
-                    f"[{change[g].low:+.4f}, {change[g].high:+.4f}])")
-    parts = {g: part(iv, 0.0, above=False) for g, iv in change.items()}
-    judged = _claim(
-        "C19", parts, paper="perturbed trajectories bend back (§4, Fig. 10A)",
-        ours="; ".join(text),
-        detail=f"injection at layer {layer}; deviation = angle to the clean path × ‖x_j‖ / "
-               f"‖x_{layer}‖ (so norm growth alone does not shrink it), its change from the "
-               "peak (located on half the images) to layer L (on the other half); 95% "
-               "bootstrap over images")
-    norm_only = [g for g, p in parts.items() if p.verdict() != HOLDS and distance is not None
-                 and distance[g][-1] < distance[g].max()]
+        return float(np.mean(held_out[:, -1] - held_out[:, peak]))
+
+    groups = list(relative[0])
+    parts = [Part(f"{g} bends back", over_seeds([change(seed[g]) for seed in relative]), NO_CHANGE,
+                  side="below", fmt="+.4f",
+                  what=f"the change in {g} deviation from its peak to layer L")
+             for g in groups]
+    share = ", ".join(f"{g} {np.mean([e[g] for e in eps_over_norm]):.1%}" for g in groups)
+    judged = judge(Declaration(
+        "C19", "perturbed trajectories bend back (§4, Fig. 10A)", parts,
+        note=f"injection at layer {layer}, ε of ‖x‖ there: {share} (mean over seeds); deviation "
+             f"= angle to the clean path × ‖x_j‖ / ‖x_{layer}‖ (so norm growth alone does not "
+             f"shrink it), its change from the peak (located on half the images) to layer L "
+             f"(on the other half), one per seed"))
+    if distance is None:
+        return judged
+    mean = {g: np.mean([d[g] for d in distance], axis=0) for g in groups}
+    norm_only = [g for g, v in zip(groups, part_verdicts(parts))
+                 if v != HOLDS and mean[g][-1] < mean[g].max()]
     if not norm_only:
         return judged
     return replace(judged, detail=f"{judged.detail}; the cosine distance does fall for "
                                   f"{', '.join(norm_only)}, but no more than norm growth explains")
 
 
-def c20_sensitivity_by_depth(sensitivity: dict[str, np.ndarray]) -> Claim:
-    """C20 on ``sensitivity[g]`` ``(N, L)`` (per image, injection at layer ``l = 0..L−1``): the
-    slope of log mean patch sensitivity over layers 0..L−2 below 0, cls sensitivity at layer L−1
-    over at L/2 above 1; both on bootstrap intervals over images."""
-    patches, cls = sensitivity["patches"], sensitivity["cls"]
-    depth = patches.shape[1]
+def c20_sensitivity_by_depth(sensitivity: Sequence[dict[str, np.ndarray]]) -> Claim:
+    """C20 (§4, Fig. 10B) over seeds, ``sensitivity[i][g]`` ``(N, L)`` per image, injection at
+    layer ``l = 0..L−1``: the slope of log mean patch sensitivity over layers 0..L−2 below 0, and
+    cls sensitivity at layer L−1 over at L/2 above 1, one of each per seed."""
+    depth = sensitivity[0]["patches"].shape[1]
     mid, fit = depth // 2, slice(0, max(2, depth - 1))
-    slope = bootstrap(lambda i: log_slope(patches[i].mean(axis=0)[fit]), len(patches))
-    rise = bootstrap(lambda i: float(cls[i, -1].mean() / cls[i, mid].mean()), len(cls))
-    return _claim(
-        "C20", {"patch decay": part(slope, 0.0, above=False), "late cls rise": part(rise, 1.0)},
-        paper="patch sensitivity decays with injection depth; cls rises when injected late "
-              "(§4, Fig. 10B)",
-        ours=f"patch log-slope {slope.estimate:.3f} [{slope.low:.3f}, {slope.high:.3f}]/layer; "
-             f"cls at layer {depth - 1} / at layer {mid} = {rise.estimate:.2f} "
-             f"[{rise.low:.2f}, {rise.high:.2f}]",
-        detail=f"slope of log mean sensitivity vs injection layer 0..{depth - 2} (patches) below "
-               "0; cls sensitivity injected at L−1 over at L/2 above 1; 95% bootstrap over "
-               "images")
+    slope = [log_slope(s["patches"].mean(axis=0)[fit]) for s in sensitivity]
+    rise = [float(s["cls"][:, -1].mean() / s["cls"][:, mid].mean()) for s in sensitivity]
+    parts = [Part("patch decay", over_seeds(slope), NO_CHANGE, side="below", fmt="+.3f",
+                  what="the slope of log patch sensitivity per injection layer"),
+             Part("late cls rise", over_seeds(rise), EQUAL, fmt=".2f",
+                  what=f"cls sensitivity injected at layer {depth - 1} over at layer {mid}")]
+    return judge(Declaration(
+        "C20", "patch sensitivity decays with injection depth; cls rises when injected late "
+               "(§4, Fig. 10B)", parts,
+        note=f"the slope of log mean sensitivity against injection layer 0..{depth - 2}, one per "
+             f"seed"))
 
 
-def c21_angular_speed(speed: dict[str, np.ndarray], bounds: list[int]) -> Claim:
-    """C21: in the last phase, speed ``speed[g]`` ``(L,)`` orders registers < patches < cls;
-    patch speed jumps at the max-cut's inner boundaries ``bounds``."""
-    last = _last_phase(bounds, len(next(iter(speed.values()))))
-    late = {g: float(np.mean(s[last])) for g, s in speed.items()}
-    ranked = sorted(late, key=late.get)
-    cps = change_points(speed["patches"], len(bounds)) if bounds else []
+def c21_angular_speed(speed: Sequence[dict[str, np.ndarray]], bounds: Sequence[list[int]], *,
+                      rests_on: str = "") -> Claim:
+    """C21 (§4, Fig. 11) over seeds: in seed i's last max-cut phase (inner boundaries
+    ``bounds[i]``), the mean speed ``speed[i][g]`` ``(L,)`` orders registers < patches < cls,
+    each step a ratio of speeds above 1 beyond ``SPEED_BAND`` (within it a tie); the patch
+    speed's largest changes lie within ``ALIGN_TOL`` of at least ``ALIGNED_MIN`` of the
+    boundaries."""
+    depth = len(next(iter(speed[0].values())))
+    late = [{g: float(np.mean(s[_last_phase(b, depth)])) for g, s in seed.items()}
+            for seed, b in zip(speed, bounds)]
+    order = [g for g in SPEED_ORDER if g in late[0]]
+    parts = [Part(f"{a} < {b}", over_seeds([v[b] / v[a] for v in late]), EQUAL,
+                  band=SPEED_BAND.value, fmt=".2f",
+                  what=f"the ratio of {b} to {a} speed in the last phase")
+             for a, b in zip(order, order[1:])]
     tol = int(ALIGN_TOL.value)
-    return claim(
-        "C21", paper="late angular speed: registers < patches < cls; jumps at phase boundaries "
-                     "(Fig. 11)",
-        ours=" < ".join(f"{g} {late[g]:.3f}" for g in ranked)
-             + f"; patch change points {cps} vs boundaries {bounds}",
-        holds=ranked == [g for g in SPEED_ORDER if g in late]
-              and (not bounds or aligned(cps, bounds, tol=tol) >= ALIGNED_MIN.value),
-        tests=max(1, len(late) - 1 + bool(bounds)),  # adjacent pairs of the order, the jumps
-        detail=f"mean speed in the last phase; largest speed changes within ±{tol} layer of a "
-               "boundary; not earned both ways: an order of mean speeds without an interval, "
-               "which equal speeds would give in the claimed order 1 time in 6")
+    if all(bounds):
+        parts.append(Part(
+            "jumps at boundaries",
+            over_seeds([aligned(change_points(seed["patches"], len(b)), b, tol=tol)
+                        for seed, b in zip(speed, bounds)]),
+            ALIGNED_MIN, fmt=".2f",
+            what=f"the share of boundaries with a patch speed jump within {tol} layer"))
+    return judge(Declaration(
+        "C21", "late angular speed: registers < patches < cls; jumps at phase boundaries "
+               "(Fig. 11)", parts, rests_on=rests_on,
+        note=f"mean speed in each seed's last max-cut phase; the patch speed's largest changes, "
+             f"as many as the seed's boundaries, within ±{tol} layer of one"))
 
 
-def _ranked(curve: np.ndarray, threshold: float, *, above: bool) -> Part:
-    """"Spearman ρ of ``curve`` with depth lies above (below) ``threshold``" as a :class:`Part`,
-    its Fisher-z interval recomputed at any level."""
-    def interval(level: float) -> tuple[float, float]:
-        c = rank_correlation(curve, level=level)
-        return c.low, c.high
-
-    return Part(interval, threshold, above=above)
-
-
-def c22_update_rank_falls(stable: dict[str, np.ndarray], effective: dict[str, np.ndarray],
-                          bounds: list[int], *, width: int) -> Claim:
-    """C22: the stable and effective rank of the updates ``(L,)`` fall with depth in every group
-    (Spearman ρ's ``1 − RANK_P_MAX`` interval below 0); only at ``PAPER_WIDTH`` (the paper gives
-    no law for other widths) their last-phase mean is within ``FINAL_RANK_TOL`` of ``FINAL_RANK``.
-    Not testable on fewer than 5 layers."""
-    depth = len(next(iter(stable.values())))
+def c22_update_rank_falls(stable: Sequence[dict[str, np.ndarray]],
+                          effective: Sequence[dict[str, np.ndarray]],
+                          bounds: Sequence[list[int]], *, width: int) -> Claim:
+    """C22 (§4, Fig. 12 left) over seeds: the stable and effective rank of the updates ``(L,)``
+    fall with depth in every group (each seed's Spearman ρ with depth, below 0); only at
+    ``PAPER_WIDTH`` (the paper gives no law for other widths) their last-phase mean lies within
+    ``FINAL_RANK_TOL`` of ``FINAL_RANK``. Not testable on fewer than 5 layers."""
+    depth = len(next(iter(stable[0].values())))
     paper = (f"stable and effective rank of updates fall with depth (≈ {FINAL_RANK.value:g} at "
              "the end, DINOv2-B) (§4, Fig. 12 left)")
     if depth < 5:
         return claim("C22", paper=paper, ours=f"{depth} layers", holds=None,
-                     detail="a rank correlation's interval needs ≥ 5 layers")
-    last = _last_phase(bounds, depth)
-    ranks = {(kind, g): v for kind, by_group in (("stable", stable), ("effective", effective))
-             for g, v in by_group.items()}
-    end = {key: float(np.mean(v[last])) for key, v in ranks.items()}
-    parts = {f"{g} {kind} falls": _ranked(v, 0.0, above=False) for (kind, g), v in ranks.items()}
+                     detail="a rank correlation needs ≥ 5 layers")
+    kinds = {"stable": stable, "effective": effective}
+    keys = [(g, kind) for g in stable[0] for kind in kinds]
+    parts = [Part(f"{g} {kind} falls",
+                  over_seeds([rank_correlation(seed[g]).r for seed in kinds[kind]]),
+                  NO_CHANGE, side="below", fmt="+.2f",
+                  what=f"Spearman's ρ of the {g} {kind} rank with depth") for g, kind in keys]
     near = width == PAPER_WIDTH
     if near:
-        parts |= {f"{g} {kind} ≈ {FINAL_RANK.value:g}":
-                  HOLDS if abs(e - FINAL_RANK.value) <= FINAL_RANK_TOL.value else FAILS
-                  for (kind, g), e in end.items()}
-
-    def rho(kind: str, g: str) -> str:
-        c = rank_correlation(ranks[kind, g], level=1 - RANK_P_MAX.value)
-        return f"{c.r:.2f} [{c.low:.2f}, {c.high:.2f}]"
-
-    return _claim(
-        "C22", parts, paper=paper,
-        ours=", ".join(f"{g}: ρ stable {rho('stable', g)} / effective {rho('effective', g)}, "
-                       f"last phase {end['stable', g]:.1f}/{end['effective', g]:.1f}"
-                       for g in stable),
-        detail=f"Spearman ρ of each rank with depth, its {1 - RANK_P_MAX.value:.0%} Fisher-z "
-               "interval below 0 (Bonett–Wright standard error); "
-               + (f"last-phase mean within ±{FINAL_RANK_TOL.value:g} of "
-                  f"{FINAL_RANK.value:g}" if near else
-                  f"'≈ {FINAL_RANK.value:g}' not tested: it is DINOv2-B's number at D = "
-                  f"{PAPER_WIDTH}, here D = {width} bounds the ranks differently"))
+        parts += [Part(f"{g} {kind} ≈ {FINAL_RANK.value:g}",
+                       over_seeds([float(np.mean(seed[g][_last_phase(b, depth)]))
+                                   for seed, b in zip(kinds[kind], bounds)]),
+                       FINAL_RANK, side="inside", band=FINAL_RANK_TOL.value,
+                       paper=FINAL_RANK.value, fmt=".1f",
+                       what=f"the {g} {kind} rank in the last phase") for g, kind in keys]
+    return judge(Declaration(
+        "C22", paper, parts,
+        note="Spearman's ρ of each seed's ranks with depth; "
+             + (f"the last-phase mean within ±{FINAL_RANK_TOL.value:g} of {FINAL_RANK.value:g}"
+                if near else
+                f"'≈ {FINAL_RANK.value:g}' not tested: it is DINOv2-B's number at D = "
+                f"{PAPER_WIDTH}, here D = {width} bounds the ranks differently")))
 
 
 def sharpness(kappa: np.ndarray) -> tuple[float, int]:
@@ -303,55 +287,46 @@ def sharpness(kappa: np.ndarray) -> tuple[float, int]:
     return (float(steps[i]) / total if total > 0 else 0.0), i + 1
 
 
-def c23_coherence_rises(kappa: np.ndarray, bounds: list[int]) -> Claim:
-    """C23: the patch coherence κ_l rises sharply late: its largest one-layer rise carries at
-    least ``SHARP_SHARE`` of the rise to the peak and lands in the last max-cut phase, both on
-    bootstrap intervals over images of ``kappa`` ``(N, L)`` (the same resamples)."""
-    mean = kappa.mean(axis=0)
-    share = bootstrap(lambda i: sharpness(kappa[i].mean(axis=0))[0], len(kappa))
-    where = bootstrap(lambda i: float(sharpness(kappa[i].mean(axis=0))[1]), len(kappa))
-    start = _last_phase(bounds, len(mean)).start
-    at = int(where.estimate)
-    # landing indices are whole layers: half a layer before the phase separates in from out
-    return _claim(
-        "C23", {"sharp": part(share, SHARP_SHARE.value), "late": part(where, start - 0.5)},
-        paper="patch-token coherence rises sharply late (§4, Fig. 12 middle)",
-        ours=f"κ {mean[0]:.3f} → peak {mean.max():.3f}; largest one-layer rise "
-             f"{share.estimate:.0%} [{share.low:.0%}, {share.high:.0%}] of it, at layer l+1 = "
-             f"{at + 1} [{where.low + 1:.0f}, {where.high + 1:.0f}]"
-             + (" (last phase)" if at >= start else " (before the last phase)"),
-        detail=f"sharp: the largest one-layer rise ≥ {SHARP_SHARE.value:.0%} of the rise to the "
-               f"peak [ours]; late: it lands in the last max-cut phase (layer l+1 ≥ "
-               f"{start + 1}); 95% bootstrap over images")
+def c23_coherence_rises(kappa: Sequence[np.ndarray], bounds: Sequence[list[int]]) -> Claim:
+    """C23 (§4, Fig. 12 middle) over seeds, on each seed's mean patch coherence κ_l (``kappa[i]``
+    ``(N, L)``): its largest one-layer rise carries at least ``SHARP_SHARE`` of the rise to the
+    peak, and lands in the seed's last max-cut phase (inner boundaries ``bounds[i]``)."""
+    means = [k.mean(axis=0) for k in kappa]
+    rises = [sharpness(m) for m in means]
+    into = [at - _last_phase(b, len(m)).start for (_, at), b, m in zip(rises, bounds, means)]
+    parts = [Part("sharp", over_seeds([share for share, _ in rises]), SHARP_SHARE, fmt=".0%",
+                  what="the largest one-layer rise's share of the rise to the peak"),
+             Part("late", over_seeds(into), LATE_EDGE, fmt="+.1f",
+                  what="the largest rise's layer less the last phase's first layer")]
+    return judge(Declaration(
+        "C23", "patch-token coherence rises sharply late (§4, Fig. 12 middle)", parts,
+        note="on each seed's mean κ curve; the layer the largest rise reaches, minus the first "
+             "layer of that seed's last max-cut phase (0: the phase's first layer)"))
 
 
-def c24_dmd_near_one(eigenvalues: dict[str, np.ndarray], radius_boot: dict[str, np.ndarray],
-                     nearest_boot: dict[str, np.ndarray], *, rank: int) -> Claim:
-    """C24: every group's DMD spectral radius ≤ 1 up to ``RADIUS_TOL`` (on its bootstrap over
-    images, ``radius_boot[g]``), and cls's nearest eigenvalue closer to +1 than each other
-    group's (paired: ``nearest_boot[g]`` on the same resamples). ``rank``: the rank asked for."""
-    closest = {g: float(np.min(np.abs(lam - 1))) for g, lam in eigenvalues.items()}
-    radius = {g: (float(np.abs(lam).max()), *_interval(radius_boot[g]))
-              for g, lam in eigenvalues.items()}
-    farther = {g: (closest[g] - closest["cls"], *_interval(nearest_boot[g] - nearest_boot["cls"]))
-               for g in eigenvalues if g != "cls" and "cls" in eigenvalues}
-    used = max(len(lam) for lam in eigenvalues.values())
-    return _claim(
-        "C24", {**{f"{g} |λ| ≤ 1": part(r, 1 + RADIUS_TOL.value, above=False)
-                   for g, r in radius.items()},
-                **{f"cls closer to +1 than {g}": part(iv, 0.0) for g, iv in farther.items()}},
-        paper="DMD eigenvalues inside the unit circle near +1; cls closest to +1 (§4, Fig. 12 "
-              "right)",
-        ours="ρ(A) " + ", ".join(f"{g} {r:.4f} [{lo:.4f}, {hi:.4f}]"
-                                 for g, (r, lo, hi) in radius.items())
-        + "; nearest λ to +1: " + ", ".join(f"{g} {d:.3f}" for g, d in closest.items())
-        + "".join(f"; {g} − cls {d:+.3f} [{lo:+.3f}, {hi:+.3f}]"
-                  for g, (d, lo, hi) in farther.items()),
-        detail=f"exact DMD of rank {used} on group-averaged directions"
-               + ("" if used == rank else f" (the paper's r = {rank} needs ≥ {rank} layer "
-                                          f"transitions; this teacher has {used})")
-               + f"; |λ| ≤ 1 + {RADIUS_TOL.value:g} judged on a 95% bootstrap over images of "
-                 "ρ(A), cls closest to +1 on a paired 95% bootstrap of each other group's "
-                 "distance minus cls's")
-
-
+def c24_dmd_near_one(eigenvalues: Sequence[dict[str, np.ndarray]], *, rank: int) -> Claim:
+    """C24 (§4, Fig. 12 right) over seeds, on seed i's exact DMD eigenvalues
+    ``eigenvalues[i][g]``: every group's spectral radius ≤ 1 up to ``RADIUS_TOL``, and cls's
+    nearest eigenvalue closer to +1 than each other group's by more than ``CLOSER_BAND`` (within
+    it a tie). ``rank``: the rank asked for."""
+    groups = list(eigenvalues[0])
+    unit = Threshold(1 + RADIUS_TOL.value, RADIUS_TOL.source)
+    parts = [Part(f"{g} |λ| ≤ 1", over_seeds([float(np.abs(e[g]).max()) for e in eigenvalues]),
+                  unit, side="below", fmt=".4f", what=f"the {g} spectral radius ρ(A)")
+             for g in groups]
+    nearest = [{g: float(np.min(np.abs(lam - 1))) for g, lam in e.items()} for e in eigenvalues]
+    if "cls" in groups:
+        parts += [Part(f"cls closer to +1 than {g}",
+                       over_seeds([n[g] - n["cls"] for n in nearest]), SAME_DISTANCE,
+                       band=CLOSER_BAND.value, fmt=".3f",
+                       what=f"how much farther from +1 the nearest {g} eigenvalue lies than "
+                            f"the nearest cls one")
+                  for g in groups if g != "cls"]
+    used = max(len(lam) for e in eigenvalues for lam in e.values())
+    return judge(Declaration(
+        "C24", "DMD eigenvalues inside the unit circle near +1; cls closest to +1 (§4, Fig. 12 "
+               "right)", parts,
+        note=f"exact DMD of rank {used} on group-averaged directions"
+             + ("" if used == rank else f" (the paper's r = {rank} needs ≥ {rank} layer "
+                                        f"transitions; this teacher has {used})")
+             + ", one fit per seed"))
