@@ -346,7 +346,7 @@ def test_claims_page_counts_links_and_folds(tmp_path: Path) -> None:
     assert (s["n_checks"], s["n_tested"], s["n_claims"], s["n_chapters"]) == (5, 4, 25, 2)
     assert (s["n_holds"], s["n_fails"], s["n_inconclusive"], s["n_untestable"],
             s["n_by_construction"], s["n_untested"]) == (1, 1, 1, 1, 1, 21)
-    assert s["alpha"] == "0.05" and (s["level"], s["side_error"]) == ("95%", "2.5%")
+    assert "alpha" not in s and (s["level"], s["side_error"]) == ("95%", "2.5%")
     assert s["n_subtests"] == 6  # sub-tests of the measured verdicts only: 1 + 4 + 1
     assert s["seeds_alpha"] == "0.05" and "n_chance" not in s
     for said in ("What the error rate controls: a verdict is about ViTs trained this way",
@@ -401,14 +401,6 @@ def test_claims_page_names_chapters_by_their_titles(tmp_path: Path) -> None:
         {"cells": [{"cell_type": "markdown", "source": ["# Scaling Raptor\n", "text"]}]}))
     assert page.chapter_title("scaling", tmp_path) == "Scaling Raptor"
     assert page.chapter_title("raptor", tmp_path) == "raptor"
-
-
-def test_significance_levels_come_from_the_chapters() -> None:
-    from raptor.book.chapters import claims_page as page
-    levels = page.significance_levels()
-    assert levels and all(0 < a < 1 for a in levels.values())
-    assert chapter("stochastic-depth").ALPHA.value in levels.values()
-    assert {k.split(".")[0] for k in levels} == {"stochastic-depth"}
 
 
 def excess(value: float, half_width: float = 0.002) -> PhaseExcess:

@@ -11,9 +11,9 @@ import pytest
 
 from raptor.book.claims import FAILS, HOLDS, INCONCLUSIVE, UNTESTABLE, Threshold, across_seeds, \
     claim, versus
-from raptor.book.engine import (TIE, Declaration, Part, fails_level, judge, of_model, over_seeds,
-                                part_verdicts)
-from raptor.stats import Interval
+from raptor.book.engine import (TIE, Declaration, Part, correlation_over_models, fails_level,
+                                judge, of_model, over_seeds, part_verdicts)
+from raptor.stats import Interval, rank_correlation
 
 OURS = Threshold(0.9, "[ours] a planted threshold for the tests")
 ZERO = Threshold(0.0, "[ours] no difference, for the planted orders")
@@ -143,6 +143,24 @@ def test_also_parts_are_reported_but_do_not_decide() -> None:
     order = Part("patches before cls", over_seeds([-0.15, -0.2, -0.25]), ZERO, band=0.5)
     c = judge(Declaration("C16", "p", [held], also=[order]))
     assert c.verdict == HOLDS and "also patches before cls is -0.200, a tie" in c.ours
+
+
+def test_a_correlation_over_models_is_exact_on_fishers_scale() -> None:
+    """From its 95% Fisher-z interval, a correlation's interval at any level is the one computed
+    at that level, and the correlation detected with 80% power is tanh((z₉₇.₅ + z₈₀) · se)."""
+    x = np.arange(12.0)
+    y = x + np.random.default_rng(0).normal(0, 6, 12)
+    c = rank_correlation(y, x)
+    e = correlation_over_models(c.interval, c.n)
+    for level in (0.8, 0.95, 0.975, 0.99):
+        at = rank_correlation(y, x, level=level)
+        assert e.interval(level).low == pytest.approx(at.low, abs=1e-9)
+        assert e.interval(level).high == pytest.approx(at.high, abs=1e-9)
+    pearson = correlation_over_models(Interval(0.3, *np.tanh(np.arctanh(0.3) + np.array(
+        [-1, 1]) * 1.959964 / 3), 0.95), 12)  # Pearson's se = 1 / √(n − 3)
+    assert pearson.detectable(0.0) == pytest.approx(np.tanh((1.959964 + 0.841621) / 3), rel=1e-5)
+    assert pearson.detectable(0.0, "below") == pytest.approx(pearson.detectable(0.0))
+    assert correlation_over_models(Interval(1.0, 1.0, 1.0, 0.95), 8).interval(0.99).low == 1.0
 
 
 def test_bad_declarations_are_refused() -> None:

@@ -12,8 +12,10 @@ on a t interval over the per-seed estimates (:func:`over_seeds`, ``scipy.stats.t
 estimate carries its own evaluation noise, so the spread between seeds carries both, and the
 interval's chance error is 2.5% a side for the population of seeds, not for the seeds at hand. A
 bootstrap over three seeds has ten distinct resamples and covers far below its level, so the t
-interval is the one policy. A claim about one given model (DINOv2-B) has no seeds: its interval
-is over images (:func:`of_model`).
+interval is the one policy. A statistic computed across trained models (a correlation over the
+teachers of a sweep, :func:`correlation_over_models`) already has the model as its unit: its interval is
+over them. A claim about one given model (DINOv2-B) has no seeds: its interval is over images
+(:func:`of_model`).
 
 **A power check before any verdict.** A part whose interval, at this profile's seeds (or images),
 could not clear its threshold (or fit in its band) even were the truth the paper's value, is *not
@@ -47,6 +49,7 @@ POWER = 0.8  # the power at which the smallest detectable effect is reported
 MAX_UNITS = 10_000  # the most seeds the power check searches for
 ENGINE = "judged by the claims engine"  # in each engine claim's detail; the claims page reads it
 EXACT = "exact"  # the unit of a number read as it is (:func:`exact`)
+MODEL = "trained model"  # the unit of a correlation across models (:func:`correlation_over_models`)
 SEED_POLICY = "the unit is the trained model: a t interval over the per-seed estimates"
 
 
@@ -63,8 +66,10 @@ def _z(level: float) -> float:
 @dataclass(frozen=True)
 class Estimate:
     """A number at the replication level: per-seed estimates (``unit == "seed"``, a t interval
-    over them) or one model's 95% interval over ``n`` images (or other units of one model).
-    ``pinned``: a fit sat at its bound on some seed, so the number is not estimated."""
+    over them), one model's 95% interval over ``n`` images (or other units of one model), or a
+    correlation over ``n`` trained models (``fisher``: its interval symmetric in Fisher's z,
+    ``spread`` the standard error of z × √n). ``pinned``: a fit sat at its bound on some seed, so
+    the number is not estimated."""
 
     value: float
     unit: str
@@ -73,11 +78,15 @@ class Estimate:
     pinned: bool = False
     values: tuple[float, ...] = ()
     sides: tuple[float, float] | None = None  # one model's interval: its 95% sides, below/above
+    fisher: bool = False
 
     def interval(self, level: float = LEVEL) -> Interval:
         """The estimate's two-sided ``level`` interval (infinite on one seed: no spread); one
         model's own interval (:func:`of_model`) keeps its shape, each side scaled by
-        ``z(level) / z(95%)``."""
+        ``z(level) / z(95%)``; a correlation's is symmetric in Fisher's z."""
+        if self.fisher and self.spread > 0:
+            z, h = _atanh(self.value), _z(level) * self.spread / math.sqrt(self.n)
+            return Interval(self.value, math.tanh(z - h), math.tanh(z + h), level)
         if self.sides is None:
             below = above = self.half(level)
         else:
@@ -89,7 +98,11 @@ class Estimate:
         n = self.n if n is None else n
         if self.unit == "seed":
             return math.inf if n < 2 else _t(level, n - 1) * self.spread / math.sqrt(n)
-        return _z(level) * self.spread / math.sqrt(n)
+        h = _z(level) * self.spread / math.sqrt(n)
+        if self.fisher:  # on the correlation's own scale, about its value
+            z = _atanh(self.value)
+            return (math.tanh(z + h) - math.tanh(z - h)) / 2
+        return h
 
     def needed(self, half: float) -> int | None:
         """The fewest units (seeds or images) whose 95% half-width is below ``half``; ``None``
@@ -100,12 +113,17 @@ class Estimate:
             return max(self.n, math.ceil(self.n * (self.half() / half) ** 2))
         return next((n for n in range(2, MAX_UNITS) if self.half(LEVEL, n) < half), None)
 
-    def detectable(self) -> float:
-        """The smallest true margin past a threshold that this estimate's 95% interval clears with
-        :data:`POWER` (one-sided, the interval's 2.5% side): noncentral t over seeds, normal over
-        images; ``inf`` on one seed."""
+    def detectable(self, edge: float = 0.0, side: str = "above") -> float:
+        """The smallest true margin past a threshold (at ``edge``, the claim on its ``side``) that
+        this estimate's 95% interval clears with :data:`POWER` (one-sided, the interval's 2.5%
+        side): noncentral t over seeds, normal over images, normal in Fisher's z for a
+        correlation; ``inf`` on one seed."""
         if self.unit != "seed":
-            return (_z(LEVEL) + float(st.norm.ppf(POWER))) * self.spread / math.sqrt(self.n)
+            shift = (_z(LEVEL) + float(st.norm.ppf(POWER))) * self.spread / math.sqrt(self.n)
+            if not self.fisher:
+                return shift
+            sign = 1 if side == "above" else -1
+            return sign * (math.tanh(_atanh(edge) + sign * shift) - edge)
         if self.n < 2 or self.spread == 0:
             return math.inf if self.n < 2 else 0.0
         df, crit = self.n - 1, _t(LEVEL, self.n - 1)
@@ -137,13 +155,28 @@ def of_model(iv: Interval, n: int, unit: str = "image") -> Estimate:
     its interval over ``n`` units (images, or image subsets): the interval keeps its shape (a
     Wilson interval stays inside [0, 1]); for the power check its wider side is read as normal,
     standard error = side / z."""
-    if n < 1 or not iv.low <= iv.high or not 0 < iv.level < 1 or unit == "seed":
+    if n < 1 or not iv.low <= iv.high or not 0 < iv.level < 1 or unit in ("seed", MODEL):
         raise ValueError(f"need n >= 1, an interval with low <= high and a unit other than "
-                         f"seeds, got n={n}, {iv}, {unit!r}")
+                         f"seeds or models, got n={n}, {iv}, {unit!r}")
     centre = min(max(iv.estimate, iv.low), iv.high)  # a bootstrap's estimate may lie outside
     r = _z(LEVEL) / _z(iv.level)
     sides = (r * (centre - iv.low), r * (iv.high - centre))
     return Estimate(centre, unit, n, max(sides) / _z(LEVEL) * math.sqrt(n), sides=sides)
+
+
+def correlation_over_models(iv: Interval, n: int) -> Estimate:
+    """A correlation over ``n`` trained models, each one unit (e.g. Spearman's ρ of the teachers
+    of a sweep with their rate), from its Fisher-z interval (symmetric in z = atanh r): the
+    interval at any level, and the power check, are exact on that scale."""
+    if n < 4 or not -1 <= iv.low <= iv.estimate <= iv.high <= 1 or not 0 < iv.level < 1:
+        raise ValueError(f"need n >= 4 and a correlation inside its interval, got n={n}, {iv}")
+    se = (_atanh(iv.high) - _atanh(iv.low)) / (2 * _z(iv.level))
+    return Estimate(iv.estimate, MODEL, n, se * math.sqrt(n), fisher=True)
+
+
+def _atanh(r: float) -> float:
+    """Fisher's z, finite at |r| = 1 (a perfect ordering: its interval stays [r, r])."""
+    return math.atanh(max(-1 + 1e-12, min(1 - 1e-12, r)))
 
 
 @dataclass(frozen=True)
@@ -299,11 +332,18 @@ def _numbers(p: Part, verdict: str, level: float) -> str:
                 if e.unit == "seed" and e.n > 1 else "")
     ours = " [ours]" if p.threshold.source.startswith("[ours]") else ""
     text = f"{p.name} {shown}{per_seed} vs {p.relation()}{ours}: {verdict}"
-    if verdict not in (HOLDS, UNTESTABLE) and p.side != "inside" and 0 < e.detectable() < math.inf:
-        edge = p.threshold.value + (p.band if p.side == "above" else -p.band)
-        text += (f"; 80% power to detect a true value {e.detectable():{f}} "
+    edge = p.threshold.value + (p.band if p.side == "above" else -p.band)
+    if verdict not in (HOLDS, UNTESTABLE) and p.side != "inside" and \
+            0 < e.detectable(edge, p.side) < math.inf:
+        text += (f"; 80% power to detect a true value {e.detectable(edge, p.side):{f}} "
                  f"{p.side} {edge:{f}}")
     return text
+
+
+def _policy(unit: str) -> str:
+    return {"seed": SEED_POLICY, EXACT: "counts read as they are",
+            MODEL: "the unit is the trained model: a Fisher-z interval over the models"
+            }.get(unit, f"one given model, its interval over {unit}s")
 
 
 def judge(d: Declaration) -> Claim:
@@ -313,10 +353,7 @@ def judge(d: Declaration) -> Claim:
     also = [v if v != INCONCLUSIVE or p.testable()[0] or p.estimate.pinned else UNTESTABLE
             for p, v in zip(d.also, (p.read(LEVEL) for p in d.also))]
     m = len(d.parts)
-    policies = dict.fromkeys(
-        SEED_POLICY if p.estimate.unit == "seed" else "counts read as they are"
-        if p.estimate.unit == EXACT else f"one given model, its interval over {p.estimate.unit}s"
-        for p in (*d.parts, *d.also))
+    policies = dict.fromkeys(_policy(p.estimate.unit) for p in (*d.parts, *d.also))
     detail = ((d.note + "; " if d.note else "")
               + "; ".join(_numbers(p, v, LEVEL) for p, v in zip(d.parts, verdicts))
               + (f" (95% intervals; a part does not hold only at the {fails_level(m):.2%} level, "

@@ -9,8 +9,7 @@
   table of contents is written from it: :func:`raptor.book.specs.toc`);
 - this package's module ``<module>.py``, re-exporting the spec module's names and defining a
   ``Result`` dataclass, ``compute(spec) -> Result`` (all the work; no notebook needed) and
-  ``claims(result) -> list[Claim]``; one whose claims run significance tests lists their levels in
-  ``ALPHAS`` (the claims page quotes them);
+  ``claims(result) -> list[Claim]`` (each declared on :mod:`raptor.book.engine` where it can be);
 - the notebook ``book/<NOTEBOOK>``: a ``parameters`` cell naming only the profile and the claims
   folder (no default copied: the runner injects the resolved spec's parameters after it),
   ``compute`` on the spec (:func:`notebook_spec`), its figures and its claims table, executed and

@@ -49,13 +49,6 @@ def claims(result: Result) -> list[Claim]:
     return []
 
 
-def significance_levels() -> dict[str, float]:
-    """The α of every chapter's significance tests (its ``ALPHAS``), keyed
-    ``<chapter>.<index>``."""
-    return {f"{name}.{i}": t.value for name in MODULES if name != NAME
-            for i, t in enumerate(getattr(chapter(name), "ALPHAS", ()))}
-
-
 def ours_thresholds() -> dict[str, Threshold]:
     """Every threshold of ours (``[ours]``, with its reason) in the chapters and their claims
     modules, keyed ``<chapter>.<name>``."""
@@ -77,13 +70,11 @@ def summary(result: Result) -> dict[str, int | float | str]:
     t = result.table
     checks = t[t["verdict"] != UNTESTED]
     counts = checks["verdict"].value_counts()
-    alphas = sorted(set(significance_levels().values()))
     measured = checks[checks["verdict"].isin([HOLDS, FAILS, INCONCLUSIVE])]["tests"]
     out: dict[str, int | float | str] = {
         "n_claims": len(CLAIMS), "n_checks": len(checks),
         "n_tested": checks.index.nunique(), "n_chapters": checks["chapter"].nunique(),
         "profile": ", ".join(sorted(set(checks["profile"]))) or "—",
-        "alpha": " / ".join(f"{a:g}" for a in alphas) or "—",
         "n_subtests": int(measured.sum()), "level": f"{LEVEL:.0%}",
         "side_error": f"{SIDE_ERROR:.1%}", "seeds_alpha": f"{SEEDS_ALPHA.value:g}",
     }
@@ -98,11 +89,11 @@ def summary(result: Result) -> dict[str, int | float | str]:
         "What the error rate controls: a verdict is about ViTs trained this way, the models the "
         "recipe produces, not only the few trained here. "
         f"The {out['n_checks']} verdicts rest on {out['n_subtests']} sub-tests, each a "
-        f"{out['level']} two-sided interval read against its threshold (a few are significance "
-        f"tests at α = {out['alpha']}). On the claims judged by the claims engine "
-        f"({out['engine_claims']}), the trained model is the unit: each part's interval is a t "
-        "interval over the per-seed estimates, so that it carries the spread between seeds, and "
-        f"'holds' and 'does not hold' each err by chance with probability up to "
+        f"{out['level']} two-sided interval read against its threshold. On the claims judged by "
+        f"the claims engine ({out['engine_claims']}), the trained model is the unit: each part's "
+        "interval is a t interval over the per-seed estimates, so that it carries the spread "
+        "between seeds (or, for a correlation across the teachers of a sweep, its interval over "
+        "those teachers), and 'holds' and 'does not hold' each err by chance with probability up to "
         f"{out['side_error']} for models trained this way. Before any verdict, a power check: a "
         "part whose interval could not clear its threshold (or fit in its band) at this profile's "
         "seeds or images, even for an effect of the paper's size, is not testable at this "

@@ -12,7 +12,8 @@ import pandas as pd
 
 from raptor import paper, phases
 from raptor.book import plotting
-from raptor.book.claims import Claim, Part, Threshold, all_of, claim, correction, part, versus
+from raptor.book.claims import Claim, Threshold, claim
+from raptor.book.engine import Declaration, Part, correlation_over_models, judge
 from raptor.book.experiment import images_of, student_of, teacher_of, walk
 from raptor.book.specs.stochastic_depth import NAME, NOTEBOOK, PAPER, SMOKE, Spec  # noqa: F401
 from raptor.loop import resolve_device
@@ -121,82 +122,83 @@ def sweep_figure(result: Result) -> plt.Figure:
     return fig
 
 
-ALPHA = Threshold(0.05, "[ours] the paper reports the rises (Fig. 4) without a test; Spearman's "
-                        "ρ with p, its 95% (two-sided 5%) Fisher-z interval above 0 (Bonett & "
-                        "Wright 2000 standard error); at or below 0 it does not hold")
+RISES = Threshold(0.0, "[ours] the paper reports the rises (Fig. 4) without a test; a rise is "
+                       "Spearman's ρ with p above 0 on its 95% Fisher-z interval (Bonett & "
+                       "Wright 2000 standard error), one teacher one unit")
 RISE_UP_TO = Threshold(paper.SD_RISE_UP_TO, "\"increasing SD improves CIFAR-100 classification "
                                             "accuracy\" (§2, Fig. 4C), up to p ≈ 0.6")
-CI_LEVEL = Threshold(0.95, "[ours] \"a strong positive association\" (§2, Fig. 4E) without a "
-                           "test; a Pearson r within rates p (teachers' deviations from their "
-                           "rate's mean) whose 95% Fisher-z interval excludes 0")
-ALPHAS = (ALPHA,)  # the significance levels of its tests (the claims page)
+ASSOCIATED = Threshold(0.0, "[ours] \"a strong positive association\" (§2, Fig. 4E) without a "
+                            "test; a Pearson r within rates p (teachers' deviations from their "
+                            "rate's mean) above 0 on its 95% Fisher-z interval")
 MIN_TEACHERS = 5  # a rank correlation's interval needs n >= 5 (raptor.stats.rank_correlation)
+RHO_NOTE = "Spearman ρ with p over the teachers, Fisher-z interval (Bonett–Wright standard error)"
 
 
-def _rises(y: Sequence[float], p: Sequence[float]) -> tuple[Part | None, str]:
-    """"``y`` rises with ``p``" as a :class:`~raptor.book.claims.Part` on ρ's interval, and ρ
-    with it; ``None`` (not testable) on fewer than ``MIN_TEACHERS`` teachers."""
-    if len(y) < MIN_TEACHERS:
-        return None, f"n={len(y)} < {MIN_TEACHERS} teachers"
-    c = rank_correlation(y, p, level=1 - ALPHA.value)
-    return (part((c.r, c.low, c.high), 0.0),
-            f"ρ={c.interval:.2f} ({100 * c.level:.0f}% CI, n={c.n})")
+def _rise(name: str, y: Sequence[float], p: Sequence[float], what: str) -> Part:
+    """"``y`` rises with ``p``": Spearman's ρ over the teachers against :data:`RISES`."""
+    c = rank_correlation(y, p)
+    return Part(name, correlation_over_models(c.interval, c.n), RISES, fmt=".2f",
+                what=f"Spearman ρ of {what} with p")
+
+
+def _too_few(claim_id: str, paper_says: str, n: int) -> Claim:
+    return claim(claim_id, paper=paper_says, ours=f"{n} teachers", holds=None,
+                 detail=f"a rank correlation's interval needs at least {MIN_TEACHERS} teachers, "
+                        f"got {n}")
 
 
 def c5_similarity_rises(p: Sequence[float], similarity: Sequence[float]) -> Claim:
-    """C5: the teachers' mean off-diagonal similarity rises with p."""
-    rise, ours = _rises(similarity, p)
-    return claim("C5", paper="similarity rises with p (Fig. 4A, E)", ours=ours,
-                 holds=rise and rise.verdict(),
-                 detail="Spearman ρ of mean off-diagonal similarity with p, Fisher-z interval")
+    """C5: the teachers' mean off-diagonal similarity rises with p (Fig. 4A, E)."""
+    paper_says = "similarity rises with p (Fig. 4A, E)"
+    if len(p) < MIN_TEACHERS:
+        return _too_few("C5", paper_says, len(p))
+    return judge(Declaration("C5", paper_says, [
+        _rise("ρ", similarity, p, "the teachers' mean off-diagonal similarity")], note=RHO_NOTE))
 
 
 def c6_r2_rises(p: Sequence[float], r2: Sequence[float]) -> Claim:
-    """C6: the Raptors' mean (cls, patch) R² rises with p."""
-    rise, ours = _rises(r2, p)
-    return claim("C6", paper="R² rises with p (Fig. 4B, D)", ours=ours,
-                 holds=rise and rise.verdict(),
-                 detail="Spearman ρ of mean (cls, patch) R² with p, Fisher-z interval")
+    """C6: the Raptors' mean (cls, patch) R² rises with p (Fig. 4B, D)."""
+    paper_says = "R² rises with p (Fig. 4B, D)"
+    if len(p) < MIN_TEACHERS:
+        return _too_few("C6", paper_says, len(p))
+    return judge(Declaration("C6", paper_says, [
+        _rise("ρ", r2, p, "the Raptors' mean (cls, patch) R²")], note=RHO_NOTE))
 
 
 def c7_accuracy_rises(p: Sequence[float], teacher_acc: Sequence[float],
                       student_acc: Sequence[float]) -> Claim:
-    """C7: teacher and student accuracy both rise with p, over p ≤ ``RISE_UP_TO``."""
+    """C7: teacher and student accuracy both rise with p, over p ≤ ``RISE_UP_TO`` (Fig. 4C)."""
+    paper_says = f"teacher and student accuracy rise with p up to ~{RISE_UP_TO.value} (Fig. 4C)"
     low = [i for i, v in enumerate(p) if v <= RISE_UP_TO.value]
-    (v_teacher, teacher), (v_student, student) = (
-        _rises([acc[i] for i in low], [p[i] for i in low]) for acc in (teacher_acc, student_acc))
-    return claim("C7", paper=f"teacher and student accuracy rise with p up to "
-                             f"~{RISE_UP_TO.value} (Fig. 4C)",
-                 ours=f"teacher {teacher}; student {student}",
-                 holds=None if v_teacher is None else all_of((v_teacher, v_student)),
-                 tests=1 if v_teacher is None else 2,
-                 detail=f"Spearman ρ of accuracy with p over p ≤ {RISE_UP_TO.value}, Fisher-z "
-                        "interval; holds only if both rise"
-                        + ("" if v_teacher is None else correction(
-                            {"teacher": v_teacher, "student": v_student})))
+    if len(low) < MIN_TEACHERS:
+        return _too_few("C7", paper_says, len(low))
+    at = [p[i] for i in low]
+    return judge(Declaration("C7", paper_says, [
+        _rise(f"{who} ρ", [acc[i] for i in low], at, f"{who} accuracy")
+        for who, acc in (("teacher", teacher_acc), ("student", student_acc))],
+        note=f"{RHO_NOTE}, over p ≤ {RISE_UP_TO.value}"))
 
 
 def c8_similarity_predicts_r2(p: Sequence[float], similarity: Sequence[float],
                               r2: Sequence[float]) -> Claim:
     """C8: similarity and R² correlate positively beyond what the rate p drives in both: the
-    partial correlation given p (as a factor), its interval excluding 0."""
-    pooled = correlation(similarity, r2, level=CI_LEVEL.value)
-    ref = f"pooled r={pooled.interval:.2f} (for reference, confounded by p)"
+    partial correlation given p (as a factor) above 0 (Fig. 4E); the pooled r, which counts p's
+    effect, in the note."""
+    pooled = correlation(similarity, r2)
     levels = len(set(p))
     paper_says = "similarity strongly associated with R² (Fig. 4E)"
+    note = (f"pooled r {pooled.interval:.2f} over {len(p)} teachers, for reference only: p "
+            "drives both similarity and R²")
     if len(p) < levels + 3:
-        return claim("C8", paper=paper_says,
-                     ours=f"{ref}; n={len(p)} teachers over {levels} rates", holds=None,
-                     detail=f"the correlation within rates needs n ≥ rates + 3 = {levels + 3}")
-    a = partial_correlation(similarity, r2, p, level=CI_LEVEL.value)
-    return claim("C8", paper=paper_says,
-                 ours=f"within p: r={a.interval:.2f} ({100 * a.level:.0f}% CI, n={a.n}, "
-                      f"{levels} rates); {ref}",
-                 holds=versus(a.low, a.high, 0.0),
-                 detail="Pearson r of the teachers' similarity and R² after removing each rate "
-                        "p's mean (partial correlation given p as a factor: p drives both, so "
-                        f"the pooled r counts its effect); Fisher-z interval on n − {levels} − 1 "
-                        "residual degrees of freedom")
+        return claim("C8", paper=paper_says, ours=f"{len(p)} teachers over {levels} rates",
+                     holds=None, detail=f"{note}; the correlation within rates needs at least "
+                                        f"rates + 3 = {levels + 3} teachers")
+    a = partial_correlation(similarity, r2, p)
+    return judge(Declaration("C8", paper_says, [
+        Part("r within p", correlation_over_models(a.interval, a.n), ASSOCIATED, fmt=".2f",
+             what=f"Pearson r of similarity and R² within the {levels} rates")],
+        note=f"{note}; the partial correlation given p as a factor, Fisher-z interval on "
+             f"n − {levels} − 1 residual degrees of freedom"))
 
 
 def claims(result: Result) -> list[Claim]:
