@@ -178,7 +178,8 @@ def aligned(points: Sequence[int], boundaries: Sequence[int], tol: int = 1) -> f
 class Interval:
     """An estimate with its ``level`` confidence interval ``[low, high]``; it formats itself:
     ``f"{iv:+.3f}"`` gives ``+0.867 [+0.863, +0.871]`` (any float format spec, ``%`` included),
-    the only way an interval is written in the book."""
+    the only way an interval is written in the book; without ends (NaN: no images to resample,
+    e.g. a published matrix) the estimate alone."""
 
     estimate: float
     low: float
@@ -186,6 +187,8 @@ class Interval:
     level: float
 
     def __format__(self, spec: str) -> str:
+        if np.isnan(self.low) or np.isnan(self.high):
+            return f"{self.estimate:{spec}}"
         return f"{self.estimate:{spec}} [{self.low:{spec}}, {self.high:{spec}}]"
 
     def __str__(self) -> str:

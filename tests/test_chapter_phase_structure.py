@@ -9,6 +9,7 @@ from raptor import controls
 from raptor.book import plotting
 from raptor.book.chapters import phase_structure as chapter
 from raptor.book.claims import FAILS, HOLDS, INCONCLUSIVE
+from raptor.book.engine import ENGINE
 from raptor.book.experiment import images_of, teacher_of, walk
 from raptor.phase_test import KExcess, PhaseTest, phase_test
 from raptor.structure import NULLS
@@ -32,7 +33,8 @@ def test_c1_holds_only_when_every_models_best_k_clears_the_threshold() -> None:
                                    ).verdict == HOLDS
     assert chapter.c1_block_excess({"a": judged(t + 0.02), "b": judged(0.0)}).verdict == FAILS
     c = chapter.c1_block_excess({"a": judged(t + 0.02), "b": judged(t, 0.005)})
-    assert c.verdict == INCONCLUSIVE and "b: excess" in c.ours and "at k = 3" in c.ours
+    assert c.verdict == INCONCLUSIVE and "the block excess of b is +0.010, not clearly" in c.ours
+    assert "b k = 3 (1–3 | 4–6 | 7–8), d* 0.10" in c.detail and ENGINE in c.detail
     # phases at some k: a model holds on its best k whatever the others
     assert chapter.c1_block_excess({"a": judged(t + 0.02, others=-0.3)}).verdict == HOLDS
 

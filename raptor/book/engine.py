@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -79,11 +79,17 @@ class Estimate:
     values: tuple[float, ...] = ()
     sides: tuple[float, float] | None = None  # one model's interval: its 95% sides, below/above
     fisher: bool = False
+    # one model's interval at any level where its maker can give it exactly (a bootstrap's)
+    at: Callable[[float], tuple[float, float]] | None = field(default=None, compare=False,
+                                                             repr=False)
 
     def interval(self, level: float = LEVEL) -> Interval:
         """The estimate's two-sided ``level`` interval (infinite on one seed: no spread); one
         model's own interval (:func:`of_model`) keeps its shape, each side scaled by
-        ``z(level) / z(95%)``; a correlation's is symmetric in Fisher's z."""
+        ``z(level) / z(95%)``, or as ``at`` gives it; a correlation's is symmetric in Fisher's
+        z."""
+        if self.at is not None:
+            return Interval(self.value, *self.at(level), level)
         if self.fisher and self.spread > 0:
             z, h = _atanh(self.value), _z(level) * self.spread / math.sqrt(self.n)
             return Interval(self.value, math.tanh(z - h), math.tanh(z + h), level)
@@ -150,18 +156,20 @@ def exact(value: float) -> Estimate:
     return Estimate(float(value), EXACT, 1, 0.0)
 
 
-def of_model(iv: Interval, n: int, unit: str = "image") -> Estimate:
+def of_model(iv: Interval, n: int, unit: str = "image", *,
+             at: Callable[[float], tuple[float, float]] | None = None) -> Estimate:
     """An estimate of one given model (no seeds to replicate, e.g. the published DINOv2-B) from
     its interval over ``n`` units (images, or image subsets): the interval keeps its shape (a
-    Wilson interval stays inside [0, 1]); for the power check its wider side is read as normal,
-    standard error = side / z."""
+    Wilson interval stays inside [0, 1]), or ``at(level)`` gives it at any level (e.g. a
+    bootstrap's percentiles); for the power check its wider side is read as normal, standard
+    error = side / z."""
     if n < 1 or not iv.low <= iv.high or not 0 < iv.level < 1 or unit in ("seed", MODEL):
         raise ValueError(f"need n >= 1, an interval with low <= high and a unit other than "
                          f"seeds or models, got n={n}, {iv}, {unit!r}")
     centre = min(max(iv.estimate, iv.low), iv.high)  # a bootstrap's estimate may lie outside
     r = _z(LEVEL) / _z(iv.level)
     sides = (r * (centre - iv.low), r * (iv.high - centre))
-    return Estimate(centre, unit, n, max(sides) / _z(LEVEL) * math.sqrt(n), sides=sides)
+    return Estimate(centre, unit, n, max(sides) / _z(LEVEL) * math.sqrt(n), sides=sides, at=at)
 
 
 def correlation_over_models(iv: Interval, n: int) -> Estimate:

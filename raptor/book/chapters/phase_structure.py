@@ -20,11 +20,13 @@ import pandas as pd
 from raptor import controls, paper, phases
 from raptor.catalog import dataset_info
 from raptor.book import plotting
-from raptor.book.claims import EXCESS_MIN, FAILS, HOLDS, Claim, Part, conjoined
+from raptor.book.claims import EXCESS_MIN, FAILS, HOLDS, LEVEL, Claim
+from raptor.book.engine import Declaration, Part, judge, of_model
 from raptor.book.experiment import Walk, images_of, pretrained_walk, teacher_of, walk
 from raptor.book.specs.phase_structure import NAME, NOTEBOOK, PAPER, SMOKE, Spec  # noqa: F401
 from raptor.loop import resolve_device
 from raptor.phase_test import K_TRIED, POWER, PhaseTest, phase_test, smallest_step
+from raptor.stats import Interval
 from raptor.structure import (JUDGED_NULL, NULLS, WARP_ORIGINS, PhaseExcess, contrast,
                               matrix_excess, phase_excess, warped_decay_null)
 
@@ -149,31 +151,30 @@ def excess_figure(result: Result) -> plt.Figure:
                                      if n in PHASED},
              "control without phases": {n: t for n, t in result.control_tests.items()
                                         if n not in PHASED}}
-    n = sum(map(len, kinds.values()))
-    # one row a model, top to bottom, so every name is printed at the book's smallest font
-    fig, ((ax,),) = plotting.figure(height=1.6 + 0.2 * n)
+    # one tick a model, upright, so that every name prints at the book's smallest font
+    fig, ((ax,),) = plotting.figure(height=6.2)
     names: list[str] = []
     lows, highs = [], []
     for (kind, models), color in zip(kinds.items(), ("C0", "0.55", "C2", "C3")):
-        y = np.arange(len(names), len(names) + len(models))
+        x = np.arange(len(names), len(names) + len(models))
         iv = [t.interval() for t in models.values()]
         lows += [lo for lo, _ in iv]
         highs += [hi for _, hi in iv]
-        ax.hlines(y, [lo for lo, _ in iv], [hi for _, hi in iv], color=color, label=f"_{kind}")
-        ax.scatter([t.excess for t in models.values()], y, s=16, color=color, label=kind)
+        ax.vlines(x, [lo for lo, _ in iv], [hi for _, hi in iv], color=color, label=f"_{kind}")
+        ax.scatter(x, [t.excess for t in models.values()], s=16, color=color, label=kind)
         names += list(models)
     dinov2b = result.paper_test.excess
-    ax.axvline(EXCESS_MIN.value, color="black", ls="--", lw=0.8, label="C1's threshold")
-    ax.axvline(dinov2b, color="C3", ls=":", label="DINOv2-B (the paper's matrix, not cross-fitted)")
-    ax.set_yticks(range(len(names)), names)
-    ax.set_ylim(len(names) - 0.5, -0.5)
-    ax.set_xscale("symlog", linthresh=SYMLOG_LINEAR, linscale=1.5)  # the threshold's scale visible
+    ax.axhline(EXCESS_MIN.value, color="black", ls="--", lw=0.8, label="C1's threshold")
+    ax.axhline(dinov2b, color="C3", ls=":", label="DINOv2-B (the paper's matrix, not cross-fitted)")
+    ax.set_xticks(range(len(names)), names, rotation=90)
+    ax.set_xlim(-0.7, len(names) - 0.3)
+    ax.set_yscale("symlog", linthresh=SYMLOG_LINEAR, linscale=1.5)  # the threshold's scale visible
     low = 1.2 * min(-SYMLOG_LINEAR, dinov2b, *lows)
     high = 1.5 * max(EXCESS_MIN.value, dinov2b, *highs)
     ticks = [t for t in (-0.3, -0.1, -0.02, -0.01, 0, 0.01, 0.02, 0.1, 0.3) if low <= t <= high]
-    ax.set(xlim=(low, high))
-    ax.set_xticks(ticks, [f"{t:+g}".replace("-", "−") if t else "0" for t in ticks])
-    ax.set(ylabel="model or synthetic control", xlabel="excess over warped decay (best k)",
+    ax.set(ylim=(low, high))
+    ax.set_yticks(ticks, [f"{t:+g}".replace("-", "−") if t else "0" for t in ticks])
+    ax.set(xlabel="model or synthetic control", ylabel="excess over warped decay (best k)",
            title=f"C1: phases at some k of {', '.join(map(str, K_TRIED))}, chosen on the "
                  f"residual (Fig. 1);\nlinear within ±{SYMLOG_LINEAR}, logarithmic beyond")
     plotting.legend_below(fig, [ax], ncols=2)
@@ -184,7 +185,7 @@ def _shown(e: PhaseExcess, null: str) -> str:
     x = e.ladder.get(null)
     if x is None:
         return "—"
-    return f"{x.excess:+.3f}" + ("" if np.isnan(x.low) else f" [{x.low:+.3f}, {x.high:+.3f}]")
+    return f"{Interval(x.excess, x.low, x.high, LEVEL):+.3f}"
 
 
 def excess_row(e: PhaseExcess) -> dict[str, object]:
@@ -204,7 +205,7 @@ def c1_summary(t: PhaseTest | None) -> dict[str, object]:
         return dict.fromkeys(("C1: best k", "C1: excess", "C1: cut", "d*", "C1"), "—")
     b, (lo, hi) = t.best(), t.interval()
     return {"C1: best k": b.k,
-            "C1: excess": f"{b.excess:+.3f}" + ("" if np.isnan(lo) else f" [{lo:+.3f}, {hi:+.3f}]"),
+            "C1: excess": f"{Interval(b.excess, lo, hi, LEVEL):+.3f}",
             "C1: cut": phases.format_partition(b.cut), "d*": _step(t.d_star),
             "C1": t.verdict() if t.n_images > 1 else "— (no images)"}
 
@@ -262,13 +263,6 @@ def _step(d: float) -> str:
     return "none up to 0.95" if np.isinf(d) else "—" if np.isnan(d) else f"{d:.2f}"
 
 
-def c1_parts(tests: dict[str, PhaseTest]) -> dict[str, Part]:
-    """C1's parts, one a model: "its largest excess over the k's tried exceeds ``EXCESS_MIN``",
-    judged on :meth:`~raptor.phase_test.PhaseTest.interval` at any level (the k's corrected
-    inside it)."""
-    return {name: Part(t.interval, EXCESS_MIN.value) for name, t in tests.items()}
-
-
 def findings(result: Result) -> dict[str, str]:
     """What the chapter finds, as text for its prose: the trained models' max-cut excess over
     each rung, the controls' verdicts under C1's test, the paper's matrix at every k, each
@@ -315,7 +309,7 @@ def c1_row(t: PhaseTest, level: float = 0.95) -> dict[str, object]:
     row: dict[str, object] = {}
     for k, e in t.per_k.items():
         lo, hi = e.interval(t.level_k(level))
-        row[f"k = {k}"] = f"{e.excess:+.3f}" + ("" if np.isnan(lo) else f" [{lo:+.3f}, {hi:+.3f}]")
+        row[f"k = {k}"] = f"{Interval(e.excess, lo, hi, t.level_k(level)):+.3f}"
         row[f"cut at k = {k}"] = phases.format_partition(e.cut)
     for k, (p, x, _) in t.reference.items():
         row[f"paper's partition at k = {k}"] = f"{phases.format_partition(p)}: {x:+.3f}"
@@ -344,25 +338,27 @@ def power_table(result: Result) -> pd.DataFrame:
 
 def c1_block_excess(tests: dict[str, PhaseTest]) -> Claim:
     """C1: every model has phases at some k of :data:`~raptor.phase_test.K_TRIED` — the partition
-    chosen on the residual over the warped decay, cross-fitted, has excess above ``EXCESS_MIN``
-    (:func:`~raptor.book.claims.conjoined` over the models of each one's interval at the level
-    corrected for the k's tried). It holds on every positive control of :mod:`raptor.controls`
-    and fails on every negative one; a miss reads "no block step of d* or more"."""
-    parts, first = c1_parts(tests), next(iter(tests.values()))
-    return conjoined(
-        "C1", parts, paper="contiguous blocks visible in every model (Fig. 1)",
-        ours="; ".join(f"{name}: excess {t.excess:+.3f} [{t.interval()[0]:+.3f}, "
-                       f"{t.interval()[1]:+.3f}] at k = {t.best().k} "
-                       f"({phases.format_partition(t.best().cut)}), d* {_step(t.d_star)}"
-                       for name, t in tests.items()),
-        detail=f"the partition chosen on the residual over the {JUDGED_NULL} null (a monotone "
-               f"decay along a Box-Cox-warped depth axis) at each k of {list(first.per_k)}, "
-               f"cross-fitted over two halves of the images, percentile bootstrap intervals at "
-               f"the level Bonferroni-corrected for the {len(first.per_k)} k's, that of the "
-               f"largest excess; holds if every model's interval lies above {EXCESS_MIN.value}; "
-               f"d*: the step (drop of similarity across a boundary) planted at "
-               f"{phases.format_partition(first.planted)} into the model's own null and noise, "
-               f"detected with {POWER:.0%} probability")
+    chosen on the residual over the warped decay, cross-fitted, has excess above ``EXCESS_MIN``:
+    one part a model (the paper's "every model"), each on its own bootstrap interval over images
+    at any level (:meth:`~raptor.phase_test.PhaseTest.interval`, the k's corrected inside it). It
+    holds on every positive control of :mod:`raptor.controls` and fails on every negative one; a
+    miss reads "no block step of d* or more"."""
+    first = next(iter(tests.values()))
+    parts = [Part(name, of_model(Interval(t.excess, *t.interval(), LEVEL), t.n_images,
+                                 at=t.interval),
+                  EXCESS_MIN, fmt="+.3f", what=f"the block excess of {name}")
+             for name, t in tests.items()]
+    return judge(Declaration(
+        "C1", "contiguous blocks visible in every model (Fig. 1)", parts,
+        note=f"the partition chosen on the residual over the {JUDGED_NULL} null (a monotone "
+             f"decay along a Box-Cox-warped depth axis) at each k of {list(first.per_k)}, "
+             f"cross-fitted over two halves of the images, percentile bootstrap intervals at "
+             f"the level Bonferroni-corrected for the {len(first.per_k)} k's, that of the "
+             f"largest excess; per model its best k, cut and d* (the step, a drop of "
+             f"similarity across a boundary, planted at {phases.format_partition(first.planted)}"
+             f" into the model's own null and noise, detected with {POWER:.0%} probability): "
+             + "; ".join(f"{name} k = {t.best().k} ({phases.format_partition(t.best().cut)}), "
+                         f"d* {_step(t.d_star)}" for name, t in tests.items())))
 
 
 def claims(result: Result) -> list[Claim]:
