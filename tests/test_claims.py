@@ -15,8 +15,8 @@ from raptor.book.chapters import chapter
 from raptor.book.specs import MODULES
 from raptor.book.claims import (BADGES, BY_CONSTRUCTION, CLAIMS, EXCESS_MIN, FAILS, HOLDS,
                                 INCONCLUSIVE, SEEDS_ALPHA, UNTESTABLE, VERDICTS, Claim, Threshold,
-                                across_seeds, all_of, claim, conjunction, correction, gather,
-                                part, report, resting_on_phases, table, versus)
+                                across_seeds, claim, gather, report, rests_on_phases, table,
+                                versus)
 from raptor.stats import Interval
 from raptor.structure import PhaseExcess, Rank
 
@@ -70,8 +70,8 @@ def test_table_columns() -> None:
     assert list(t.index) == ["C1", "C2"]
     assert list(t.columns) == ["claim", "paper", "ours", "verdict", "detail"]
     assert t.loc["C2", "verdict"] == UNTESTABLE
-    resting = table([resting_on_phases(claim("C3", paper="a", ours="b", holds=True),
-                                       {"k=3": excess(0.0)})])
+    resting = table([replace(claim("C3", paper="a", ours="b", holds=True),
+                             rests_on=rests_on_phases({"k=3": excess(0.0)}))])
     assert list(resting.columns) == ["claim", "paper", "ours", "verdict", "rests on", "detail"]
 
 
@@ -132,8 +132,6 @@ def test_versus_with_a_band_of_indifference(low: float, high: float, above: bool
     band between them, or across either edge, is inconclusive."""
     t, f = (2.0, -2.0) if above else (-2.0, 2.0)
     assert versus(low, high, t, above=above, against=f) == verdict
-    p = part(((low + high) / 2, low, high), t, above=above, against=f)
-    assert p.verdict() == verdict
     with pytest.raises(ValueError, match="against"):
         versus(0.0, 1.0, t, above=above, against=t + (1 if above else -1))
 
@@ -144,62 +142,6 @@ def test_versus_and_claim_reject_bad_input() -> None:
     with pytest.raises(ValueError, match="unknown verdict 'maybe'"):
         claim("C1", paper="p", ours="o", holds="maybe")
     assert claim("C25", paper="p", ours="o", holds=BY_CONSTRUCTION).verdict == BY_CONSTRUCTION
-
-
-@pytest.mark.parametrize("parts, verdict", [([HOLDS, HOLDS], HOLDS), ([HOLDS, INCONCLUSIVE],
-                         INCONCLUSIVE), ([INCONCLUSIVE, FAILS], FAILS)])
-def test_all_of(parts: list[str], verdict: str) -> None:
-    assert all_of(parts) == verdict
-
-
-def test_part_takes_its_interval_to_any_level() -> None:
-    # a normal estimate 0.5 with standard error 0.1: its 99% interval is 0.5 ± 2.576·0.1
-    p = part(Interval(0.5, 0.5 - 0.196, 0.5 + 0.196, 0.95), 0.3)
-    assert p.interval(0.99) == pytest.approx((0.5 - 0.2576, 0.5 + 0.2576), abs=1e-4)
-    assert p.interval(0.95) == pytest.approx((0.304, 0.696))
-    assert p.verdict() == HOLDS and p.verdict(0.99) == INCONCLUSIVE
-    # each side scales on its own; an estimate outside its percentiles is clipped into them
-    assert part((0.5, 0.4, 0.8), 1.0).interval(0.99)[0] == pytest.approx(0.5 - 0.1 * 1.3143, 1e-4)
-    assert part((0.3, 0.4, 0.8), 1.0).interval(0.99)[0] <= 0.4
-
-
-def test_all_of_judges_does_not_hold_at_the_bonferroni_level() -> None:
-    fails_at_95 = part((-0.1, -0.2, -0.01), 0.0)  # [−0.20, −0.01]: below 0 at 95% …
-    assert fails_at_95.verdict() == FAILS
-    assert all_of([fails_at_95]) == FAILS  # … alone (m = 1: level 95%)
-    assert fails_at_95.verdict(1 - 0.05 / 3) == INCONCLUSIVE  # … not at 98.3%
-    held = part((1.0, 0.5, 1.5), 0.0)
-    assert conjunction([fails_at_95, held, held]) == [INCONCLUSIVE, HOLDS, HOLDS]
-    assert all_of([fails_at_95, held, held]) == INCONCLUSIVE
-    assert all_of([part((0.0, -1.0, -0.6), 0.0), held, held]) == FAILS
-    assert all_of([held, held, FAILS]) == FAILS  # a plain verdict is taken as it is
-    note = correction({"a": fails_at_95, "b": held, "c": held})
-    assert note.startswith("; a part does not hold only if its 98.33% interval lies wholly "
-                           "against it (Bonferroni over 3 parts); it does at 95% but not at "
-                           "98.33%, so it is inconclusive: a [")
-    assert correction({"a": held}) == ""
-    with pytest.raises(ValueError, match="need Parts or"):
-        all_of([held, "maybe"])
-
-
-def test_all_of_keeps_both_errors_at_2_5_percent_whatever_the_parts() -> None:
-    """Simulated: m = 10 normal estimates (standard error 1) each exactly at its threshold (the
-    claim true, at its edge): uncorrected, some part's 95% interval lies wholly below in
-    1 − 0.975¹⁰ = 22% of runs; the conjunction says "does not hold" in 2.5% (within 3 standard
-    errors of the simulation). With one part false at its edge and the others clearly true, it
-    says "holds" in 2.5% (intersection–union)."""
-    rng = np.random.default_rng(0)
-    runs, m = 4000, 10
-    fails = holds = naive = 0
-    for e in rng.normal(0, 1, (runs, m)):
-        parts = [part((x, x - 1.96, x + 1.96), 0.0) for x in e]
-        fails += all_of(parts) == FAILS
-        naive += any(p.verdict() == FAILS for p in parts)
-        edge = [part((y, y - 1.96, y + 1.96), 0.0) for y in e + 10 * (np.arange(m) > 0)]
-        holds += all_of(edge) == HOLDS
-    tolerance = 3 * np.sqrt(0.025 * 0.975 / runs)
-    assert naive / runs == pytest.approx(1 - 0.975**m, abs=0.03)
-    assert fails / runs <= 0.025 + tolerance and holds / runs <= 0.025 + tolerance
 
 
 def _c17(verdict: str, ours: str = "rho") -> Claim:
@@ -336,8 +278,8 @@ def test_claims_page_counts_links_and_folds(tmp_path: Path) -> None:
     report([claim("C1", paper="blocks", ours="3 blocks", holds=True, detail="z=2"),
             claim("C5", paper="up", ours="down", holds=False, tests=4)],
            chapter="phase-structure", profile="cpu", claims_dir=d)
-    report([resting_on_phases(claim("C1", paper="blocks", ours="2 blocks", holds=INCONCLUSIVE),
-                              {"k=3": excess(0.0)}),
+    report([replace(claim("C1", paper="blocks", ours="2 blocks", holds=INCONCLUSIVE),
+                    rests_on=rests_on_phases({"k=3": excess(0.0)})),
             claim("C12", paper="96%", ours="—", holds=None),
             claim("C25", paper="shorter", ours="tied", holds=BY_CONSTRUCTION)],
            chapter="scaling", profile="cpu", claims_dir=d)
@@ -409,20 +351,16 @@ def excess(value: float, half_width: float = 0.002) -> PhaseExcess:
                        Rank(1, 21))
 
 
-def test_resting_on_phases_keeps_the_measured_verdict_and_states_the_evidence() -> None:
-    for holds in (True, False, None):
-        measured = claim("C3", paper="p", ours="o", holds=holds, detail="d")
-        for value, half, strength in ((EXCESS_MIN.value + 0.02, 0.002, "phases shown"),
-                                      (0.0, 0.002, "no phases"),
-                                      (EXCESS_MIN.value, 0.01, "weak phases")):
-            c = resting_on_phases(measured, {"k=3": excess(value, half)})
-            assert replace(c, rests_on="") == measured
-            assert c.rests_on.startswith(f"C1: {strength}")
+def test_rests_on_phases_states_the_evidence() -> None:
+    for value, half, strength in ((EXCESS_MIN.value + 0.02, 0.002, "phases shown"),
+                                  (0.0, 0.002, "no phases"),
+                                  (EXCESS_MIN.value, 0.01, "weak phases")):
+        assert rests_on_phases({"k=3": excess(value, half)}).startswith(f"C1: {strength}")
 
 
 def test_across_seeds_keeps_every_seeds_evidence_for_phases() -> None:
-    c = {s: resting_on_phases(claim("C21", paper="p", ours="o", holds=True),
-                              {"k=3": excess(v)}) for s, v in ((0, 0.0), (1, 0.05))}
+    c = {s: replace(claim("C21", paper="p", ours="o", holds=True),
+                    rests_on=rests_on_phases({"k=3": excess(v)})) for s, v in ((0, 0.0), (1, 0.05))}
     rests = across_seeds(c).rests_on
     assert rests.startswith("seed 0: C1: no phases") and "seed 1: C1: phases shown" in rests
 

@@ -12,7 +12,7 @@ import pytest
 from raptor.book.claims import FAILS, HOLDS, INCONCLUSIVE, UNTESTABLE, Threshold, across_seeds, \
     claim, versus
 from raptor.book.engine import (TIE, Declaration, Part, correlation_over_models, fails_level,
-                                judge, of_model, over_seeds, part_verdicts)
+                                judge, of_model, over_seeds, part_verdicts, verdict_of)
 from raptor.stats import Interval, rank_correlation
 
 OURS = Threshold(0.9, "[ours] a planted threshold for the tests")
@@ -121,6 +121,29 @@ def test_does_not_hold_needs_the_bonferroni_level() -> None:
     one, ok = Part("a", e, OURS), Part("b", over_seeds([0.95, 0.96, 0.955]), OURS)
     assert part_verdicts([one]) == [FAILS]
     assert part_verdicts([one, ok]) == [INCONCLUSIVE, HOLDS]
+
+
+def test_many_parts_keep_both_errors_at_2_5_percent() -> None:
+    """Simulated: m = 10 normal estimates (standard error 1) each exactly at its threshold (the
+    claim true, at its edge): uncorrected, some part's 95% interval lies wholly below in
+    1 − 0.975¹⁰ = 22% of runs; the claim does not hold in 2.5% (Bonferroni; within 3 standard
+    errors of the simulation). With one part false at its edge and the others clearly true, it
+    holds in 2.5% (intersection–union)."""
+    rng = np.random.default_rng(0)
+    runs, m = 4000, 10
+    fails = holds = naive = 0
+
+    def parts(values: np.ndarray) -> list[Part]:
+        return [Part(f"p{i}", of_model(Interval(x, x - 1.96, x + 1.96, 0.95), 100), ZERO)
+                for i, x in enumerate(values)]
+
+    for e in rng.normal(0, 1, (runs, m)):
+        fails += verdict_of(part_verdicts(parts(e))) == FAILS
+        naive += any(p.read(0.95) == FAILS for p in parts(e))
+        holds += verdict_of(part_verdicts(parts(e + 10 * (np.arange(m) > 0)))) == HOLDS
+    tolerance = 3 * np.sqrt(0.025 * 0.975 / runs)
+    assert naive / runs == pytest.approx(1 - 0.975**m, abs=0.03)
+    assert fails / runs <= 0.025 + tolerance and holds / runs <= 0.025 + tolerance
 
 
 def test_detectable_effect_has_80_percent_power() -> None:

@@ -8,15 +8,14 @@ at this profile``, or ``by construction`` for a property the model has by design
 measurement. Chapters write their claims as JSON next to the book; the claims page gathers them.
 
 A claim is declared once, as data, and judged by :mod:`raptor.book.engine` (seeds the unit of
-replication, a power check before any verdict). The claims not yet declared there are judged per
-seed with :func:`conjoined` and combined by :func:`across_seeds`' binomial vote.
+replication, a power check before any verdict). :func:`across_seeds`' binomial vote over the
+seeds' verdicts remains for the atlas's cells, which are not claims.
 """
 
 from __future__ import annotations
 
-import functools
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
 from html import escape
 from pathlib import Path
@@ -107,101 +106,6 @@ SIDE_ERROR = 0.025  # a 95% two-sided interval's chance of lying wholly on one w
 LEVEL = 1 - 2 * SIDE_ERROR
 
 
-@dataclass(frozen=True)
-class Part:
-    """A sub-test of a conjunction: "the number exceeds ``threshold``" (``above=False``: stays
-    below it), judged on the number's interval at any level: ``interval(level)`` gives
-    ``(low, high)``."""
-
-    interval: Callable[[float], tuple[float, float]]
-    threshold: float
-    above: bool = True
-    against: float | None = None  # :func:`versus`' threshold for "does not hold"
-
-    def verdict(self, level: float = LEVEL) -> str:
-        """:func:`versus` on the interval at ``level``."""
-        return versus(*self.interval(level), self.threshold, above=self.above,
-                      against=self.against)
-
-
-@functools.cache
-def _z(level: float) -> float:
-    return float(st.norm.ppf(0.5 + level / 2))
-
-
-def part(iv: Interval | tuple[float, float, float], threshold: float, *,
-         above: bool = True, against: float | None = None) -> Part:
-    """A :class:`Part` from a 95% interval ``iv`` (an :class:`~raptor.stats.Interval` or
-    ``(estimate, low, high)``), taken to another level by scaling each side's half-width by
-    ``z(level) / z(95%)``: exact for a normally distributed estimate, a normal approximation for
-    a percentile bootstrap or a score interval; ``against``: :func:`versus`'."""
-    est, low, high = (iv.estimate, iv.low, iv.high) if isinstance(iv, Interval) else iv
-    centre = min(max(est, low), high)  # a bootstrap's estimate may lie outside its percentiles
-
-    def interval(level: float) -> tuple[float, float]:
-        r = _z(level) / _z(LEVEL)
-        return centre - r * (centre - low), centre + r * (high - centre)
-
-    return Part(interval, threshold, above, against)
-
-
-def conjunction(parts: Sequence[str | Part]) -> list[str]:
-    """Each part's verdict inside a conjunction of ``m = len(parts)``: a :class:`Part` holds on
-    its 95% interval and does not hold on its interval at level ``1 − 2·SIDE_ERROR/m``
-    (Bonferroni over the parts), else it is inconclusive; a plain verdict (a part without an
-    interval) is taken as it is, uncorrected."""
-    m = len(parts)
-    if not m or any(not isinstance(p, Part) and p not in (HOLDS, FAILS, INCONCLUSIVE)
-                    for p in parts):
-        raise ValueError(f"need Parts or holds / does not hold / inconclusive verdicts, got "
-                         f"{parts}")
-    wide = fails_level(m)
-    return [p if not isinstance(p, Part) else HOLDS if p.verdict() == HOLDS
-            else FAILS if p.verdict(wide) == FAILS else INCONCLUSIVE for p in parts]
-
-
-def fails_level(m: int) -> float:
-    """The level of the interval on which a part of a conjunction of ``m`` parts does not hold
-    (:func:`conjunction`)."""
-    return 1 - 2 * SIDE_ERROR / m
-
-
-def correction(parts: Mapping[str, str | Part]) -> str:
-    """What a claim's detail says of the Bonferroni correction of its conjunction of named
-    ``parts``: the level "does not hold" needs, and each part that does not hold at 95% but
-    does not reach that level (its verdict moved to inconclusive by the correction, its interval
-    shown); empty for one part."""
-    m = len(parts)
-    if m < 2:
-        return ""
-    wide = fails_level(m)
-    moved = [f"{name} [{lo:+.3f}, {hi:+.3f}]" for name, p in parts.items()
-             if isinstance(p, Part) and p.verdict() == FAILS and p.verdict(wide) != FAILS
-             for lo, hi in [p.interval(wide)]]
-    return (f"; a part does not hold only if its {wide:.2%} interval lies wholly against it "
-            f"(Bonferroni over {m} parts)"
-            + (f"; it does at 95% but not at {wide:.2%}, so it is inconclusive: "
-               + ", ".join(moved) if moved else ""))
-
-
-def all_of(parts: Iterable[str | Part]) -> str:
-    """A conjunction of sub-tests (:func:`conjunction`): holds if every part holds (an
-    intersection–union test: its chance error stays at ``SIDE_ERROR`` whatever the number of
-    parts m, Berger 1982); does not hold if a part does not at level ``1 − 2·SIDE_ERROR/m``, so
-    that its chance error too stays at ``SIDE_ERROR`` (Bonferroni) where every part is a
-    :class:`Part`; else inconclusive."""
-    vs = conjunction(list(parts))
-    return FAILS if FAILS in vs else INCONCLUSIVE if INCONCLUSIVE in vs else HOLDS
-
-
-def conjoined(claim_id: str, parts: Mapping[str, str | Part], *, paper: str, ours: str,
-              detail: str) -> Claim:
-    """Claim ``claim_id`` judged as the conjunction of its named ``parts`` (:func:`all_of`): one
-    test a part, its ``detail`` followed by what the correction did (:func:`correction`)."""
-    return claim(claim_id, paper=paper, ours=ours, holds=all_of(parts.values()),
-                 tests=len(parts), detail=detail + correction(parts))
-
-
 SEEDS_ALPHA = Threshold(0.05, "[ours] the conventional 5% level for the combined test over seeds; "
                               "as 0.025 < 0.05, one seed keeps its own verdict")
 
@@ -269,11 +173,6 @@ def rests_on_phases(excess: Mapping[str, PhaseExcess]) -> str:
     strength = "phases shown" if all(v == HOLDS for v in verdicts) else \
         "no phases" if all(v == FAILS for v in verdicts) else "weak phases"
     return f"C1: {strength} (block excess {shown}; C1 needs > {EXCESS_MIN.value})"
-
-
-def resting_on_phases(c: Claim, excess: Mapping[str, PhaseExcess]) -> Claim:
-    """Claim ``c``, its verdict as measured, with :func:`rests_on_phases` beside it."""
-    return replace(c, rests_on=rests_on_phases(excess))
 
 
 def badge(verdict: str, suffix: str = "", label: str | None = None) -> str:
