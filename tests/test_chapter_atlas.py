@@ -82,7 +82,7 @@ def test_seeds_of_one_cell_are_combined_by_a_binomial_test(stored, result) -> No
     assert list(table["C1"][:-1]) == [HOLDS if answers[c] else FAILS for c in seeds]
     x = result.tests[seeds[0].name]
     low, high = x.interval()
-    assert tuple(table.iloc[0][:2]) == (f"{x.excess:+.3f}", f"[{low:+.3f}, {high:+.3f}]")
+    assert table.iloc[0]["C1: excess"] == f"{x.excess:+.3f} [{low:+.3f}, {high:+.3f}]"
     holds, fails = (st.binom.sf(m - 1, n, 0.025) < 0.05 for m in (holding, n - holding))
     assert table["C1"].iloc[-1] == (HOLDS if holds and not fails else FAILS if fails and not holds
                                     else INCONCLUSIVE)

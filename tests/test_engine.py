@@ -203,9 +203,6 @@ def test_bad_declarations_are_refused() -> None:
 
 
 HAND_FORMATTED = re.compile(r"\[\{[^{}]*\}, \{[^{}]*\}\]")
-# Chapters whose claims are not yet declared on the engine; issue 44 owns C1 (phase_structure,
-# atlas) and issue 45 the analyze chapter. The list only shrinks.
-NOT_YET = {"analyze.py", "atlas.py"}
 
 
 def test_no_interval_is_formatted_by_hand_in_the_chapters() -> None:
@@ -213,5 +210,5 @@ def test_no_interval_is_formatted_by_hand_in_the_chapters() -> None:
     no ``[{low}, {high}]`` typed in a chapter module."""
     chapters = Path(__file__).resolve().parents[1] / "raptor" / "book" / "chapters"
     found = {p.name for p in chapters.glob("*.py") if HAND_FORMATTED.search(p.read_text())}
-    assert found <= NOT_YET, sorted(found - NOT_YET)
+    assert not found, sorted(found)
     assert HAND_FORMATTED.search('f"{e.excess:+.3f} [{e.low:+.3f}, {e.high:+.3f}]"')

@@ -28,7 +28,7 @@ from torch.utils.data import DataLoader, Dataset, Subset
 from raptor import analysis, paper, phases
 from raptor.book import plotting
 from raptor.book.chapters.phase_structure import c1_summary, excess_row, power_reps
-from raptor.book.claims import EXCESS_MIN, Claim, versus
+from raptor.book.claims import EXCESS_MIN, LEVEL, Claim, versus
 from raptor.book.experiment import teacher_of
 from raptor.book.scope import DATASET_NAMES
 from raptor.book.specs.analyze import COMPANION, NAME, NOTEBOOK, PAPER, SMOKE, Spec  # noqa: F401
@@ -38,6 +38,7 @@ from raptor.metrics import evaluate_student
 from raptor.model import repeats_from_partition
 from raptor.phases import Partition, maxcut, random_partitions
 from raptor.similarity import phase_matrix
+from raptor.stats import Interval
 from raptor.phase_test import PhaseTest, phase_test
 from raptor.structure import PhaseExcess, matrix_excess, phase_excesses
 from raptor.train import CACHE_LIMIT_BYTES, distill
@@ -273,10 +274,10 @@ def findings(result: Result) -> dict[str, str]:
                   f"{DATASET_NAMES.get(result.spec.images, result.spec.images)}",
         "depth": str(result.depth),
         "cuts": "; ".join(f"k = {k}: {phases.format_partition(c)}" for k, c in result.cuts.items()),
-        "excess": "; ".join(f"k = {k}: {e.excess:+.3f} [{e.low:+.3f}, {e.high:+.3f}] "
+        "excess": "; ".join(f"k = {k}: {Interval(e.excess, e.low, e.high, e.level):+.3f} "
                             f"({result.verdict(k)})" for k, e in result.excess.items()),
-        "c1": f"{result.test.verdict()}: {result.test.excess:+.3f} "
-              f"[{result.test.interval()[0]:+.3f}, {result.test.interval()[1]:+.3f}] at k = "
+        "c1": f"{result.test.verdict()}: "
+              f"{Interval(result.test.excess, *result.test.interval(), LEVEL):+.3f} at k = "
               f"{result.test.best().k} ({phases.format_partition(result.test.best().cut)}); "
               f"d* (the smallest step it detects with 80% probability) "
               f"{result.test.d_star:.2f}",

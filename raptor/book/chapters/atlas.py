@@ -26,10 +26,11 @@ from raptor import atlas, atlas_design, paper
 from raptor.atlas import Cell, CellResult
 from raptor.book import plotting
 from raptor.book.chapters.phase_structure import c1_summary, excess_row, power_reps
-from raptor.book.claims import (EXCESS_MIN, FAILS, HOLDS, INCONCLUSIVE, Claim, across_seeds,
-                                 claim, versus)
+from raptor.book.claims import (EXCESS_MIN, FAILS, HOLDS, INCONCLUSIVE, LEVEL, Claim,
+                                 across_seeds, claim, versus)
 from raptor.book.specs.atlas import NAME, NOTEBOOK, PAPER, SMOKE, Spec  # noqa: F401
 from raptor.phase_test import PhaseTest, phase_test
+from raptor.stats import Interval
 from raptor.structure import PhaseExcess, matrix_excess, phase_excesses
 from raptor.teachers import build_teacher
 
@@ -113,12 +114,11 @@ def seeds_table(result: Result) -> pd.DataFrame:
         name, per_seed = base.name.removesuffix("-s0"), {}
         for c in sorted(cells, key=lambda c: c.seed):
             x = result.tests[c.name]
-            low, high = x.interval()
             per_seed[c.seed] = claim("C1", paper="", ours="", holds=result.verdict(c))
-            rows[name, f"seed {c.seed}"] = (f"{x.excess:+.3f}", f"[{low:+.3f}, {high:+.3f}]",
+            rows[name, f"seed {c.seed}"] = (f"{Interval(x.excess, *x.interval(), LEVEL):+.3f}",
                                             per_seed[c.seed].verdict)
-        rows[name, f"over the {len(cells)} seeds"] = ("", "", across_seeds(per_seed).verdict)
-    return pd.DataFrame(list(rows.values()), columns=["C1: excess", "interval", "C1"],
+        rows[name, f"over the {len(cells)} seeds"] = ("", across_seeds(per_seed).verdict)
+    return pd.DataFrame(list(rows.values()), columns=["C1: excess", "C1"],
                         index=pd.MultiIndex.from_tuples(list(rows), names=["cell", "seed"]))
 
 
@@ -278,8 +278,8 @@ def findings(result: Result) -> dict[str, str]:
         "converged": str(sum(r.summary["converged"] for r in result.cells)),
         "holds": str(verdicts.count(HOLDS)), "fails": str(verdicts.count(FAILS)),
         "inconclusive": str(verdicts.count(INCONCLUSIVE)),
-        "best": f"{best.cell.name}, {t.excess:+.3f} [{t.interval()[0]:+.3f}, "
-                f"{t.interval()[1]:+.3f}] at k = {t.best().k}",
+        "best": f"{best.cell.name}, {Interval(t.excess, *t.interval(), LEVEL):+.3f} at k = "
+                f"{t.best().k}",
         "d-star": f"{min(d_stars):.2f} … {max(d_stars):.2f}",
         "dinov2b": f"{result.dinov2b[k].excess:+.3f}",
         "dinov2b-chosen": f"{result.dinov2b_test.excess:+.3f} at k = "
