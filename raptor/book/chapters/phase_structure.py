@@ -151,7 +151,8 @@ def excess_figure(result: Result) -> plt.Figure:
                                         if n not in PHASED}}
     n = sum(map(len, kinds.values()))
     # one row a model, top to bottom, so every name is printed at the book's smallest font
-    fig, ((ax,),) = plotting.figure(height=1.6 + 0.2 * n)
+    fig, ((ax,),) = plotting.figure(width=plotting.BOX_WIDTH,
+                                    height=min(plotting.BOX_TALLEST, 1.9 + 0.15 * n))
     names: list[str] = []
     lows, highs = [], []
     for (kind, models), color in zip(kinds.items(), ("C0", "0.55", "C2", "C3")):
@@ -164,18 +165,19 @@ def excess_figure(result: Result) -> plt.Figure:
         names += list(models)
     dinov2b = result.paper_test.excess
     ax.axvline(EXCESS_MIN.value, color="black", ls="--", lw=0.8, label="C1's threshold")
-    ax.axvline(dinov2b, color="C3", ls=":", label="DINOv2-B (the paper's matrix, not cross-fitted)")
+    ax.axvline(dinov2b, color="C3", ls=":",
+               label="DINOv2-B (the paper's matrix,\nnot cross-fitted)")
     ax.set_yticks(range(len(names)), names)
     ax.set_ylim(len(names) - 0.5, -0.5)
     ax.set_xscale("symlog", linthresh=SYMLOG_LINEAR, linscale=1.5)  # the threshold's scale visible
     low = 1.2 * min(-SYMLOG_LINEAR, dinov2b, *lows)
     high = 1.5 * max(EXCESS_MIN.value, dinov2b, *highs)
-    ticks = [t for t in (-0.3, -0.1, -0.02, -0.01, 0, 0.01, 0.02, 0.1, 0.3) if low <= t <= high]
+    ticks = [t for t in (-0.3, -0.02, 0, 0.02, 0.3) if low <= t <= high]
     ax.set(xlim=(low, high))
     ax.set_xticks(ticks, [f"{t:+g}".replace("-", "−") if t else "0" for t in ticks])
     ax.set(ylabel="model or synthetic control", xlabel="excess over warped decay (best k)",
-           title=f"C1: phases at some k of {', '.join(map(str, K_TRIED))}, chosen on the "
-                 f"residual (Fig. 1);\nlinear within ±{SYMLOG_LINEAR}, logarithmic beyond")
+           title=f"C1: phases at some k of {', '.join(map(str, K_TRIED))},\nchosen on the "
+                 f"residual (Fig. 1);\nlinear within ±{SYMLOG_LINEAR},\nlogarithmic beyond")
     plotting.legend_below(fig, [ax], ncols=2)
     return fig
 
