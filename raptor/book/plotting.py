@@ -399,10 +399,9 @@ def similarity_panels(panels: Mapping[str, np.ndarray | None], *, ncols: int,
     ncols = max(1, min(ncols, MAX_COLUMNS, len(panels)))
     nrows = math.ceil(len(panels) / ncols)
     title = 0.15 * max(title.count("\n") for title in panels)  # a title's extra lines
-    side = min(2.4, (width - 1.1) / ncols,
-               (max_height or math.inf) / nrows - 0.6 - title)
+    side = min(2.4, (width - 1.1) / ncols, (max_height or math.inf) / nrows - 0.4 - title)
     fig, axes = figure(nrows, ncols, width=ncols * side + 1.1,
-                       height=nrows * (side + 0.6 + title))
+                       height=nrows * (side + 0.4 + title))
     vmin, vmax = similarity_range(S for S in panels.values() if S is not None)
     image = None
     for ax, (title, S) in zip(axes.flat, panels.items()):
