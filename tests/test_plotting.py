@@ -3,9 +3,9 @@ every notebook figure glued, numbered and captioned.
 
 :func:`problems` is the readability check: labelled axes and colour bars, no text under
 ``MIN_FONT`` points at the size a desktop shows or ``MIN_PX`` px at the size a 420-px phone
-shows (the result box's figure: as the box shows it), legends clear of the data. Each of its checks is
-planted in a bad figure below; then every chapter's ``*_figure`` must pass it on the chapter's
-smoke result, and the notebooks' figure cells are run as they are written.
+shows (the result box's figure: as the box shows it), legends clear of the data. Each of its
+checks is planted in a bad figure below; then every chapter's ``*_figure`` must pass it on the
+chapter's smoke result, and the notebooks' figure cells are run as they are written.
 """
 
 from __future__ import annotations
@@ -508,7 +508,8 @@ def test_notebook_code_is_folded_and_has_no_test_markers(name: str) -> None:
 def test_notebook_figure_cells_run_on_the_smoke_result(name: str, smoke_result, tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """Each figure cell, as written, on the smoke result: it glues a readable figure (the result
-    box's as the box shows it), saves it as SVG, and its caption states the layer convention when the figure has a layer axis."""
+    box's as the box shows it), saves it as SVG, and its caption states the layer convention
+    when the figure has a layer axis."""
     nb, mod = notebook(name), chapter(name)
     glued: dict[str, object] = {}
 
