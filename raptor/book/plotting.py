@@ -398,11 +398,11 @@ def similarity_panels(panels: Mapping[str, np.ndarray | None], *, ncols: int,
     """
     ncols = max(1, min(ncols, MAX_COLUMNS, len(panels)))
     nrows = math.ceil(len(panels) / ncols)
-    title = 0.15 * max(title.count("\n") for title in panels)  # a title's extra lines
-    side = min(2.4, (width - 1.1) / ncols, (max_height or math.inf) / nrows - 0.4 - title)
+    lines = 0.15 * max(title.count("\n") for title in panels)  # a title's extra lines
+    side = min(2.4, (width - 1.1) / ncols, (max_height or math.inf) / nrows - 0.4 - lines)
     # a cell at least 1.9 in wide: a title of two 20-character lines clear of its neighbour's
     fig, axes = figure(nrows, ncols, width=min(width, ncols * max(side, 1.9) + 1.1),
-                       height=nrows * (side + 0.4 + title))
+                       height=nrows * (side + 0.4 + lines))
     vmin, vmax = similarity_range(S for S in panels.values() if S is not None)
     image = None
     for ax, (title, S) in zip(axes.flat, panels.items()):
