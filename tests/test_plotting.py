@@ -520,6 +520,7 @@ def test_notebook_figure_cells_run_on_the_smoke_result(name: str, smoke_result, 
     monkeypatch.chdir(tmp_path)
     boxed = {m[1] for c in nb.cells if c.cell_type == "markdown"
              for m in BOX_FIGURE.finditer(c.source)}
+    assert boxed or not any("rc-result-figure" in c.source for c in nb.cells), "box figure unread"
     for i, match in figure_cells(nb):
         exec(nb.cells[i].source, {"chapter": mod, "result": smoke_result(name),  # noqa: S102
                                   "plotting": plotting, "glue": glue})  # the cell as written

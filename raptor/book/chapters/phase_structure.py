@@ -122,8 +122,8 @@ def training_table(result: Result) -> pd.DataFrame:
 
 
 def similarity_figure(result: Result) -> plt.Figure:
-    """Rows are the first seed's teachers (and the pretrained model), columns token groups,
-    layers 1..L; the max-cut's blocks outlined (Fig. 1)."""
+    """One panel a model (the first seed's teachers and the pretrained model) and token group,
+    two a row, layers 1..L; the max-cut's blocks outlined (Fig. 1)."""
     first = f"seed {result.spec.teacher_seeds[0]}"
     mats = {name: m for name, m in result.similarity.items()
             if name.endswith(first) or name == result.spec.pretrained.label}
