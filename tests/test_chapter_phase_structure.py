@@ -108,12 +108,16 @@ def test_the_excess_figure_plots_what_c1_judges(smoke_result) -> None:
     the paper's level."""
     r = smoke_result("phase-structure")
     rows = plotting.figure_data(chapter.excess_figure(r))
-    points = {row["x_tick"]: row["y"] for row in rows if row["kind"] == "points"}
-    bars = {row["x_tick"]: (row["y_low"], row["y_high"]) for row in rows if row["kind"] == "interval"}
-    assert set(points) == set(bars) == set(r.tests) | set(r.control_tests)
+    points = {row["y_tick"]: row["x"] for row in rows if row["kind"] == "points"}
+    ends: dict[str, list[float]] = {}
+    for row in rows:
+        if row["kind"] == "segment":
+            ends.setdefault(row["y_tick"], []).append(row["x"])
+    assert set(points) == set(ends) == set(r.tests) | set(r.control_tests)
     for name, t in {**r.tests, **r.control_tests}.items():
-        assert (points[name], *bars[name]) == pytest.approx((t.excess, *t.interval()))
-    lines = {row["series"]: row["y"] for row in rows if row["kind"] == "horizontal line"}
+        assert (points[name], min(ends[name]), max(ends[name])) == pytest.approx(
+            (t.excess, *t.interval()))
+    lines = {row["series"]: row["x"] for row in rows if row["kind"] == "vertical line"}
     assert lines == pytest.approx({"C1's threshold": chapter.EXCESS_MIN.value,
                                    "DINOv2-B (the paper's matrix, not cross-fitted)":
                                        r.paper_test.excess})

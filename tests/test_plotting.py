@@ -2,9 +2,10 @@
 every notebook figure glued, numbered and captioned.
 
 :func:`problems` is the readability check: labelled axes and colour bars, no text under
-``MIN_FONT`` points at the size the book shows, legends clear of the data. Each of its checks is
-planted in a bad figure below; then every chapter's ``*_figure`` must pass it on the chapter's
-smoke result, and the notebooks' figure cells are run as they are written.
+``MIN_FONT`` points at the size a desktop shows or ``MIN_PX`` px at the size a 420-px phone
+shows (the result box's figure: as the box shows it), legends clear of the data. Each of its
+checks is planted in a bad figure below; then every chapter's ``*_figure`` must pass it on the
+chapter's smoke result, and the notebooks' figure cells are run as they are written.
 """
 
 from __future__ import annotations
@@ -37,13 +38,13 @@ from matplotlib.cm import ScalarMappable
 from matplotlib.text import Text
 from matplotlib.transforms import ScaledTranslation
 
-COLUMN = 780 / 96  # inches: the book's text column at 96 px per inch
 CHAPTERS = [name for name in MODULES if name != "claims"]
 FIGURE_CELL = re.compile(r'^fig = chapter\.(\w+_figure)\(result\)\n'
                          r'glue\("(fig-[a-z0-9-]+)", fig, display=False\)\n'
                          r'glue\("\2-sources", plotting\.save\(fig, "(\w+)"'
                          r'(?:, paper=[^)]+\)?)?\), display=False\)$')
 LAYER_AXES = ("layer", "injection layer")
+BOX_FIGURE = re.compile(r":::\{div\} rc-result-figure\n```\{glue\} (fig-[a-z0-9-]+)\n")
 
 
 # --------------------------------------------------------------------------- the check
@@ -90,8 +91,9 @@ def _data_points(ax: plt.Axes) -> np.ndarray:
     return np.concatenate(points) if points else np.empty((0, 2))
 
 
-def problems(fig: plt.Figure) -> list[str]:
-    """What makes ``fig`` hard to read in the book; empty when nothing does."""
+def problems(fig: plt.Figure, box: bool = False) -> list[str]:
+    """What makes ``fig`` hard to read in the book (``box``: as the result box shows it); empty
+    when nothing does."""
     found = []
     if fig.get_figwidth() > plotting.WIDTH + 1e-9:
         found.append(f"{fig.get_figwidth():.1f} in wide, over plotting.WIDTH")
@@ -99,12 +101,22 @@ def problems(fig: plt.Figure) -> list[str]:
         FigureCanvasAgg(fig)
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
-    scale = min(1.0, COLUMN / fig.get_tightbbox(renderer).width)
+    tight = fig.get_tightbbox(renderer)  # inches; the SVG adds plotting.PAD a side
+    width, height = tight.width + 2 * plotting.PAD, tight.height + 2 * plotting.PAD
+    desktop = min(1.0, plotting.COLUMN / width)
+    views = {"at a 420-px phone":
+             min(1.0, (plotting.BOX_COLUMN if box else plotting.PHONE_COLUMN) / width)}
+    if box:
+        views["in the box at 1,280 px"] = min(1.0, plotting.BOX_HEIGHT / height)
     for text in fig.findobj(Text):
         if text.get_visible() and text.get_text().strip() and text.figure is fig:
-            shown = text.get_fontsize() * scale
+            shown = text.get_fontsize() * desktop
             if shown < plotting.MIN_FONT - 1e-6:
                 found.append(f"font {shown:.1f} pt shown: {text.get_text()[:30]!r}")
+            for view, scale in views.items():
+                px = text.get_fontsize() * scale * plotting.PX_PER_IN / 72
+                if px < plotting.MIN_PX - 1e-6:
+                    found.append(f"font {px:.1f} px {view}: {text.get_text()[:30]!r}")
     bars = _colorbars(fig)
     scales = {(bar.mappable.cmap.name, bar.mappable.get_clim()) for bar in bars.values()}
     for bar_ax in bars:
@@ -165,6 +177,28 @@ def test_each_planted_problem_is_found(plant, expected: str) -> None:
     fig, ax = _fine()
     plant(fig, ax)
     assert any(expected in p for p in problems(fig)), problems(fig)
+    plt.close(fig)
+
+
+def test_text_too_small_on_a_phone_is_found() -> None:
+    """9-pt text on a figure 7.5 in wide (the book's old width) is 9 pt on a desktop but 6.1 px
+    in a 420-px phone's 372-px column (the browser test's limit is 8 px); at 5.3 in, 8.5 px there,
+    but 7.4 px in the result box's 321 px."""
+    fig, ((ax,),) = plt.subplots(figsize=(7.5, 3), squeeze=False, layout="constrained")
+    ax.set(xlabel="layer", ylabel="value")
+    assert "font 6.1 px at a 420-px phone: '0.0'" in problems(fig)
+    fig.set_figwidth(5.3)
+    assert problems(fig) == []
+    assert "font 7.4 px at a 420-px phone: '0.0'" in problems(fig, box=True)
+    plt.close(fig)
+
+
+def test_a_box_figure_too_high_for_the_box_is_found() -> None:
+    """The box shows its figure at most 400 px high on a desktop: 9 pt on one 8 in high, 6.2 px."""
+    fig, ((ax,),) = plotting.figure(width=4, height=8)
+    ax.set(xlabel="layer", ylabel="value")
+    assert problems(fig) == []
+    assert "font 6.2 px in the box at 1,280 px: '0.0'" in problems(fig, box=True)
     plt.close(fig)
 
 
@@ -235,8 +269,17 @@ def test_layer_curves_number_layers_and_style_by_group() -> None:
 
 
 def test_figure_refuses_a_width_over_the_column() -> None:
-    with pytest.raises(ValueError, match=r"width must be ≤ 7.5 in .* got 9"):
+    with pytest.raises(ValueError, match=r"width must be ≤ 5.5 in .* got 9"):
         plotting.figure(width=9)
+
+
+def test_figure_refuses_more_than_two_panels_a_row_and_grid_wraps_them() -> None:
+    with pytest.raises(ValueError, match="at most 2 panels a row, got 3"):
+        plotting.figure(1, 3)
+    fig, axes = plotting.grid(3)
+    assert len(axes) == len(fig.axes) == 3
+    assert [ax.get_subplotspec().get_geometry()[:2] for ax in axes] == [(2, 2)] * 3
+    plt.close(fig)
 
 
 def test_save_writes_svg_pdf_and_csv_closes_and_returns_the_sources_line(tmp_path: Path) -> None:
@@ -464,8 +507,9 @@ def test_notebook_code_is_folded_and_has_no_test_markers(name: str) -> None:
 @pytest.mark.parametrize("name", CHAPTERS)
 def test_notebook_figure_cells_run_on_the_smoke_result(name: str, smoke_result, tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each figure cell, as written, on the smoke result: it glues a readable figure, saves it
-    as SVG, and its caption states the layer convention when the figure has a layer axis."""
+    """Each figure cell, as written, on the smoke result: it glues a readable figure (the result
+    box's as the box shows it), saves it as SVG, and its caption states the layer convention
+    when the figure has a layer axis."""
     nb, mod = notebook(name), chapter(name)
     glued: dict[str, object] = {}
 
@@ -474,11 +518,14 @@ def test_notebook_figure_cells_run_on_the_smoke_result(name: str, smoke_result, 
         glued[key] = value
 
     monkeypatch.chdir(tmp_path)
+    boxed = {m[1] for c in nb.cells if c.cell_type == "markdown"
+             for m in BOX_FIGURE.finditer(c.source)}
+    assert boxed or not any("rc-result-figure" in c.source for c in nb.cells), "box figure unread"
     for i, match in figure_cells(nb):
         exec(nb.cells[i].source, {"chapter": mod, "result": smoke_result(name),  # noqa: S102
                                   "plotting": plotting, "glue": glue})  # the cell as written
         fig = glued[match[2]]
-        assert isinstance(fig, plt.Figure) and problems(fig) == []
+        assert isinstance(fig, plt.Figure) and problems(fig, box=match[2] in boxed) == []
         assert (tmp_path / "figures" / f"{match[3]}.svg").exists()
         data = (tmp_path / "figures" / f"{match[3]}.csv").read_text()
         assert len(data.splitlines()) > 1, f"{match[3]}.csv holds no numbers"
@@ -501,6 +548,19 @@ def test_figure_data_keeps_a_series_shifted_on_screen_and_leaves_out_axes_decora
     rows = _rows(fig, "line")
     assert [(r["series"], r["x"], r["x_tick"], r["y"]) for r in rows] == \
         [("k=2", "100.0", "", "0.5"), ("k=2", "300.0", "", "0.75")]
+
+
+def test_figure_data_names_the_rows_of_a_categorical_y_axis() -> None:
+    """A dot plot one row a model (phase structure's C1 figure): each point and each end of its
+    horizontal interval carries the row's label."""
+    fig, ((ax,),) = plotting.figure(width=4)
+    ax.hlines([0, 1], [0.1, 0.2], [0.3, 0.4], label="_intervals")
+    ax.scatter([0.2, 0.3], [0, 1], label="models")
+    ax.set_yticks([0, 1], ["seed 0", "seed 1"])
+    points = [(r["y_tick"], r["x"]) for r in _rows(fig, "points")]
+    ends = [(r["y_tick"], r["x"]) for r in _rows(fig, "segment")]
+    assert points == [("seed 0", "0.2"), ("seed 1", "0.3")]
+    assert ends == [("seed 0", "0.1"), ("seed 0", "0.3"), ("seed 1", "0.2"), ("seed 1", "0.4")]
 
 
 # --------------------------------------------------------------------------- tables

@@ -7,8 +7,10 @@ Conventions every chapter follows (stated once in each caption through :data:`LA
   :data:`LAYERS` when its layer axis starts at 0, with :data:`BLOCK_LAYERS` when it starts at 1;
 - **similarity**: one colormap, :data:`SIMILARITY_CMAP`, from :func:`similarity_range` (top 1,
   bottom the figure's lowest value rounded down to 0.1), with a labelled colour bar;
-- **size**: figures at most :data:`WIDTH` wide, so the book shows them at their natural size
-  and no text is smaller than :data:`MIN_FONT` points; legends sit outside the data.
+- **size**: figures at most :data:`WIDTH` wide (the result box's key figure :data:`BOX_WIDTH`),
+  at most :data:`MAX_COLUMNS` panels a row (more wrap to new rows: :func:`grid`), so that no text
+  is smaller than :data:`MIN_FONT` points on a desktop or :data:`MIN_PX` px on a 420-px phone;
+  legends sit outside the data, below it.
 
 Notebooks call :func:`setup` once (SVG output; tables as :func:`table_html` shows them), glue each figure with ``myst_nb.glue`` and
 :func:`save` it; ``save`` also writes the figure's numbers as CSV (:func:`figure_data`) and returns
@@ -43,8 +45,24 @@ from raptor.book.spec import diff
 
 Partition = Sequence[tuple[int, int]]
 
-WIDTH = 7.5  # inches: the book's text column is ~780 px, i.e. 8.1 in at 96 px per inch
-MIN_FONT = 9.0  # points, at the size the book shows
+MIN_FONT = 9.0  # points, at the size the book shows on a desktop
+MIN_PX = 8.0  # CSS px: the smallest figure text a phone shows (tests/test_browser.py)
+PX_PER_IN = 96  # CSS px per inch; a point is 1/72 in, so MIN_FONT is 12 px at natural size
+PAD = 0.1  # inches: savefig's padding around the tight box, on each side
+# A figure's SVG is its tight box (about the figure plus PAD a side), shown at its natural size or
+# scaled down to the width of the text column (the result box's figure also to BOX_HEIGHT high on a
+# desktop). Measured in Chromium at a 420-px viewport, the column is 372 px and the box's figure
+# 321 px; MIN_FONT is shown at 12 px × column / (96 (w + 2 PAD)), ≥ MIN_PX when w ≤ 5.61 in in the
+# column and w ≤ 4.82 in in the box: WIDTH and BOX_WIDTH leave 2 % for rounding. On a desktop the
+# column (780 px) shows both at their natural size.
+COLUMN = 780 / PX_PER_IN  # inches: the book's text column on a desktop
+PHONE_COLUMN = 372 / PX_PER_IN  # inches: the text column at a 420-px viewport
+BOX_COLUMN = 321 / PX_PER_IN  # inches: the result box's figure at a 420-px viewport
+BOX_HEIGHT = 400 / PX_PER_IN  # inches: the box's figure at most this high on a desktop (raptor.css)
+WIDTH = 5.5  # inches: every figure at most this wide
+BOX_WIDTH = 4.7  # inches: the key figure a chapter's result box shows
+BOX_TALLEST = 6.0  # inches: MIN_FONT at ≥ MIN_PX in the box's BOX_HEIGHT needs ≤ 6.05 in
+MAX_COLUMNS = 2  # panels a row: more squeeze a panel's ticks and titles below legibility
 SIMILARITY_CMAP = "magma"
 SIMILARITY_LABEL = "cosine similarity"
 LAYERS = "Layer 0 is the embedding; layer $l$ is the output of block $l$."
@@ -108,8 +126,22 @@ def figure(nrows: int = 1, ncols: int = 1, *, width: float = WIDTH, height: floa
     """A figure in the book's style, ``width`` inches wide, and its 2-D array of axes."""
     if width > WIDTH:
         raise ValueError(f"width must be ≤ {WIDTH} in (the book's column), got {width}")
+    if ncols > MAX_COLUMNS:
+        raise ValueError(f"at most {MAX_COLUMNS} panels a row, got {ncols}")
     return plt.subplots(nrows, ncols, squeeze=False, figsize=(width, height or 2.6 * nrows + 0.4),
                         layout="constrained", **kw)
+
+
+def grid(n: int, *, width: float = WIDTH, row_height: float = 2.6, extra: float = 0.6,
+         **kw: Any) -> tuple[plt.Figure, list[plt.Axes]]:
+    """A figure of ``n`` panels, :data:`MAX_COLUMNS` a row (the last row's spare cell left out),
+    ``row_height`` inches a row plus ``extra`` (a legend below), and its panels in order."""
+    ncols = min(n, MAX_COLUMNS)
+    nrows = math.ceil(n / ncols)
+    fig, axes = figure(nrows, ncols, width=width, height=nrows * row_height + extra, **kw)
+    for ax in axes.flat[n:]:
+        fig.delaxes(ax)
+    return fig, list(axes.flat[:n])
 
 
 def save(fig: plt.Figure, name: str, figdir: str | Path = "figures", *,
@@ -162,8 +194,8 @@ def sources(csv_path: str, paper: str | Sequence[str] = ()) -> Markdown:
 
 # --------------------------------------------------------------------------- the data of a figure
 
-COLUMNS = ("panel", "x_label", "y_label", "series", "kind", "item", "x", "x_tick", "y", "y_low",
-           "y_high", "value")
+COLUMNS = ("panel", "x_label", "y_label", "series", "kind", "item", "x", "x_tick", "y", "y_tick",
+           "y_low", "y_high", "value")
 
 
 def figure_data(fig: plt.Figure) -> list[dict[str, Any]]:
@@ -175,8 +207,8 @@ def figure_data(fig: plt.Figure) -> list[dict[str, Any]]:
     (``y_low``–``y_high`` at ``x``), a ``vertical line``/``horizontal line`` (a threshold), an
     ``image`` pixel (``value`` at column ``x``, row ``y``; series: its colour bar's label).
     Coordinates are the axes' data coordinates, shifted where the tick labels are (layer numbers
-    on a matrix: tick ``i`` labelled ``i + 1``); ``x_tick`` is the nearest tick's label on a
-    categorical axis. Colour bars and text are not data and are left out.
+    on a matrix: tick ``i`` labelled ``i + 1``); ``x_tick`` and ``y_tick`` are the nearest tick's
+    label on a categorical axis (a horizontal interval is two ``segment`` rows, its ends). Colour bars and text are not data and are left out.
     """
     rows: list[dict[str, Any]] = []
     data_axes = [ax for ax in fig.axes if getattr(ax, "_colorbar", None) is None]
@@ -192,7 +224,7 @@ def figure_data(fig: plt.Figure) -> list[dict[str, Any]]:
                 for key, text in (("panel", panel), ("x_label", xlabel),
                                   ("y_label", ax.get_ylabel()))}
         shift_x, ticks_x = _tick_map(ax.xaxis)
-        shift_y, _ = _tick_map(ax.yaxis)
+        shift_y, ticks_y = _tick_map(ax.yaxis)
 
         def add(series: str, kind: str, item: int, x: float | None = None, **values: float) -> None:
             row = {**base, "series": " ".join(series.split()), "kind": kind, "item": item}
@@ -201,6 +233,8 @@ def figure_data(fig: plt.Figure) -> list[dict[str, Any]]:
                 row["x_tick"] = _nearest(ticks_x, x)
             for key, v in values.items():
                 row[key] = v + (shift_y if key.startswith("y") else 0)
+            if "y" in values and ticks_y:
+                row["y_tick"] = _nearest(ticks_y, values["y"])
             rows.append(row)
 
         done: set[int] = set()
@@ -356,17 +390,21 @@ def draw_partition(ax: plt.Axes, partition: Partition, offset: int = 0, **kw: An
 
 
 def similarity_panels(panels: Mapping[str, np.ndarray | None], *, ncols: int,
-                      partitions: Mapping[str, Partition] | None = None, first_layer: int = 1
-                      ) -> plt.Figure:
-    """Similarity matrices in a grid of ``ncols`` columns, one colour bar for all (Figs. 1–4).
+                      partitions: Mapping[str, Partition] | None = None, first_layer: int = 1,
+                      width: float = WIDTH, max_height: float | None = None) -> plt.Figure:
+    """Similarity matrices in a grid of ``ncols`` columns (at most :data:`MAX_COLUMNS`), one
+    colour bar for all (Figs. 1–4), at most ``width`` wide and ``max_height`` high.
 
     ``panels`` maps a title to a matrix whose row 0 is layer ``first_layer`` (``None`` leaves the
     panel empty); ``partitions[title]`` (indices into that matrix) is outlined in white.
     """
-    ncols = max(1, min(ncols, len(panels)))
+    ncols = max(1, min(ncols, MAX_COLUMNS, len(panels)))
     nrows = math.ceil(len(panels) / ncols)
-    side = min(2.4, (WIDTH - 1.1) / ncols)
-    fig, axes = figure(nrows, ncols, width=ncols * side + 1.1, height=nrows * (side + 0.6))
+    lines = 0.15 * max(title.count("\n") for title in panels)  # a title's extra lines
+    side = min(2.4, (width - 1.1) / ncols, (max_height or math.inf) / nrows - 0.4 - lines)
+    # a cell at least 1.9 in wide: a title of two 20-character lines clear of its neighbour's
+    fig, axes = figure(nrows, ncols, width=min(width, ncols * max(side, 1.9) + 1.1),
+                       height=nrows * (side + 0.4 + lines))
     vmin, vmax = similarity_range(S for S in panels.values() if S is not None)
     image = None
     for ax, (title, S) in zip(axes.flat, panels.items()):
@@ -433,7 +471,7 @@ def training_curves(records: Mapping[str, Mapping], smooth: int = 10) -> plt.Fig
     ``records`` maps a label (e.g. ``"k=3"``) to the record of :func:`raptor.train.distill`.
     Losses are shown as running means over ``smooth`` steps, on a log scale.
     """
-    fig, (axes,) = figure(1, 2, height=3.3)
+    fig, (axes,) = figure(1, 2, height=3.5)
     ax1, ax2 = axes
     lam_ax = ax1.twinx()
     palette = sns.color_palette("colorblind", len(records))

@@ -183,8 +183,8 @@ def flow_figure(result: Result) -> plt.Figure:
     (Fig. 8, right), angular speed (Fig. 11), patch coherence κ_l and the update ranks (Fig. 12),
     and the DMD eigenvalues of the mean directions (Fig. 12, App. D)."""
     d = result.dynamics
-    fig, axes = plotting.figure(2, 3, height=5.6)
-    (ax_n, ax_c, ax_s), (ax_k, ax_r, ax_d) = axes
+    fig, axes = plotting.grid(6, row_height=2.6, extra=0.7)
+    ax_n, ax_c, ax_s, ax_k, ax_r, ax_d = axes
     for ax, stats, ylabel, title, first in (
             (ax_n, d.norms, r"$\Vert x_l \Vert$", "(A) feature norms", 0),
             (ax_c, d.convergence, r"$\gamma_l = \langle \hat x_l, \hat x_L \rangle$",
@@ -238,9 +238,9 @@ def fit_figure(result: Result) -> plt.Figure:
         axes[0, 0].text(0.5, 0.5, "no Raptor fitted: set fit_raptor (--fit-raptor STEPS)",
                         ha="center", va="center")
         return fig
-    fig, axes = plotting.figure(1, len(result.fits), height=3.0, sharey=True)
+    fig, axes = plotting.grid(len(result.fits), row_height=3.0, extra=0.0, sharey=True)
     group = "cls" if "cls" in next(iter(result.fits.values()))[0].cosine else "patches"
-    for ax, (k, fits) in zip(axes[0], result.fits.items()):
+    for ax, (k, fits) in zip(axes, result.fits.items()):
         for f in fits:
             style = dict(color="black", lw=1.6, marker="o", ms=3) if f.kind == "max-cut" else \
                 dict(color="grey", lw=0.8, alpha=0.7)

@@ -147,9 +147,9 @@ def factor_figure(result: Result) -> plt.Figure:
     DINOv2-B matrix and C1's threshold as lines."""
     k, t = result.spec.k, table(result)
     colours = _size_colours(result)
-    fig, axes = plotting.figure(2, 3, height=5.6, sharey=True)
     panels = [(column, label, levels) for column, (label, levels) in FACTORS.items()]
-    for ax, (column, label, levels) in zip(axes.flat, panels):
+    fig, axes = plotting.grid(len(panels) + 1, row_height=2.4, extra=0.8, sharey=True)
+    for ax, (column, label, levels) in zip(axes, panels):
         if column == "train images":
             levels = tuple(atlas_design.Cell(8, 64, n).images for n in levels)
         levels = sorted(set(levels) | set(t[column]))
@@ -162,24 +162,24 @@ def factor_figure(result: Result) -> plt.Figure:
         ax.set_xticks(range(len(levels)), [f"{v:g}" for v in levels])
         ax.set_xlim(-0.5, len(levels) - 0.5)
         ax.set_xlabel(label)
-    ax = axes.flat[-1]
+    ax = axes[-1]
     for (_, row), r in zip(t.iterrows(), result.cells):
         _interval(ax, row["params / image"], result.excess[r.cell.name][k],
                   colours[row["train images"]], r.cell.name)
     _plain_log(ax)
     ax.set_xlabel("params per training image")
-    for ax in axes.flat:
+    for ax in axes:
         ax.axhline(0, color="0.6", lw=0.8, label="_zero")
         ax.axhline(EXCESS_MIN.value, color="0.2", lw=0.8, ls="--", label="_C1 threshold")
         ax.axhline(result.dinov2b[k].excess, color="tab:red", lw=1, ls=":",
                    label="_DINOv2-B (paper's matrix)")
-    for ax in axes.flat:
+    for ax in axes:
         ax.set_ylabel(f"block excess, k = {k}")
     handles = [plt.Line2D([], [], marker="o", ls="", color=c, label=f"{n:,} images")
                for n, c in colours.items()]
     handles += [plt.Line2D([], [], color="0.2", ls="--", label="C1 threshold"),
                 plt.Line2D([], [], color="tab:red", ls=":", label="DINOv2-B (paper's matrix)")]
-    fig.legend(handles=handles, loc="outside lower center", ncols=3, frameon=False)
+    fig.legend(handles=handles, loc="outside lower center", ncols=2, frameon=False)
     return fig
 
 

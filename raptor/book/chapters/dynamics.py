@@ -137,14 +137,14 @@ def norms_convergence_figure(result: Result) -> plt.Figure:
     """Feature norms (Fig. 9) and directional convergence γ_l (Fig. 8 right), both models, for
     the first seed."""
     run = result.runs[0]
-    fig, axes = plotting.figure(1, 2, height=2.9)
-    panels = (("norms", r"$\Vert x_l \Vert$", "feature norms (Fig. 9)"),
+    fig, axes = plotting.figure(1, 2, width=plotting.BOX_WIDTH, height=3.4)
+    panels = (("norms", r"$\Vert x_l \Vert$", "feature norms\n(Fig. 9)"),
               ("convergence", r"$\gamma_l = \langle \hat{x}_l, \hat{x}_L \rangle$",
-               "directional convergence (Fig. 8, right)"))
+               "directional convergence\n(Fig. 8, right)"))
     for ax, (metric, ylabel, title) in zip(axes[0], panels):
         plotting.layer_curves(_curves(run, metric), ylabel=ylabel, title=title, ax=ax)
         plotting.phase_lines(ax, run.partition)
-    plotting.legend_below(fig, axes, ncols=4)
+    plotting.legend_below(fig, axes, ncols=2)
     return fig
 
 
@@ -172,9 +172,9 @@ def basins_figure(result: Result, per_class: int = 30) -> plt.Figure:
             ax.scatter(path[-1, 0], path[-1, 1], color=palette(c), s=6,
                        label=f"_{name}, image {i + 1}, layer L")
         ax.plot([], [], color=palette(c), label=name)
-    ax.set(title="cls trajectories through depth (PCA); dots: layer $L$", xlabel="PC 1",
+    ax.set(title="cls trajectories through depth (PCA);\ndots: layer $L$", xlabel="PC 1",
            ylabel="PC 2")
-    plotting.legend_below(fig, [ax], ncols=5)
+    plotting.legend_below(fig, [ax], ncols=3)
     return fig
 
 
@@ -184,8 +184,8 @@ def perturbation_figure(result: Result) -> plt.Figure:
     the other images) dotted: layer L must end below it. First seed."""
     run = result.runs[0]
     depth, mid = result.spec.teacher.depth, run.perturb_layer
-    fig, axes = plotting.figure(1, 3, height=3.4)
-    ax_a, ax_b, ax_c = axes[0]
+    fig, axes = plotting.grid(3, row_height=2.9, extra=0.8)
+    ax_a, ax_b, ax_c = axes
     after = np.arange(mid, depth + 1)
     for g, d in run.distance.items():
         ax_a.plot(after, d, marker="o", ms=3, label=g)
@@ -205,7 +205,7 @@ def perturbation_figure(result: Result) -> plt.Figure:
              title="(C) rescaled deviation (C19)")
     for ax in (ax_a, ax_c):
         ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
-    plotting.legend_below(fig, axes, ncols=4)
+    plotting.legend_below(fig, axes, ncols=2)
     return fig
 
 
@@ -213,7 +213,7 @@ def angular_speed_figure(result: Result) -> plt.Figure:
     """Mean angular speed per group, both models, first seed; max-cut boundaries dashed (Fig. 11).
     The point at layer ``l`` is the angle block ``l`` turns the tokens by, from layer ``l−1``."""
     run = result.runs[0]
-    fig, ((ax,),) = plotting.figure(width=6.0, height=3.6)
+    fig, ((ax,),) = plotting.figure(height=3.8)
     plotting.layer_curves(_curves(run, "speed"), ylabel=r"angle from layer $l-1$ (rad)",
                           title="angular speed", ax=ax, first_layer=1)
     plotting.phase_lines(ax, run.partition)
@@ -225,8 +225,8 @@ def low_rank_dmd_figure(result: Result) -> plt.Figure:
     """The first seed's teacher's update ranks, patch coherence κ_l and DMD eigenvalues (Fig. 12).
     Ranks and κ at layer ``l`` are those of block ``l``'s update (layer ``l`` − layer ``l−1``)."""
     run = result.runs[0]
-    fig, axes = plotting.figure(1, 3, height=3.3)
-    ax_r, ax_k, ax_d = axes[0]
+    fig, axes = plotting.grid(3, row_height=2.9, extra=0.8)
+    ax_r, ax_k, ax_d = axes
     layers = np.arange(1, result.spec.teacher.depth + 1)
     for g, eff in run.effective_rank.items():
         line, = ax_r.plot(layers, eff, marker="o", ms=3, label=f"{g}, effective")

@@ -104,14 +104,15 @@ def maxcut_figure(result: Result) -> plt.Figure:
             title = (f"{te.label if te.p is None else f'p={te.p}'}, k={k}\n"
                      f"{phases.format_partition(te.cuts[k])}")
             panels[title], cuts[title] = te.S, te.cuts[k]
-    return plotting.similarity_panels(panels, ncols=len(s.k_values), partitions=cuts)
+    return plotting.similarity_panels(panels, ncols=len(s.k_values), partitions=cuts,
+                                      width=plotting.BOX_WIDTH, max_height=plotting.BOX_TALLEST)
 
 
 def stability_figure(result: Result) -> plt.Figure:
     """Per k, the share of image subsets reproducing the max-cut against their size (C2); each k
     has its own marker and is shifted slightly sideways, so equal values stay visible."""
     s = result.spec
-    fig, ((ax,),) = plotting.figure(width=5.5, height=3.0)
+    fig, ((ax,),) = plotting.figure(height=3.6)
     markers = "osD^v<>p"
     for i, (k, row) in enumerate(result.stability.items()):
         # shifted on screen only (3 pt a k), so that the data, and its CSV, keep the true sizes
@@ -125,9 +126,9 @@ def stability_figure(result: Result) -> plt.Figure:
     ax.minorticks_off()
     ax.set(ylim=(-0.05, 1.08), xlabel="images per subset",
            ylabel="share of subsets giving\nthe full-data cut",
-           title=f"teacher p={s.p_values[0]}, seed {s.teacher_seeds[0]}; "
+           title=f"teacher p={s.p_values[0]}, seed {s.teacher_seeds[0]};\n"
                  f"{s.n_resamples} subsets per size")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1))
+    plotting.legend_below(fig, [ax], ncols=4)
     return fig
 
 

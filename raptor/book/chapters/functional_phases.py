@@ -187,7 +187,8 @@ def maxcut_vs_random_figure(result: Result) -> plt.Figure:
     seed: random partitions as points, their mean ± one standard deviation beside them, max-cut
     as a star."""
     units = result.seeds[0].student_units
-    fig, ((ax,),) = plotting.figure(width=min(plotting.WIDTH, 3.5 + 0.9 * len(units)), height=3.2)
+    fig, ((ax,),) = plotting.figure(width=min(plotting.BOX_WIDTH, 3.5 + 0.9 * len(units)),
+                                    height=3.4)
     jitter = np.random.default_rng(0)
     for i, acc in enumerate(map(result.pooled, units.values())):
         rand = acc[1:]
@@ -209,7 +210,7 @@ def overfitting_figure(result: Result) -> plt.Figure:
     run = result.seeds[0]
     snaps = snapshots_table(result).loc[run.seed]
     step = best_step(run)
-    fig, ((ax,),) = plotting.figure(width=6.0, height=3.4)
+    fig, ((ax,),) = plotting.figure(height=3.8)
     for col in ("R² cls", "R² patches", "teacher acc"):
         ax.plot(snaps.index, snaps[col], marker="o", label=col)
     ax2 = ax.twinx()
@@ -217,8 +218,8 @@ def overfitting_figure(result: Result) -> plt.Figure:
     ax2.set_ylabel("validation loss")
     ax.axvline(step, color="grey", ls="--", lw=0.8, label="val-loss minimum")
     ax.set(xlabel="training step", ylabel="R² / accuracy",
-           title=f"overfitting run (val-loss minimum at step {step})")
-    plotting.legend_below(fig, [ax, ax2], ncols=3)
+           title=f"overfitting run\n(val-loss minimum at step {step})")
+    plotting.legend_below(fig, [ax, ax2], ncols=2)
     return fig
 
 

@@ -124,8 +124,8 @@ def training_table(result: Result) -> pd.DataFrame:
 
 
 def similarity_figure(result: Result) -> plt.Figure:
-    """Rows are the first seed's teachers (and the pretrained model), columns token groups,
-    layers 1..L; the max-cut's blocks outlined (Fig. 1)."""
+    """One panel a model (the first seed's teachers and the pretrained model) and token group,
+    two a row, layers 1..L; the max-cut's blocks outlined (Fig. 1)."""
     first = f"seed {result.spec.teacher_seeds[0]}"
     mats = {name: m for name, m in result.similarity.items()
             if name.endswith(first) or name == result.spec.pretrained.label}
@@ -151,32 +151,35 @@ def excess_figure(result: Result) -> plt.Figure:
                                      if n in PHASED},
              "control without phases": {n: t for n, t in result.control_tests.items()
                                         if n not in PHASED}}
-    # one tick a model, upright, so that every name prints at the book's smallest font
-    fig, ((ax,),) = plotting.figure(height=6.2)
+    n = sum(map(len, kinds.values()))
+    # one row a model, top to bottom, so every name is printed at the book's smallest font
+    fig, ((ax,),) = plotting.figure(width=plotting.BOX_WIDTH,
+                                    height=min(plotting.BOX_TALLEST, 1.9 + 0.15 * n))
     names: list[str] = []
     lows, highs = [], []
     for (kind, models), color in zip(kinds.items(), ("C0", "0.55", "C2", "C3")):
-        x = np.arange(len(names), len(names) + len(models))
+        y = np.arange(len(names), len(names) + len(models))
         iv = [t.interval() for t in models.values()]
         lows += [lo for lo, _ in iv]
         highs += [hi for _, hi in iv]
-        ax.vlines(x, [lo for lo, _ in iv], [hi for _, hi in iv], color=color, label=f"_{kind}")
-        ax.scatter(x, [t.excess for t in models.values()], s=16, color=color, label=kind)
+        ax.hlines(y, [lo for lo, _ in iv], [hi for _, hi in iv], color=color, label=f"_{kind}")
+        ax.scatter([t.excess for t in models.values()], y, s=16, color=color, label=kind)
         names += list(models)
     dinov2b = result.paper_test.excess
-    ax.axhline(EXCESS_MIN.value, color="black", ls="--", lw=0.8, label="C1's threshold")
-    ax.axhline(dinov2b, color="C3", ls=":", label="DINOv2-B (the paper's matrix, not cross-fitted)")
-    ax.set_xticks(range(len(names)), names, rotation=90)
-    ax.set_xlim(-0.7, len(names) - 0.3)
-    ax.set_yscale("symlog", linthresh=SYMLOG_LINEAR, linscale=1.5)  # the threshold's scale visible
+    ax.axvline(EXCESS_MIN.value, color="black", ls="--", lw=0.8, label="C1's threshold")
+    ax.axvline(dinov2b, color="C3", ls=":",
+               label="DINOv2-B (the paper's matrix,\nnot cross-fitted)")
+    ax.set_yticks(range(len(names)), names)
+    ax.set_ylim(len(names) - 0.5, -0.5)
+    ax.set_xscale("symlog", linthresh=SYMLOG_LINEAR, linscale=1.5)  # the threshold's scale visible
     low = 1.2 * min(-SYMLOG_LINEAR, dinov2b, *lows)
     high = 1.5 * max(EXCESS_MIN.value, dinov2b, *highs)
-    ticks = [t for t in (-0.3, -0.1, -0.02, -0.01, 0, 0.01, 0.02, 0.1, 0.3) if low <= t <= high]
-    ax.set(ylim=(low, high))
-    ax.set_yticks(ticks, [f"{t:+g}".replace("-", "−") if t else "0" for t in ticks])
-    ax.set(xlabel="model or synthetic control", ylabel="excess over warped decay (best k)",
-           title=f"C1: phases at some k of {', '.join(map(str, K_TRIED))}, chosen on the "
-                 f"residual (Fig. 1);\nlinear within ±{SYMLOG_LINEAR}, logarithmic beyond")
+    ticks = [t for t in (-0.3, -0.02, 0, 0.02, 0.3) if low <= t <= high]
+    ax.set(xlim=(low, high))
+    ax.set_xticks(ticks, [f"{t:+g}".replace("-", "−") if t else "0" for t in ticks])
+    ax.set(ylabel="model or synthetic control", xlabel="excess over warped decay (best k)",
+           title=f"C1: phases at some k of {', '.join(map(str, K_TRIED))},\nchosen on the "
+                 f"residual (Fig. 1);\nlinear within ±{SYMLOG_LINEAR},\nlogarithmic beyond")
     plotting.legend_below(fig, [ax], ncols=2)
     return fig
 

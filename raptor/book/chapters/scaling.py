@@ -140,7 +140,7 @@ def share_cosine_figure(result: Result) -> plt.Figure:
     """(A) what C13 judges: each seed's Raptor probe accuracy per k (points: no zero baseline),
     its teacher's own probe dashed; (B) cosine to the teacher through depth, first seed (Fig. 14).
     C12's shares of DINOv2-B on ImageNet are another quantity and stay off these axes."""
-    fig, ((ax_a, ax_b),) = plotting.figure(1, 2, height=3.6)
+    fig, ((ax_a, ax_b),) = plotting.figure(1, 2, width=plotting.BOX_WIDTH, height=4.0)
     palette = plt.get_cmap("Greys")(np.linspace(0.95, 0.5, len(result.runs)))  # (B) has colour
     for colour, run in zip(palette, result.runs):
         ks = list(run.probe_acc)
@@ -151,12 +151,12 @@ def share_cosine_figure(result: Result) -> plt.Figure:
     ax_a.plot([], [], color="grey", ls="--", lw=0.8, label="its teacher (own probe)")
     ax_a.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
     ax_a.set(xlabel="number of phases k", ylabel="probe accuracy (%)",
-             title="(A) accuracy by k (C13; Table 1)")
+             title="(A) accuracy by k\n(C13; Table 1)")
     plotting.layer_curves({f"k={k} {g}": result.runs[0].cosine[k][g]
                            for k in result.runs[0].probe_acc for g in ("cls", "patches")},
                           ylabel="cosine similarity to the teacher", ax=ax_b,
-                          title="(B) cosine through depth (Fig. 14)")
-    plotting.legend_below(fig, [ax_a, ax_b], ncols=3)
+                          title="(B) cosine through depth\n(Fig. 14)")
+    plotting.legend_below(fig, [ax_a, ax_b], ncols=2)
     return fig
 
 

@@ -74,13 +74,13 @@ def similarity_figure(result: Result) -> plt.Figure:
     """(A) each rate's similarity matrix (first seed, layers 1..L) with its max-cut (Fig. 4A)."""
     first = [r for r in result.runs if r.seed == result.spec.seeds[0]]
     return plotting.similarity_panels(
-        {f"p={r.p}": r.similarity for r in first}, ncols=4,
+        {f"p={r.p}": r.similarity for r in first}, ncols=2,
         partitions={f"p={r.p}": r.partition for r in first})
 
 
 def layerwise_figure(result: Result) -> plt.Figure:
     """(B) each rate's Raptor R² to its teacher through depth, mean over seeds (Fig. 4B)."""
-    fig, ((ax,),) = plotting.figure(width=5.5, height=3.0)
+    fig, ((ax,),) = plotting.figure(height=3.2)
     cmap = plt.get_cmap("viridis")
     p_values, styles = result.spec.p_values, {"cls": "-", "patches": "--"}
     for i, p in enumerate(p_values):
@@ -102,8 +102,8 @@ def sweep_figure(result: Result) -> plt.Figure:
     teacher (Fig. 4C–E): what C6–C8 judge."""
     spec, sweep = result.spec, sweep_table(result)
     by_p = sweep.drop(columns="partition").groupby("p").agg(["mean", "std"])
-    fig, axes = plotting.figure(1, 3, height=3.0)
-    ax_c, ax_d, ax_e = axes[0]
+    fig, axes = plotting.grid(3, width=plotting.BOX_WIDTH, row_height=2.5, extra=0.6)
+    ax_c, ax_d, ax_e = axes
     for col, label in (("teacher acc", "teacher"), ("student acc", "Raptor")):
         ax_c.errorbar(spec.p_values, by_p[(col, "mean")], yerr=by_p[(col, "std")].fillna(0),
                       marker="o", label=label, capsize=3)
