@@ -341,7 +341,7 @@ def linear_probe(train_x: Tensor, train_y: Tensor, val_x: Tensor, val_y: Tensor,
     that differ in their last bits between CPU kernels moved a 1,000-image accuracy by 0.2 points.
     Returns ``train_acc``, ``val_acc``, the final training ``objective`` and ``val_correct``,
     per validation row whether its prediction is the label (a tuple of bools, for paired
-    comparisons of models on the same images: :func:`raptor.stats.paired_difference`).
+    comparisons of models on the same images).
     """
     if train_x.ndim != 2 or val_x.ndim != 2 or train_x.shape[1] != val_x.shape[1]:
         raise ValueError(f"features must be (N, F) with the same F, got {tuple(train_x.shape)} "

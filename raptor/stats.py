@@ -1,5 +1,5 @@
 """Small statistics behind the claims checks: trends, correlations with intervals, change points,
-accuracy intervals, bootstrap means and a logistic-vs-linear fit.
+accuracy intervals and a logistic-vs-linear fit.
 
 Claims are tested statistically, not by eye: "rises with p" is a rank correlation with an interval,
 "is associated with" a correlation with a confidence interval, "jumps at the phase boundaries" the
@@ -8,7 +8,7 @@ alignment of the largest changes of a curve with the max-cut boundaries.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -210,90 +210,6 @@ def wilson(acc: float, n: int, *, level: float = 0.95) -> Interval:
     centre = (acc + z**2 / (2 * n)) / (1 + z**2 / n)
     half = z / (1 + z**2 / n) * np.sqrt(acc * (1 - acc) / n + z**2 / (4 * n**2))
     return Interval(acc, float(max(0.0, centre - half)), float(min(1.0, centre + half)), level)
-
-
-def difference(acc_a: float, acc_b: float, n_a: int, n_b: int, *,
-               level: float = 0.95) -> Interval:
-    """Interval of ``acc_b − acc_a`` for two accuracies on ``n_a``, ``n_b`` images: Newcombe's
-    hybrid score interval from the two :func:`wilson` intervals (Newcombe 1998, method 10).
-
-    It treats the two as independent; for two models scored on the same images it is
-    conservative (too wide) when their errors are positively correlated.
-    """
-    a, b = wilson(acc_a, n_a, level=level), wilson(acc_b, n_b, level=level)
-    d = acc_b - acc_a
-    low = d - np.sqrt((acc_b - b.low) ** 2 + (a.high - acc_a) ** 2)
-    high = d + np.sqrt((b.high - acc_b) ** 2 + (acc_a - a.low) ** 2)
-    return Interval(float(d), float(low), float(high), level)
-
-
-def paired_difference(correct_a: Sequence[float], correct_b: Sequence[float], *,
-                      level: float = 0.95) -> Interval:
-    """Interval of ``acc_b − acc_a`` for two accuracies on the same images, from their per-image
-    0/1 correctness (in the same image order): Newcombe's score interval for paired proportions
-    (Newcombe 1998, Stat. Med. 17:2635, method 10), :func:`difference`'s square-and-add of the
-    two :func:`wilson` intervals less twice their covariance, estimated by the phi coefficient
-    of the 2×2 table (its ``ad − bc`` shrunk towards 0 by ``n/2`` when positive, as there).
-
-    Two models that are right on mostly the same images give a much narrower interval than
-    :func:`difference`, which ignores that pairing.
-    """
-    x_a, x_b = np.asarray(correct_a, dtype=float), np.asarray(correct_b, dtype=float)
-    if x_a.ndim != 1 or x_a.shape != x_b.shape or len(x_a) < 1:
-        raise ValueError(f"need two non-empty 1-D correctness vectors of equal length, got "
-                         f"{x_a.shape} and {x_b.shape}")
-    if not np.isin(x_a, (0, 1)).all() or not np.isin(x_b, (0, 1)).all():
-        raise ValueError("correctness vectors must hold only 0/1 (or False/True)")
-    n = len(x_a)
-    both, neither = float(x_a @ x_b), float((1 - x_a) @ (1 - x_b))
-    only_b, only_a = float(x_b @ (1 - x_a)), float(x_a @ (1 - x_b))
-    acc_a, acc_b = (both + only_a) / n, (both + only_b) / n
-    a, b = wilson(acc_a, n, level=level), wilson(acc_b, n, level=level)
-    margins = (both + only_a) * (only_b + neither) * (both + only_b) * (only_a + neither)
-    cross = both * neither - only_a * only_b
-    cross = max(cross - n / 2, 0.0) if cross > 0 else cross
-    phi = cross / np.sqrt(margins) if margins > 0 else 0.0
-
-    def spread(u: float, v: float) -> float:
-        return float(np.sqrt(max(u**2 + v**2 - 2 * phi * u * v, 0.0)))
-
-    d = acc_b - acc_a
-    return Interval(d, d - spread(acc_b - b.low, a.high - acc_a),
-                    d + spread(b.high - acc_b, acc_a - a.low), level)
-
-
-def bootstrap_mean(values: Sequence[float], weights: Sequence[float] | None = None, *,
-                   level: float = 0.95, n_boot: int = 4000, seed: int = 0) -> Interval:
-    """Percentile bootstrap interval of the ``weights``-weighted mean of ``values``, one per
-    independent unit (an image, or a batch of images weighted by its size): units are resampled
-    with replacement. A paired difference is the bootstrap of per-unit differences."""
-    _check_level(level)
-    v = np.asarray(values, dtype=float)
-    w = np.ones_like(v) if weights is None else np.asarray(weights, dtype=float)
-    if v.ndim != 1 or w.shape != v.shape or len(v) < 2 or (w <= 0).any():
-        raise ValueError(f"need >= 2 values with positive weights of the same shape, got "
-                         f"{v.shape} and {w.shape}")
-    if not np.isfinite(v).all():
-        raise ValueError("values must be finite")
-    idx = np.random.default_rng(seed).integers(0, len(v), (n_boot, len(v)))
-    means = (v[idx] * w[idx]).sum(1) / w[idx].sum(1)
-    tail = (1 - level) / 2
-    return Interval(float((v * w).sum() / w.sum()), float(np.quantile(means, tail)),
-                    float(np.quantile(means, 1 - tail)), level)
-
-
-def bootstrap(statistic: Callable[[np.ndarray], float], n: int, *, level: float = 0.95,
-              n_boot: int = 1000, seed: int = 0) -> Interval:
-    """Percentile bootstrap of ``statistic(idx)`` over ``n`` independent units (images), ``idx``
-    the indices of the units drawn with replacement; the estimate is ``statistic(arange(n))``."""
-    _check_level(level)
-    if n < 2:
-        raise ValueError(f"need n >= 2 units to resample, got {n}")
-    rng = np.random.default_rng(seed)
-    draws = np.array([statistic(rng.integers(0, n, n)) for _ in range(n_boot)], dtype=float)
-    tail = (1 - level) / 2
-    return Interval(float(statistic(np.arange(n))), float(np.quantile(draws, tail)),
-                    float(np.quantile(draws, 1 - tail)), level)
 
 
 @dataclass(frozen=True)

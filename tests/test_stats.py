@@ -3,8 +3,7 @@ import pytest
 from hypothesis import given, settings, strategies as hs
 from scipy import stats as st
 
-from raptor.stats import (aligned, bootstrap, bootstrap_mean, change_points, correlation,
-                          difference, log_slope, paired_difference, partial_correlation,
+from raptor.stats import (aligned, change_points, correlation, log_slope, partial_correlation,
                           rank_correlation, sigmoid_vs_linear, trend, wilson)
 
 
@@ -132,24 +131,6 @@ def test_wilson_matches_the_closed_form_and_covers():
     assert 0.93 < np.mean(hits) < 0.97
 
 
-def test_difference_is_newcombe_and_signs_the_gap():
-    d = difference(0.70, 0.80, 1000, 1000)
-    assert d.estimate == pytest.approx(0.10) and 0.05 < d.low < 0.1 < d.high < 0.15
-    tiny = difference(0.781, 0.788, 1000, 1000)  # the committed C13 gap: 0.7 points
-    assert tiny.low < 0 < tiny.high
-    assert difference(0.8, 0.7, 1000, 1000).high < 0
-
-
-def test_bootstrap_mean_is_weighted_and_covers():
-    v, w = [1.0, 2.0, 3.0], [1, 1, 2]
-    assert bootstrap_mean(v, w).estimate == pytest.approx(9 / 4)
-    rng = np.random.default_rng(1)
-    iv = bootstrap_mean(rng.normal(0.5, 1.0, 400))
-    assert iv.low < 0.5 < iv.high and iv.high - iv.low == pytest.approx(2 * 1.96 / 20, rel=0.2)
-    assert bootstrap_mean(rng.normal(0.0, 1.0, 400) + 1).low > 0.5
-    assert bootstrap_mean([2.0, 2.0, 2.0]).low == bootstrap_mean([2.0, 2.0, 2.0]).high == 2.0
-
-
 def test_sigmoid_beats_a_line_only_on_an_s_curve():
     x = np.arange(9.0)
     s = 0.1 + 0.9 / (1 + np.exp(-(x - 4.5) / 0.7))
@@ -182,81 +163,8 @@ def test_sigmoid_warm_start_finds_the_cold_fit():
 
 @pytest.mark.parametrize("call, match", [
     (lambda: wilson(0.5, 0), "n >= 1"), (lambda: wilson(1.5, 10), "acc in"),
-    (lambda: wilson(0.5, 10, level=0), "level"), (lambda: bootstrap_mean([1.0]), ">= 2"),
-    (lambda: bootstrap_mean([1.0, 2.0], [1, 0]), "positive"),
-    (lambda: bootstrap_mean([1.0, np.nan]), "finite"),
+    (lambda: wilson(0.5, 10, level=0), "level"),
     (lambda: sigmoid_vs_linear([1, 2, 3, 4, 5]), "length >= 6")])
 def test_interval_errors(call, match):
     with pytest.raises(ValueError, match=match):
         call()
-
-
-def test_bootstrap_of_any_statistic_agrees_with_the_mean_one():
-    v = np.random.default_rng(2).normal(1.0, 1.0, 300)
-    general = bootstrap(lambda idx: float(v[idx].mean()), len(v), n_boot=4000)
-    assert general.estimate == pytest.approx(v.mean())
-    mean = bootstrap_mean(v)
-    assert (general.low, general.high) == pytest.approx((mean.low, mean.high), abs=0.02)
-    with pytest.raises(ValueError, match="n >= 2"):
-        bootstrap(lambda idx: 0.0, 1)
-
-
-def paired_vectors(both: int, only_a: int, only_b: int, neither: int
-                   ) -> tuple[np.ndarray, np.ndarray]:
-    """Correctness of models a and b on images: right on both, only a, only b, neither."""
-    a = np.repeat([1, 1, 0, 0], [both, only_a, only_b, neither])
-    b = np.repeat([1, 0, 1, 0], [both, only_a, only_b, neither])
-    return a, b
-
-
-def test_paired_difference_covers_at_its_level_by_simulation():
-    # The oracle: 2,000 draws of 500 images from a known joint law of two models' correctness
-    # (P right on both .78, only a .02, only b .05, neither .15: b − a = +0.03).
-    rng, n, truth = np.random.default_rng(0), 500, 0.03
-    law = [0.78, 0.02, 0.05, 0.15]
-    paired, unpaired = [], []
-    for counts in rng.multinomial(n, law, size=2000):
-        a, b = paired_vectors(*counts)
-        paired.append(paired_difference(a, b))
-        unpaired.append(difference(a.mean(), b.mean(), n, n))
-    cover = np.mean([iv.low <= truth <= iv.high for iv in paired])
-    assert 0.93 <= cover <= 0.97
-    # The unpaired interval over-covers on such positively correlated data, at twice the width.
-    assert np.mean([iv.low <= truth <= iv.high for iv in unpaired]) > 0.995
-    width = [np.mean([iv.high - iv.low for iv in ivs]) for ivs in (paired, unpaired)]
-    assert width[0] < 0.6 * width[1]
-
-
-def test_paired_difference_invariants():
-    a, b = paired_vectors(700, 20, 70, 210)
-    iv = paired_difference(a, b)
-    assert iv.estimate == pytest.approx(0.05) and iv.low < 0.05 < iv.high and iv.level == 0.95
-    swapped = paired_difference(b, a)
-    assert (swapped.estimate, swapped.low, swapped.high) == pytest.approx(
-        (-iv.estimate, -iv.high, -iv.low))
-    # Positively correlated: narrower than the unpaired Newcombe interval around the same estimate.
-    unpaired = difference(a.mean(), b.mean(), len(a), len(b))
-    assert unpaired.low < iv.low and iv.high < unpaired.high
-    assert paired_difference(a, b, level=0.99).low < iv.low
-    with pytest.raises(ValueError, match="level"):
-        paired_difference(a, b, level=1)
-    # Uncorrelated (ad = bc, so phi = 0): exactly the unpaired interval; anticorrelated: wider.
-    a0, b0 = paired_vectors(300, 200, 300, 200)
-    assert paired_difference(a0, b0) == difference(a0.mean(), b0.mean(), 1000, 1000)
-    a_, b_ = paired_vectors(100, 400, 500, 0)
-    wide, apart = paired_difference(a_, b_), difference(a_.mean(), b_.mean(), 1000, 1000)
-    assert wide.low < apart.low and apart.high < wide.high
-    # Two models right on the same images: a small interval around 0; bools are accepted.
-    same = np.arange(1000) < 800
-    tie = paired_difference(same, same.copy())
-    assert tie.estimate == 0 and -0.005 < tie.low < 0 < tie.high < 0.005
-    right = paired_difference(np.ones(1000), np.ones(1000))
-    assert right.estimate == 0 and -0.005 < right.low < 0 < right.high < 0.005
-
-
-@pytest.mark.parametrize("a, b, match", [
-    ([1, 0, 1], [1, 0], "equal length"), ([], [], "non-empty"),
-    ([[1, 0]], [[1, 0]], "1-D"), ([1, 0, 2], [1, 0, 1], "0/1"), ([1, 0.5], [1, 0], "0/1")])
-def test_paired_difference_errors(a, b, match):
-    with pytest.raises(ValueError, match=match):
-        paired_difference(a, b)
