@@ -141,9 +141,6 @@ def test_a_planted_page_is_caught_and_a_clean_one_passes(tmp_path: Path) -> None
     assert site_faults(tmp_path) == ["bad.html: '25 of 5': 25 of 5"]
 
 
-@pytest.mark.xfail(reason="issue 45 open: generated claim details still repeat group names "
-                          "('cls registers', 'stable effective'); the planted cases gate the check",
-                   strict=False)
 def test_the_books_prose() -> None:
     if not book_is_fresh():
         pytest.skip("the book is not built, or older than its sources: `python -m raptor build`")
