@@ -243,13 +243,14 @@ def plan(name: str, profile: str, overrides: Mapping[str, Any] | None = None, *,
     return jobs, stopped
 
 
-def missing_students(profile: str, chapters: Sequence[str] | None = None
-                     ) -> list[StudentRequest]:
-    """The students the ``chapters`` (default: all) ask for at ``profile`` that the cache lacks,
-    each once, for :mod:`raptor.student_batch`; their teachers must be cached."""
+def missing_students(profile: str, chapters: Sequence[str] | None = None,
+                     overrides: Mapping[str, Any] | None = None) -> list[StudentRequest]:
+    """The students the ``chapters`` (default: all) ask for at ``profile`` with the parameter
+    ``overrides`` that the cache lacks, each once, for :mod:`raptor.student_batch`; their teachers
+    must be cached."""
     found: dict[str, StudentRequest] = {}
     for name in chapters or MODULES:
-        for job in plan(name, profile)[0]:
+        for job in plan(name, profile, overrides)[0]:
             if job.kind != "student":
                 continue
             if not job.ready:

@@ -31,6 +31,7 @@ ARCHITECTURE = ["L", "D", "heads", "patch_size", "img_size", "registers"]
 TRAINING = ["dataset", "steps", "batch_size", "lr", "warmup", "weight_decay", "min_lr",
             "grad_clip", "train_limit", "eval_every", "patience", "half_precision"]
 DISTILLATION = ["stage1_steps", "stage2_steps", "distill_lr", "distill_warmup", "distill_limit",
+                "distill_val_limit", "distill_eval_every", "distill_patience",
                 "distill_half_precision"]
 OWN = ["p_values", "ks", "p", "pairs", "weights", "limit", "scale", "flag"]
 MACHINE = ["data_root", "device"]

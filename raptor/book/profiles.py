@@ -27,10 +27,16 @@ TEACHER = FAMILY.teacher()
 # (in float32 they do not fit its 64 MB); the book is executed from them.
 TRAIN = replace(FAMILY.training(), half_weights=True)
 # Two stages of 100 steps each on 5,000 training images [ours: a 2-core budget]; ``repeats`` is
-# each chapter's partition. Not yet the convergence criterion (``patience``): the students distilled
-# to it on a GPU are not all in the tier yet (results/students/).
+# each chapter's partition. Not yet the convergence criterion: see :data:`CONVERGED`.
 DISTILL = replace(DistillConfig(repeats=(1,)), stage1_steps=100, stage2_steps=100, lr=1e-3,
                   warmup_steps=20, train_limit=5000, cache_teacher=True, half_weights=True)
+# The students' convergence criterion, as ``cpu``'s parameter overrides [ours: from learning
+# curves to 2,000 steps a stage, results/students/gpu_probe.json]: a stage stops once its loss on
+# 1,000 held-out training images, read every 100 steps, has not fallen by 1% for 4 readings, within
+# 2,000 steps. The students are distilled to it in stages (``results/students/converged/``, a
+# tier of its own); once every one is there, it becomes ``DISTILL`` and the tier is refilled.
+CONVERGED = {"stage1_steps": 2000, "stage2_steps": 2000, "distill_val_limit": 1000,
+             "distill_eval_every": 100, "distill_patience": 4}
 
 SMOKE_TEACHER = replace(TEACHER, depth=4, embed_dim=32, num_heads=2)
 SMOKE_TRAIN = replace(TRAIN, steps=30, eval_every=7, batch_size=64, train_limit=1024)

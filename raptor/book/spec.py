@@ -70,7 +70,9 @@ PARAMETERS: dict[type, dict[str, str]] = {
                   "half_weights": "half_precision"},
     DistillConfig: {"stage1_steps": "stage1_steps", "stage2_steps": "stage2_steps",
                     "lr": "distill_lr", "warmup_steps": "distill_warmup",
-                    "train_limit": "distill_limit", "half_weights": "distill_half_precision"},
+                    "train_limit": "distill_limit", "val_limit": "distill_val_limit",
+                    "eval_every": "distill_eval_every", "patience": "distill_patience",
+                    "half_weights": "distill_half_precision"},
 }
 
 
