@@ -130,7 +130,9 @@ def _parser() -> argparse.ArgumentParser:
     p_find.add_argument("--readme", type=Path, default=BOOK.parent / "README.md")
     p_find.add_argument("--claims", type=Path, default=BOOK / "claims")
     p_art = sub.add_parser("artifacts", help="fill or check the artifact tier (artifacts/)")
-    p_art.add_argument("action", choices=["export", "verify", "compare"])
+    p_art.add_argument("action", choices=["export", "verify", "compare", "stage", "unstage"],
+                       help="stage: add the cache's students to the tier at --root (models "
+                       "trained over sessions); unstage: write that tier's entries into the cache")
     p_art.add_argument("--log", type=Path, help="export: the $RAPTOR_CACHE_LOG of a book run")
     p_art.add_argument("--root", type=Path, default=Path("artifacts"))
     p_art.add_argument("--cache", type=Path,
@@ -264,6 +266,12 @@ def _artifacts(args: argparse.Namespace) -> int:
         return 0
     if args.action == "compare":
         return _compare_retrained(args.root, args.cache)
+    if args.action == "stage":
+        print(f"{len(_tier().stage(args.root)['entries'])} students staged in {args.root}")
+        return 0
+    if args.action == "unstage":
+        print(f"{_tier().unstage(args.root)} entries of {args.root} written into the cache")
+        return 0
     if args.log is None or not args.log.is_file():
         raise ArtifactError("export needs --log FILE: the $RAPTOR_CACHE_LOG written by a book run")
     manifest = _tier().export(args.log.read_text().split(), args.root)

@@ -347,3 +347,28 @@ def test_every_tier_student_loads_under_its_content_key(monkeypatch, tmp_path):
         tensors, _ = load_entry("student", key)
         build_student(teacher, cfg).blocks.load_state_dict(tensors)
     assert list(tmp_path.rglob("*.safetensors")) == []  # nothing was trained
+
+
+def test_staged_students_accumulate_over_sessions_and_resume_in_a_new_cache(tmp_path, monkeypatch):
+    """Each session's students join the staging tier beside the earlier ones (teachers stay out);
+    a fresh cache unstaged from it holds them bit for bit, and a changed staged file is refused."""
+    stage_root = tmp_path / "staged"
+    monkeypatch.setenv("RAPTOR_ARTIFACTS", "")
+    for session, value in ((1, 1.0), (2, 2.0)):
+        monkeypatch.setenv("RAPTOR_CACHE", str(tmp_path / f"cache{session}"))
+        get_or_build("teacher", {"t": session}, _build(value))
+        get_or_build("student", {"s": session}, _build(value))
+        (tmp_path / f"cache{session}" / "student" / "x.work.safetensors").write_bytes(b"partial")
+        manifest = artifacts.stage(stage_root)
+    names = {entry_name("student", {"s": s}) for s in (1, 2)}
+    assert set(manifest["entries"]) == names and verify(stage_root) == 2
+    monkeypatch.setenv("RAPTOR_CACHE", str(tmp_path / "fresh"))
+    assert artifacts.unstage(stage_root) == 2 and artifacts.unstage(stage_root) == 0
+    for s in (1, 2):
+        got = get_or_build("student", {"s": s}, lambda _work: pytest.fail("must not build"))
+        assert torch.equal(got[0]["w"], torch.full((3, 2), float(s)))
+    victim = stage_root / (entry_name("student", {"s": 1}) + ".xz")
+    victim.write_bytes(victim.read_bytes()[:-1] + b"\0")
+    monkeypatch.setenv("RAPTOR_CACHE", str(tmp_path / "another"))
+    with pytest.raises(ArtifactError, match="sha256"):
+        artifacts.unstage(stage_root)

@@ -194,11 +194,11 @@ def test_text_too_small_on_a_phone_is_found() -> None:
 
 
 def test_a_box_figure_too_high_for_the_box_is_found() -> None:
-    """The box shows its figure at most 400 px high on a desktop: 9 pt on one 8 in high, 6.2 px."""
-    fig, ((ax,),) = plotting.figure(width=4, height=8)
+    """The box shows its figure at most 260 px high on a desktop: 9 pt on one 5 in high, 6.4 px."""
+    fig, ((ax,),) = plotting.figure(width=4, height=5)
     ax.set(xlabel="layer", ylabel="value")
     assert problems(fig) == []
-    assert "font 6.2 px in the box at 1,280 px: '0.0'" in problems(fig, box=True)
+    assert "font 6.4 px in the box at 1,280 px: '0.0'" in problems(fig, box=True)
     plt.close(fig)
 
 

@@ -157,6 +157,34 @@ def export(names: Iterable[str], root: Path, *, source: Path | None = None) -> d
     return json.loads(text)
 
 
+def stage(root: Path, kind: str = "student") -> dict[str, Any]:
+    """Add every ``kind`` entry of the cache to the tier at ``root``, keeping the entries it holds:
+    models trained in stages (over sessions, or on another machine) gathered in a tier of their own
+    until all are final, then moved into the book's tier at once. Returns the manifest."""
+    cache = cache_root()
+    built = [str(p.relative_to(cache)) for p in (cache / kind).glob("*.safetensors")
+             if not p.name.endswith(".work.safetensors")]
+    kept = list(read_manifest(root)) if (root / MANIFEST).is_file() else []
+    return export([*built, *kept], root)
+
+
+def unstage(root: Path) -> int:
+    """Write every entry of the tier at ``root`` (each checked against its sha256) into the cache
+    that lacks it, as the cache stores it: a staged training resumes where it was left. Returns the
+    number written."""
+    written = 0
+    for name in read_manifest(root):
+        path = cache_root() / name
+        if path.is_file():
+            continue
+        _load(root, name)  # verified before it is written
+        data = unpack((root / (name + PACKED)).read_bytes())
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, lambda tmp, data=data: Path(tmp).write_bytes(data))
+        written += 1
+    return written
+
+
 def verify(root: Path) -> int:
     """Check every file of the tier against the manifest; returns the number of entries."""
     if not (root / MANIFEST).is_file():

@@ -94,7 +94,7 @@ def training_figure(result: Result) -> plt.Figure:
 def layerwise_figure(result: Result) -> plt.Figure:
     """R² (as in Fig. 4B) and cosine similarity (Fig. 14) to the teacher through depth: the mean
     over seeds, shaded from the lowest seed to the highest."""
-    fig, axes = plotting.figure(1, 2, width=plotting.BOX_WIDTH, height=3.8)
+    fig, axes = plotting.figure(1, 2, width=plotting.BOX_WIDTH, height=3.4)
     for ax, metric, name in zip(axes[0], ("r2", "cosine"), ("(A) R²", "(B) cosine similarity")):
         per_seed = {f"k={k} {g}": np.array([run.evals[k][metric][g] for run in result.runs])
                     for k in result.spec.k_values for g in GROUPS}

@@ -140,7 +140,7 @@ def share_cosine_figure(result: Result) -> plt.Figure:
     """(A) what C13 judges: each seed's Raptor probe accuracy per k (points: no zero baseline),
     its teacher's own probe dashed; (B) cosine to the teacher through depth, first seed (Fig. 14).
     C12's shares of DINOv2-B on ImageNet are another quantity and stay off these axes."""
-    fig, ((ax_a, ax_b),) = plotting.figure(1, 2, width=plotting.BOX_WIDTH, height=4.0)
+    fig, ((ax_a, ax_b),) = plotting.figure(1, 2, width=plotting.BOX_WIDTH, height=3.4)
     palette = plt.get_cmap("Greys")(np.linspace(0.95, 0.5, len(result.runs)))  # (B) has colour
     for colour, run in zip(palette, result.runs):
         ks = list(run.probe_acc)

@@ -102,7 +102,7 @@ def sweep_figure(result: Result) -> plt.Figure:
     teacher (Fig. 4C–E): what C6–C8 judge."""
     spec, sweep = result.spec, sweep_table(result)
     by_p = sweep.drop(columns="partition").groupby("p").agg(["mean", "std"])
-    fig, axes = plotting.grid(3, width=plotting.BOX_WIDTH, row_height=2.5, extra=0.6)
+    fig, axes = plotting.grid(3, width=plotting.BOX_WIDTH, row_height=1.6, extra=0.6)
     ax_c, ax_d, ax_e = axes
     for col, label in (("teacher acc", "teacher"), ("student acc", "Raptor")):
         ax_c.errorbar(spec.p_values, by_p[(col, "mean")], yerr=by_p[(col, "std")].fillna(0),
