@@ -13,7 +13,7 @@ import scipy.stats as st
 from raptor import atlas, atlas_design, controls
 from raptor.atlas import Cell
 from raptor.book.chapters import atlas as chapter
-from raptor.book.claims import FAILS, HOLDS, INCONCLUSIVE
+from raptor.book.claims import EXCESS_MIN, FAILS, HOLDS, INCONCLUSIVE
 from raptor.book.spec import SpecError
 
 
@@ -69,13 +69,13 @@ def test_table_figures_and_findings(stored, result) -> None:
     assert np.isfinite(result.dinov2b[3].excess)
 
 
-def test_seeds_of_one_cell_are_combined_by_a_binomial_test(stored, result) -> None:
+def test_seeds_of_one_cell_are_combined_on_a_t_interval_over_seeds(stored, result) -> None:
     """The controls are stored as seeds of one cell: one row, each seed's verdict, and over the
-    seeds "holds" only if the seeds saying so are too many for chance at 2.5% a seed and those
-    saying "does not hold" are not (scipy's binomial, the oracle)."""
+    seeds the mean excess on the t interval of their spread (scipy's t, the oracle), each trained
+    model one unit, against C1's threshold."""
     _, answers = stored
     table = chapter.seeds_table(result)
-    n, holding = len(answers), sum(answers.values())
+    n = len(answers)
     seeds = sorted(answers, key=lambda c: c.seed)
     assert list(table.index) == [("L12-D64-n1000-p0-P7", s) for s in
                                  [f"seed {c.seed}" for c in seeds] + [f"over the {n} seeds"]]
@@ -83,9 +83,11 @@ def test_seeds_of_one_cell_are_combined_by_a_binomial_test(stored, result) -> No
     x = result.tests[seeds[0].name]
     low, high = x.interval()
     assert table.iloc[0]["C1: excess"] == f"{x.excess:+.3f} [{low:+.3f}, {high:+.3f}]"
-    holds, fails = (st.binom.sf(m - 1, n, 0.025) < 0.05 for m in (holding, n - holding))
-    assert table["C1"].iloc[-1] == (HOLDS if holds and not fails else FAILS if fails and not holds
-                                    else INCONCLUSIVE)
+    excess = np.array([result.tests[c.name].excess for c in seeds])
+    lo, hi = st.t.interval(0.95, n - 1, excess.mean(), st.sem(excess))
+    assert table.iloc[-1]["C1: excess"] == f"{excess.mean():+.3f} [{lo:+.3f}, {hi:+.3f}]"
+    assert table["C1"].iloc[-1] == (HOLDS if lo > EXCESS_MIN.value else
+                                    FAILS if hi < EXCESS_MIN.value else INCONCLUSIVE)
     assert chapter.findings(result)["seeds"].startswith("1 cell is measured on several seeds; ")
     one = dataclasses.replace(result, cells=result.cells[:1])
     assert chapter.seeds_table(one).empty  # a single seed is no row

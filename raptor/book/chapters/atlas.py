@@ -28,6 +28,7 @@ from raptor.book import plotting
 from raptor.book.chapters.phase_structure import c1_summary, excess_row, power_reps
 from raptor.book.claims import (EXCESS_MIN, FAILS, HOLDS, INCONCLUSIVE, LEVEL, Claim,
                                  across_seeds, claim, versus)
+from raptor.book.engine import over_seeds
 from raptor.book.specs.atlas import NAME, NOTEBOOK, PAPER, SMOKE, Spec  # noqa: F401
 from raptor.phase_test import PhaseTest, phase_test
 from raptor.stats import Interval
@@ -102,8 +103,9 @@ def table(result: Result) -> pd.DataFrame:
 
 def seeds_table(result: Result) -> pd.DataFrame:
     """The cells measured on several seeds (stage 2): a row per seed (C1's excess, its interval
-    corrected for the k's tried, C1's verdict), then C1's verdict over the seeds
-    (:func:`~raptor.book.claims.across_seeds`, a binomial test of the seeds' verdicts)."""
+    corrected for the k's tried, C1's verdict), then the cell's over its seeds, each trained model
+    one unit (:func:`~raptor.book.engine.over_seeds`: the mean excess on its t interval between
+    seeds, against C1's threshold)."""
     by_cell: dict[Cell, list[Cell]] = {}
     for r in result.cells:
         by_cell.setdefault(dataclasses.replace(r.cell, seed=0), []).append(r.cell)
@@ -111,13 +113,14 @@ def seeds_table(result: Result) -> pd.DataFrame:
     for base, cells in by_cell.items():
         if len(cells) < 2:
             continue
-        name, per_seed = base.name.removesuffix("-s0"), {}
+        name = base.name.removesuffix("-s0")
         for c in sorted(cells, key=lambda c: c.seed):
             x = result.tests[c.name]
-            per_seed[c.seed] = claim("C1", paper="", ours="", holds=result.verdict(c))
             rows[name, f"seed {c.seed}"] = (f"{Interval(x.excess, *x.interval(), LEVEL):+.3f}",
-                                            per_seed[c.seed].verdict)
-        rows[name, f"over the {len(cells)} seeds"] = ("", across_seeds(per_seed).verdict)
+                                            result.verdict(c))
+        iv = over_seeds([result.tests[c.name].excess for c in cells]).interval()
+        rows[name, f"over the {len(cells)} seeds"] = (f"{iv:+.3f}",
+                                                      versus(iv.low, iv.high, EXCESS_MIN.value))
     return pd.DataFrame(list(rows.values()), columns=["C1: excess", "C1"],
                         index=pd.MultiIndex.from_tuples(list(rows), names=["cell", "seed"]))
 
@@ -141,11 +144,12 @@ def _plain_log(ax: plt.Axes) -> None:
 
 
 def factor_figure(result: Result) -> plt.Figure:
-    """The excess over the warped decay (cross-fitted, 95% bootstrap interval) of every cell at
-    ``spec.k`` against each factor (the design's levels; cells of one level side by side) and
-    against parameters per training image, coloured by the training-set size; the paper's
-    DINOv2-B matrix and C1's threshold as lines."""
-    k, t = result.spec.k, table(result)
+    """C1's test of every cell — its excess at the best k, on the partition chosen on the residual
+    over the warped decay (cross-fitted), with its interval corrected for the k's tried —
+    against each factor (the design's levels; cells of one level side by side) and against
+    parameters per training image, coloured by the training-set size; the paper's DINOv2-B
+    matrix (the same test) and C1's threshold as lines."""
+    t = table(result)
     colours = _size_colours(result)
     panels = [(column, label, levels) for column, (label, levels) in FACTORS.items()]
     fig, axes = plotting.grid(len(panels) + 1, row_height=2.4, extra=0.8, sharey=True)
@@ -157,24 +161,24 @@ def factor_figure(result: Result) -> plt.Figure:
             same = t[t[column] == row[column]].index.tolist()
             at = levels.index(row[column]) + (0.6 * (same.index(name) / (len(same) - 1) - 0.5)
                                               if len(same) > 1 else 0.0)
-            _interval(ax, at, result.excess[r.cell.name][k], colours[row["train images"]],
+            _interval(ax, at, result.tests[r.cell.name], colours[row["train images"]],
                       r.cell.name)
         ax.set_xticks(range(len(levels)), [f"{v:g}" for v in levels])
         ax.set_xlim(-0.5, len(levels) - 0.5)
         ax.set_xlabel(label)
     ax = axes[-1]
     for (_, row), r in zip(t.iterrows(), result.cells):
-        _interval(ax, row["params / image"], result.excess[r.cell.name][k],
+        _interval(ax, row["params / image"], result.tests[r.cell.name],
                   colours[row["train images"]], r.cell.name)
     _plain_log(ax)
     ax.set_xlabel("params per training image")
     for ax in axes:
         ax.axhline(0, color="0.6", lw=0.8, label="_zero")
         ax.axhline(EXCESS_MIN.value, color="0.2", lw=0.8, ls="--", label="_C1 threshold")
-        ax.axhline(result.dinov2b[k].excess, color="tab:red", lw=1, ls=":",
+        ax.axhline(result.dinov2b_test.excess, color="tab:red", lw=1, ls=":",
                    label="_DINOv2-B (paper's matrix)")
     for ax in axes:
-        ax.set_ylabel(f"block excess, k = {k}")
+        ax.set_ylabel("C1's excess, best k")
     handles = [plt.Line2D([], [], marker="o", ls="", color=c, label=f"{n:,} images")
                for n, c in colours.items()]
     handles += [plt.Line2D([], [], color="0.2", ls="--", label="C1 threshold"),
@@ -183,9 +187,9 @@ def factor_figure(result: Result) -> plt.Figure:
     return fig
 
 
-def _interval(ax: plt.Axes, at: float, e: PhaseExcess, colour: Any, name: str) -> None:
-    ax.vlines(at, e.low, e.high, color=colour, lw=1, label=f"_{name}: 95% interval")
-    ax.plot(at, e.excess, "o", ms=3.5, color=colour, label=f"_{name}: excess")
+def _interval(ax: plt.Axes, at: float, t: PhaseTest, colour: Any, name: str) -> None:
+    ax.vlines(at, *t.interval(), color=colour, lw=1, label=f"_{name}: 95% interval")
+    ax.plot(at, t.excess, "o", ms=3.5, color=colour, label=f"_{name}: excess")
 
 
 def convergence_figure(result: Result) -> plt.Figure:
