@@ -12,6 +12,8 @@ not in their last bits.
     python -c "import pickle; from raptor.sweep import missing_students; pickle.dump(
         missing_students('cpu'), open('students.pickle', 'wb'))"     # here: what the book lacks
     python -m raptor.student_batch students.pickle --threads 16 --minutes 8   # on the GPU
+    OMP_NUM_THREADS=1 python -m raptor.student_batch students.pickle --device cpu --threads 1 \
+        --part 0 2 --minutes 150                                      # or one process a CPU core
 
 The file holds :class:`~raptor.train.StudentRequest` objects, their teachers cached (e.g. in the
 tier); a run starts no student after ``--minutes`` and lists those left, and the cache's
@@ -99,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minutes", type=float, default=60.0,
                         help="start no student after this long")
     parser.add_argument("--device", default="cuda")
-    parser.add_argument("--no-capture", action="store_true", help="eager steps, no CUDA graphs")
+    parser.add_argument("--no-capture", action="store_true",
+                        help="eager steps, no CUDA graphs (always so on a CPU)")
     parser.add_argument("--part", type=int, nargs=2, default=(0, 1), metavar=("I", "N"),
                         help="only every N-th student from the I-th (0-based): one of N processes")
     parser.add_argument("--data-root")
@@ -114,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     requests = requests[index::parts]
     rows = distil_all(requests, threads=args.threads,
                       deadline=time.monotonic() + 60 * args.minutes, device=args.device,
-                      capture=not args.no_capture, data_root=args.data_root)
+                      capture=not args.no_capture and args.device.startswith("cuda"),
+                      data_root=args.data_root)
     if args.report:
         args.report.write_text(json.dumps(rows, indent=1, default=str))
     left = [r["index"] for r in rows if r["status"] != "done"]
