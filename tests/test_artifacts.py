@@ -351,7 +351,8 @@ def test_every_tier_student_loads_under_its_content_key(monkeypatch, tmp_path):
 
 def test_staged_students_accumulate_over_sessions_and_resume_in_a_new_cache(tmp_path, monkeypatch):
     """Each session's students join the staging tier beside the earlier ones (teachers stay out);
-    a fresh cache unstaged from it holds them bit for bit, and a changed staged file is refused."""
+    a fresh cache unstaged from it holds them bit for bit, refilling a tier from that cache writes
+    the staged files' very bytes, and a changed staged file is refused."""
     stage_root = tmp_path / "staged"
     monkeypatch.setenv("RAPTOR_ARTIFACTS", "")
     for session, value in ((1, 1.0), (2, 2.0)):
@@ -367,6 +368,9 @@ def test_staged_students_accumulate_over_sessions_and_resume_in_a_new_cache(tmp_
     for s in (1, 2):
         got = get_or_build("student", {"s": s}, lambda _work: pytest.fail("must not build"))
         assert torch.equal(got[0]["w"], torch.full((3, 2), float(s)))
+    refilled = export(names, tmp_path / "artifacts")["entries"]  # the tier's later refill
+    assert {n: e["sha256"] for n, e in refilled.items()} == \
+        {n: e["sha256"] for n, e in manifest["entries"].items()}  # the same bytes: one blob each
     victim = stage_root / (entry_name("student", {"s": 1}) + ".xz")
     victim.write_bytes(victim.read_bytes()[:-1] + b"\0")
     monkeypatch.setenv("RAPTOR_CACHE", str(tmp_path / "another"))
