@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pickle
 import subprocess
@@ -218,6 +219,13 @@ def test_missing_students_wait_for_their_teachers_then_are_the_plans_students(
     wanted = [j.request for j in plan("raptor", "smoke")[0]]
     assert missing_students("smoke", ["raptor"]) == wanted and wanted
     assert all(isinstance(r, StudentRequest) for r in wanted)
+    converged = missing_students("smoke", ["raptor"], {"stage1_steps": 9, "distill_val_limit": 32,
+                                                       "distill_patience": 2})
+    assert [dataclasses.replace(r.cfg, stage1_steps=w.cfg.stage1_steps, val_limit=None,
+                                patience=None) for r, w in zip(converged, wanted)] == \
+        [w.cfg for w in wanted]  # the same students, to the criterion the overrides name
+    assert {(r.cfg.stage1_steps, r.cfg.val_limit, r.cfg.patience) for r in converged} == \
+        {(9, 32, 2)}
 
 
 def test_a_chapters_cost_is_its_dry_plan_from_an_empty_cache(fresh_cache: Path) -> None:
