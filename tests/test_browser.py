@@ -382,9 +382,6 @@ def scoped_pages(site: Path) -> list[str]:
 
 
 @browser
-@pytest.mark.xfail(reason="issue 45 open: the narrower, taller result-box figures no longer fit the "
-                          "first screen at 1,280 px; the planted cases above gate each check",
-                   strict=False)
 def test_every_page_of_the_book_renders_and_links(site: Path, driver, serve) -> None:
     base = serve(site)
     boxes = result_boxes()
