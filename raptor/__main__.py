@@ -208,7 +208,7 @@ def _analyze(args: argparse.Namespace) -> int:
               "k_values": args.k, "n_images": args.n_images, "input_size": args.img_size,
               "batch": args.batch_size, "n_boot": args.n_boot, "device": args.device,
               "data_root": args.data_root, "bf16": args.bf16 or None,
-              "random_partitions": args.random_partitions}
+              "random_partitions": args.random_partitions, "fit_raptor": False}
     if args.fit_raptor is not None:
         if args.fit_raptor < 2:
             raise RunnerError(f"--fit-raptor must be at least 2 steps (one per stage), got "

@@ -20,10 +20,11 @@ from safetensors.torch import save_file
 
 from raptor import analysis, dynamics
 from raptor.book.chapters import analyze as chapter
-from raptor.book.experiment import pretrained_walk
+from raptor.book.experiment import pretrained_walk, student_of
 from raptor.book.pretrained import Pretrained
 from raptor.book.spec import Machine, SpecError
 from raptor.similarity import layer_similarity, phase_matrix
+from raptor.storage.build_log import builds_reported
 from raptor.structure import image_growth_nulls, image_phase_matrices, phase_excess
 from raptor.trajectories import TokenGroups, collect_trajectories
 
@@ -60,7 +61,7 @@ def spec_for(name: str, size: int, files: dict[str, Path], folder: Path, **chang
              ) -> chapter.Spec:
     values = dict(machine=Machine(device="cpu"), input_size=size, model=name,
                   weights=str(files[name]), images=str(folder), n_images=12, k_values=(2, 3),
-                  n_boot=10, batch=5)
+                  n_boot=10, batch=5, fit_raptor=False)  # the command's default
     return dataclasses.replace(chapter.Spec(), **{**values, **changes})
 
 
@@ -163,6 +164,19 @@ def test_smoke_result(smoke_result) -> None:
     assert set(chapter.findings(r)) >= {"cuts", "excess", "dinov2b", "raptor"}
     assert chapter.flow_table(r).shape == (3, 7)
     assert [[f.kind for f in fits] for fits in r.fits.values()] == [["max-cut", "random"]] * 2
+
+
+def test_the_companions_raptor_is_the_cached_student_the_chapters_share(smoke_result,
+                                                                        smoke_cache: Path,
+                                                                        monkeypatch) -> None:
+    r = smoke_result("analyze")
+    monkeypatch.setenv("RAPTOR_CACHE", str(smoke_cache))
+    with builds_reported() as built:
+        for k, cut in r.cuts.items():
+            student, _ = student_of(r.spec, r.spec.teacher.p, cut)
+            fitted = r.fits[k][0].partition
+            assert [tuple(b) for b in student.partition] == [tuple(b) for b in fitted]
+        assert built() == []  # each max-cut's Raptor was the shared, cached student
 
 
 def test_the_page_names_the_model_and_keeps_its_titles_apart(smoke_result) -> None:

@@ -29,7 +29,7 @@ from raptor import analysis, paper, phases
 from raptor.book import plotting
 from raptor.book.chapters.phase_structure import c1_summary, excess_row, power_reps
 from raptor.book.claims import EXCESS_MIN, LEVEL, Claim, versus
-from raptor.book.experiment import teacher_of
+from raptor.book.experiment import student_of, teacher_of
 from raptor.book.scope import DATASET_NAMES
 from raptor.book.specs.analyze import COMPANION, NAME, NOTEBOOK, PAPER, SMOKE, Spec  # noqa: F401
 from raptor.dynamics import DynamicsSummary
@@ -59,7 +59,6 @@ class Fit:
     global_r2: float
     agreement: float | None
     steps: int
-    seconds: float
 
 
 @dataclass
@@ -135,22 +134,27 @@ def compute(spec: Spec) -> Result:
 
 def fit(spec: Spec, model, partition: Partition, kind: str, train_set: Dataset,
         analysed: Dataset) -> Fit:
-    """A Raptor of ``model`` on ``partition`` distilled by ``spec.distill`` on ``train_set``
-    (the model's trajectories kept in memory when they fit), compared on ``analysed``."""
+    """A Raptor of ``model`` on ``partition`` distilled by ``spec.distill``, compared on
+    ``analysed``. The book's own teacher's is the cached student the other chapters share
+    (:func:`~raptor.book.experiment.student_of`: distilled on the teacher's training images,
+    carried by the artifact tier); any other model's is distilled here on ``train_set`` (its
+    trajectories kept in memory when they fit)."""
     device = resolve_device(spec.machine.device)
-    tokens = TokenGroups.from_model(model).num_tokens
-    cached = len(train_set) * (len(model.blocks) + 1) * tokens * model.embed_dim * 4
-    cfg = dataclasses.replace(spec.distill, repeats=repeats_from_partition(partition,
-                                                                           len(model.blocks)),
-                              device=device, bf16=spec.bf16 and device.startswith("cuda"),
-                              cache_teacher=spec.distill.cache_teacher
-                              and cached <= CACHE_LIMIT_BYTES)
-    student, record = distill(model, train_set, cfg, progress=False)
+    if spec.model == COMPANION:
+        student, _ = student_of(spec, spec.teacher.p, partition)
+    else:
+        tokens = TokenGroups.from_model(model).num_tokens
+        cached = len(train_set) * (len(model.blocks) + 1) * tokens * model.embed_dim * 4
+        cfg = dataclasses.replace(
+            spec.distill, repeats=repeats_from_partition(partition, len(model.blocks)),
+            device=device, bf16=spec.bf16 and device.startswith("cuda"),
+            cache_teacher=spec.distill.cache_teacher and cached <= CACHE_LIMIT_BYTES)
+        student, _ = distill(model, train_set, cfg, progress=False)
     match = evaluate_student(student, model, DataLoader(analysed, batch_size=spec.batch),
                              device=device)
     return Fit(tuple(partition), kind, match["cosine"], match["r2"], match["global_r2"],
                match["agreement"] if model.num_classes else None,
-               cfg.stage1_steps + cfg.stage2_steps, record["seconds"])
+               spec.distill.stage1_steps + spec.distill.stage2_steps)
 
 
 def table(result: Result) -> pd.DataFrame:

@@ -30,8 +30,9 @@ class Spec:
     ``input_size``: a timm model's input size (default its own). With ``fit_raptor``, a Raptor of
     k blocks is distilled by ``distill`` (its two stages' steps, at most ``distill_limit`` images)
     on each max-cut and on ``random_partitions`` random partitions per k, from the source's
-    images that are not among the ``n_images`` it is compared on. ``machine``'s ``data_root``
-    and ``device`` serve every model."""
+    images that are not among the ``n_images`` it is compared on (the companion's: the cached
+    student of its training images). ``machine``'s ``data_root`` and ``device`` serve every
+    model."""
 
     teacher: TeacherConfig = nested(TEACHER)
     train: TrainConfig = nested(TRAIN)
@@ -44,7 +45,7 @@ class Spec:
     n_boot: int = 200
     batch: int = 64
     bf16: bool = False
-    fit_raptor: bool = False
+    fit_raptor: bool = True
     random_partitions: int = 0
     distill: DistillConfig = nested(DISTILL)
     machine: Machine = nested(Machine)
@@ -67,7 +68,7 @@ class Spec:
         require(self.random_partitions >= 0 and (self.fit_raptor or not self.random_partitions),
                 "random_partitions", "≥ 0, and 0 unless fit_raptor is True",
                 self.random_partitions)
-        if self.fit_raptor:
+        if self.fit_raptor and self.model != COMPANION:
             size, batch = source_size(self.images), self.distill.batch_size
             require(size - self.n_images >= batch, "n_images", f"at most {size} − {batch} = "
                     f"{size - batch} with fit_raptor: the Raptor trains on the images of "
@@ -99,6 +100,6 @@ def source_size(images: str) -> int:
 
 SMOKE = dataclasses.replace(Spec(), teacher=SMOKE_TEACHER, train=SMOKE_TRAIN,
                             distill=SMOKE_DISTILL, n_images=64, k_values=(2, 3), n_boot=20,
-                            fit_raptor=True, random_partitions=1)
+                            random_partitions=1)
 PAPER = dataclasses.replace(Spec(), teacher=PAPER_TEACHER, train=PAPER_TRAIN,
                             distill=PAPER_DISTILL, images=PAPER_TRAIN.dataset, n_images=2000)
