@@ -69,6 +69,16 @@ def test_table_figures_and_findings(stored, result) -> None:
     assert np.isfinite(result.dinov2b[3].excess)
 
 
+def detected(excess: np.ndarray) -> float:
+    """The true mean excess that the t interval over these seeds puts above C1's threshold with
+    80% probability (oracle: scipy's noncentral t on a fine grid of noncentralities)."""
+    n = len(excess)
+    crit = st.t.ppf(0.975, n - 1)
+    grid = np.arange(0.0, 30.0, 1e-4)
+    delta = grid[np.argmax(st.nct.sf(crit, n - 1, grid) >= 0.8)]
+    return EXCESS_MIN.value + delta * excess.std(ddof=1) / np.sqrt(n)
+
+
 def test_seeds_of_one_cell_are_combined_on_a_t_interval_over_seeds(stored, result) -> None:
     """The controls are stored as seeds of one cell: one row, each seed's verdict, and over the
     seeds the mean excess on the t interval of their spread (scipy's t, the oracle), each trained
@@ -88,6 +98,18 @@ def test_seeds_of_one_cell_are_combined_on_a_t_interval_over_seeds(stored, resul
     assert table.iloc[-1]["C1: excess"] == f"{excess.mean():+.3f} [{lo:+.3f}, {hi:+.3f}]"
     assert table["C1"].iloc[-1] == (HOLDS if lo > EXCESS_MIN.value else
                                     FAILS if hi < EXCESS_MIN.value else INCONCLUSIVE)
+    for (_, row), c in zip(table.iloc[:-1].iterrows(), seeds):  # each miss says what it can see
+        assert row.iloc[2] == ("—" if row["C1"] == HOLDS else
+                               f"a block step of {result.tests[c.name].d_star:.2f}")
+    if table["C1"].iloc[-1] != HOLDS:
+        assert table.iloc[-1, 2] == f"a mean excess of {detected(excess):+.3f}"
+    planted = dataclasses.replace(result, tests={  # every seed far above the threshold
+        name: dataclasses.replace(x, per_k={k: dataclasses.replace(e, excess=0.2 + 0.01 * i,
+                                                                   boots=e.boots * 0 + 0.2)
+                                            for k, e in x.per_k.items()})
+        for i, (name, x) in enumerate(result.tests.items())})
+    held = chapter.seeds_table(planted)
+    assert set(held["C1"]) == {HOLDS} and set(held.iloc[:, 2]) == {"—"}
     assert chapter.findings(result)["seeds"].startswith("1 cell is measured on several seeds; ")
     one = dataclasses.replace(result, cells=result.cells[:1])
     assert chapter.seeds_table(one).empty  # a single seed is no row

@@ -105,7 +105,9 @@ def seeds_table(result: Result) -> pd.DataFrame:
     """The cells measured on several seeds (stage 2): a row per seed (C1's excess, its interval
     corrected for the k's tried, C1's verdict), then the cell's over its seeds, each trained model
     one unit (:func:`~raptor.book.engine.over_seeds`: the mean excess on its t interval between
-    seeds, against C1's threshold)."""
+    seeds, against C1's threshold). Beside each verdict but "holds", the smallest effect it
+    detects with 80% probability: a seed's block step d*, the cell's mean excess over its
+    seeds (:meth:`~raptor.book.engine.Estimate.detectable`)."""
     by_cell: dict[Cell, list[Cell]] = {}
     for r in result.cells:
         by_cell.setdefault(dataclasses.replace(r.cell, seed=0), []).append(r.cell)
@@ -115,13 +117,18 @@ def seeds_table(result: Result) -> pd.DataFrame:
             continue
         name = base.name.removesuffix("-s0")
         for c in sorted(cells, key=lambda c: c.seed):
-            x = result.tests[c.name]
-            rows[name, f"seed {c.seed}"] = (f"{Interval(x.excess, *x.interval(), LEVEL):+.3f}",
-                                            result.verdict(c))
-        iv = over_seeds([result.tests[c.name].excess for c in cells]).interval()
-        rows[name, f"over the {len(cells)} seeds"] = (f"{iv:+.3f}",
-                                                      versus(iv.low, iv.high, EXCESS_MIN.value))
-    return pd.DataFrame(list(rows.values()), columns=["C1: excess", "C1"],
+            x, verdict = result.tests[c.name], result.verdict(c)
+            rows[name, f"seed {c.seed}"] = (
+                f"{Interval(x.excess, *x.interval(), LEVEL):+.3f}", verdict,
+                "—" if verdict == HOLDS else f"a block step of {x.d_star:.2f}")
+        est = over_seeds([result.tests[c.name].excess for c in cells])
+        iv = est.interval()
+        verdict = versus(iv.low, iv.high, EXCESS_MIN.value)
+        rows[name, f"over the {len(cells)} seeds"] = (
+            f"{iv:+.3f}", verdict, "—" if verdict == HOLDS else
+            f"a mean excess of {EXCESS_MIN.value + est.detectable(EXCESS_MIN.value):+.3f}")
+    return pd.DataFrame(list(rows.values()),
+                        columns=["C1: excess", "C1", "detected with 80% probability"],
                         index=pd.MultiIndex.from_tuples(list(rows), names=["cell", "seed"]))
 
 
