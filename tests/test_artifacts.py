@@ -359,7 +359,8 @@ def test_staged_students_accumulate_over_sessions_and_resume_in_a_new_cache(tmp_
         monkeypatch.setenv("RAPTOR_CACHE", str(tmp_path / f"cache{session}"))
         get_or_build("teacher", {"t": session}, _build(value))
         get_or_build("student", {"s": session}, _build(value))
-        (tmp_path / f"cache{session}" / "student" / "x.work.safetensors").write_bytes(b"partial")
+        for work in ("x.work.safetensors", "x.work.best.safetensors"):  # a build in progress
+            (tmp_path / f"cache{session}" / "student" / work).write_bytes(b"partial")
         manifest = artifacts.stage(stage_root)
     names = {entry_name("student", {"s": s}) for s in (1, 2)}
     assert set(manifest["entries"]) == names and verify(stage_root) == 2

@@ -37,6 +37,12 @@ from raptor.storage.manifest import (MANIFEST, PACKED, ArtifactError, artifacts_
 MAX_BYTES = 64_000_000  # the tier in all, manifest included: 64 MB
 
 
+def finished(path: Path) -> bool:
+    """Whether a cache file is a finished entry (``<fingerprint>.safetensors``), not a build's
+    work files (``<fingerprint>.work.safetensors``, ``<fingerprint>.work.best.safetensors``)."""
+    return "." not in path.name.removesuffix(".safetensors")
+
+
 def sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -163,7 +169,7 @@ def stage(root: Path, kind: str = "student") -> dict[str, Any]:
     until all are final, then moved into the book's tier at once. Returns the manifest."""
     cache = cache_root()
     built = [str(p.relative_to(cache)) for p in (cache / kind).glob("*.safetensors")
-             if not p.name.endswith(".work.safetensors")]
+             if finished(p)]
     kept = list(read_manifest(root)) if (root / MANIFEST).is_file() else []
     return export([*built, *kept], root)
 
@@ -216,9 +222,7 @@ def compare_retrained(root: Path, cache: Path) -> tuple[list[dict[str, Any]], li
     tier = {_without_teacher_weights(e["config"]): (name, e)
             for name, e in read_manifest(root).items()}
     rows, unmatched = [], []
-    for path in sorted(cache.glob("*/*.safetensors")):
-        if path.name.endswith(".work.safetensors"):
-            continue
+    for path in sorted(p for p in cache.glob("*/*.safetensors") if finished(p)):
         name = str(path.relative_to(cache))
         data = path.read_bytes()
         config = json.loads(metadata(data)["config"])
