@@ -188,13 +188,18 @@ def test_the_page_names_the_model_and_keeps_its_titles_apart(smoke_result) -> No
     assert "companion" not in chapter.findings(r)["model"]
     named = types.SimpleNamespace(model="vit_tiny_patch16_224")  # any model but the companion
     assert chapter.model_name(named) == "vit_tiny_patch16_224"
-    fig = chapter.similarity_figure(r)
-    panels = [ax for ax in fig.axes if ax.get_title()]
-    assert len(panels) == len(r.cuts) + 1  # one per k and the paper's DINOv2-B matrix
-    assert len({round(ax.get_position().x0, 3) for ax in panels}) <= 2  # two panels a row
-    fig.canvas.draw()
-    boxes = [ax.title.get_window_extent() for ax in panels]
-    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+    for fig, n in ((chapter.similarity_figure(r), len(r.cuts) + 1),  # and DINOv2-B's matrix
+                   (chapter.fit_figure(r), len(r.fits))):
+        panels = [ax for ax in fig.axes if ax.get_title()]
+        assert len(panels) == n
+        assert len({round(ax.get_position().x0, 3) for ax in panels}) <= 2  # two panels a row
+        fig.canvas.draw()
+        boxes = [ax.title.get_window_extent() for ax in panels]
+        assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+        legends = [ax.get_legend().get_window_extent() for ax in panels if ax.get_legend()]
+        assert all(ax.get_window_extent().contains(*box.p0) and
+                   ax.get_window_extent().contains(*box.p1) for ax, box in zip(
+                       [ax for ax in panels if ax.get_legend()], legends))
 
 
 def test_the_flow_is_the_dynamics_functions_on_the_same_images(weights,

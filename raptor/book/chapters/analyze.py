@@ -245,13 +245,14 @@ def fit_figure(result: Result) -> plt.Figure:
     fig, axes = plotting.grid(len(result.fits), row_height=3.0, extra=0.0, sharey=True)
     group = "cls" if "cls" in next(iter(result.fits.values()))[0].cosine else "patches"
     for ax, (k, fits) in zip(axes, result.fits.items()):
-        for f in fits:
+        for i, f in enumerate(fits):  # the max-cut's first, then the random partitions'
             style = dict(color="black", lw=1.6, marker="o", ms=3) if f.kind == "max-cut" else \
                 dict(color="grey", lw=0.8, alpha=0.7)
-            ax.plot(f.cosine[group], label=f"{f.kind} {phases.format_partition(f.partition)}",
-                    **style)
-        ax.set(title=f"k = {k}", xlabel="layer", ylabel=f"cosine to the model ({group})")
-        ax.legend(frameon=False)
+            ax.plot(f.cosine[group], label=f.kind if i < 2 else "_random", **style)
+        ax.set(title=f"k = {k}: max-cut\n{phases.format_partition(fits[0].partition)}",
+               xlabel="layer", ylabel=f"cosine to the model ({group})")
+        if len(fits) > 1:
+            ax.legend(frameon=False, fontsize="small")
     return fig
 
 
