@@ -252,7 +252,7 @@ def fit_figure(result: Result) -> plt.Figure:
         ax.set(title=f"k = {k}: max-cut\n{phases.format_partition(fits[0].partition)}",
                xlabel="layer", ylabel=f"cosine to the model ({group})")
         if len(fits) > 1:
-            ax.legend(frameon=False, fontsize="small")
+            ax.legend(frameon=False)
     return fig
 
 
