@@ -43,11 +43,15 @@ test: setup verify
 # the core another needs.
 test-checks: setup
 	OMP_WAIT_POLICY=PASSIVE $(MAKE) --no-print-directory --output-sync=target -j3 unit nbval-first \
-		nbval-rest
+		nbval-rest UNIT_WORKERS=0
 	$(MAKE) --no-print-directory nbval-claims
 
+# `make unit` alone runs the tests on every core (pytest-xdist's workers share the smoke models and
+# results: tests/conftest.py); beside nbval's streams, in one process.
+UNIT_WORKERS ?= auto
 unit: setup
-	$(PY) -m pytest -q -m "not browser and not timed and not reproduce" --ignore=tests/test_paper_shape.py
+	OMP_WAIT_POLICY=PASSIVE $(PY) -m pytest -q -n $(UNIT_WORKERS) \
+		-m "not browser and not timed and not reproduce" --ignore=tests/test_paper_shape.py
 
 # The tests that bound wall-clock time (a bad input refused within a second, a dry run's plan
 # within a minute), alone: beside the checks above, three processes share two cores.

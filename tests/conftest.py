@@ -7,6 +7,7 @@ each factory seeds what it draws, so a test gets the same data on every call.
 from __future__ import annotations
 
 import os
+import pickle
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -268,25 +269,44 @@ def kill_after() -> Callable[..., Dataset]:
 
 # --- chapters at the smoke profile -----------------------------------------------------------
 
+def _run_folder(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
+    """``name`` in this run's temporary folder, one for all of pytest-xdist's workers (each has
+    its own folder inside the run's)."""
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / name
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
 @pytest.fixture(scope="session")
 def smoke_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One ``$RAPTOR_CACHE`` for every chapter's smoke models, so each is trained once a session."""
-    return tmp_path_factory.mktemp("smoke-cache")
+    """One ``$RAPTOR_CACHE`` for every chapter's smoke models, so each is trained once a run (the
+    cache's locks keep parallel workers from training one twice)."""
+    return _run_folder(tmp_path_factory, "smoke-cache")
 
 
 @pytest.fixture(scope="session")
-def smoke_result(smoke_cache: Path) -> Callable[[str], Any]:
-    """``smoke_result(name)``: chapter ``name``'s ``compute(SMOKE)``, computed once a session."""
+def smoke_result(smoke_cache: Path, tmp_path_factory: pytest.TempPathFactory
+                 ) -> Callable[[str], Any]:
+    """``smoke_result(name)``: chapter ``name``'s ``compute(SMOKE)``, computed once a run and
+    kept pickled for the other workers."""
     from raptor.book.chapters import chapter
+    from raptor.storage.cache import entry_lock
+    from raptor.storage.checkpoint import atomic_write
 
-    cache, results = smoke_cache, {}
+    folder, results = _run_folder(tmp_path_factory, "smoke-results"), {}
 
     def get(name: str) -> Any:
         if name not in results:
-            mod = chapter(name)
-            with pytest.MonkeyPatch.context() as mp:
-                mp.setenv("RAPTOR_CACHE", str(cache))
-                results[name] = mod.compute(mod.SMOKE)
+            path = folder / f"{name}.pickle"
+            with entry_lock(path):
+                if not path.exists():
+                    mod = chapter(name)
+                    with pytest.MonkeyPatch.context() as mp:
+                        mp.setenv("RAPTOR_CACHE", str(smoke_cache))
+                        data = pickle.dumps(mod.compute(mod.SMOKE))
+                    atomic_write(path, lambda tmp: Path(tmp).write_bytes(data))
+            results[name] = pickle.loads(path.read_bytes())
         return results[name]
 
     return get

@@ -43,7 +43,7 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[Cell, b
 @pytest.fixture(scope="module")
 def result(stored) -> chapter.Result:
     return chapter.compute(dataclasses.replace(chapter.Spec(), results=str(stored[0]),
-                                               k_values=(3,), n_boot=100))
+                                               k_values=(3,), n_boot=20))
 
 
 def test_the_controls_stored_as_cells_get_their_built_in_verdicts(stored, result) -> None:
@@ -122,13 +122,16 @@ def test_seeds_of_one_cell_are_combined_on_a_t_interval_over_seeds(stored, resul
     assert ("the cheapest" in why) == (by_max_cut.verdict == HOLDS)
 
 
-def test_the_books_teachers_are_the_family_the_stored_atlas_chooses() -> None:
+def test_the_books_teachers_are_the_family_the_stored_atlas_chooses(smoke_result) -> None:
     """The ``cpu`` profile's teachers (:data:`raptor.book.profiles.FAMILY`) are the cell the
-    repository's atlas chooses by the rule of :func:`chapter.family`."""
+    repository's atlas chooses by the rule of :func:`chapter.family` (at ``smoke``: the stored
+    cells, the chosen k alone)."""
     from raptor.book.profiles import FAMILY
 
-    spec = dataclasses.replace(chapter.Spec(), k_values=(chapter.Spec().k,), n_boot=20)
-    assert chapter.family(chapter.compute(spec))[0] == FAMILY
+    result = smoke_result("atlas")
+    assert result.spec.results == chapter.Spec().results and \
+        result.spec.k_values == (chapter.Spec().k,)
+    assert chapter.family(result)[0] == FAMILY
 
 
 def test_a_folder_without_results_is_refused_by_name(tmp_path: Path) -> None:
