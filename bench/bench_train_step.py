@@ -27,7 +27,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from raptor.losses import Objective, token_mse
+from raptor.losses import BlockObjective, Objective, token_mse
 from raptor.model import Raptor
 from raptor.paper import DINOV2_B_PARTITIONS, RECIPE
 from raptor.teachers import TeacherConfig, build_teacher
@@ -87,7 +87,15 @@ def engine_step(k: int, stage: int) -> tuple[Callable[[], None], torch.Tensor]:
     teacher = build_teacher(TEACHER).eval()
     raptor = Raptor(teacher, REPEATS[k], init="random").train()
     groups = TokenGroups.from_model(teacher)
-    objective = Objective(raptor, groups, [None] * (k - 1) + [RECIPE.stage1_weights], WEIGHTS)
+    blocks_loss = [BlockObjective(b, seg, groups, RECIPE.stage1_weights if seg[1] == raptor.depth
+                                  else None) for b, seg in zip(raptor.blocks, raptor.partition)]
+    chain = Objective(raptor, groups, WEIGHTS)
+
+    def objective(traj: torch.Tensor, stage: int, lam: float) -> tuple[torch.Tensor, None]:
+        """Every block's stage-1 step at once (each trains alone; the work is their sum)."""
+        if stage == 2:
+            return chain(traj)[0], None
+        return sum(o(traj, lam)[0] for o in blocks_loss), None
     params = raptor.raptor_parameters()
     blocks = [list(b.parameters()) for b in raptor.blocks] if stage == 1 else [params]
     optimizer = torch.optim.AdamW(params, lr=RECIPE.lr, weight_decay=RECIPE.weight_decay)

@@ -4,8 +4,9 @@ Builds DINOv2 ViT-B/14 with 4 registers at 224 px (paper §3; random weights unl
 ``--weights`` is given: throughput does not depend on the values) and the Raptor of the paper's
 k = 3 partition ``1–7 | 8–10 | 11–12`` (repeats 7, 3, 2; Table 1). It times the training
 step of :func:`raptor.train.distill` — teacher trajectory online under ``no_grad``, the stage's
-loss (:class:`raptor.losses.Objective`), backward, per-block (stage 1) or global (stage 2)
-gradient clipping at 1.0, AdamW — on synthetic images, in bf16 autocast, in two modes:
+loss (stage 1: :class:`raptor.losses.BlockObjective`, each block's; stage 2:
+:class:`raptor.losses.Objective`), backward, per-block (stage 1) or global (stage 2) gradient
+clipping at 1.0, AdamW — on synthetic images, in bf16 autocast, in two modes:
 ``eager`` and ``compile``, ``torch.compile`` on each block as ``DistillConfig(bf16=True,
 compile=True)`` does (the Raptor passes the depth index as a tensor, so one graph serves every
 layer). Three
@@ -50,7 +51,7 @@ from torch import nn
 from torch._dynamo.utils import counters
 
 from raptor.loop import adamw, train
-from raptor.losses import Objective
+from raptor.losses import BlockObjective, Objective
 from raptor.model import Raptor, flops_per_image
 from raptor.paper import DINOV2_B, DINOV2_B_PARTITIONS, RECIPE
 from raptor.gpu_cost import GPU_RECORD
@@ -99,9 +100,17 @@ def make_step(teacher: nn.Module, raptor: Raptor, stage: int, lam: float, bf16: 
     takes it (loss weights: the paper's, stage-1 weighting on the block ending at ``L``)."""
     cfg = DistillConfig(repeats=REPEATS)
     depth = raptor.depth
-    objective = Objective(raptor, TokenGroups.from_model(teacher),
-                          [cfg.stage1_weights if stop == depth else None
-                           for _, stop in raptor.partition], cfg.stage2_weights)
+    groups = TokenGroups.from_model(teacher)
+    blocks_loss = [BlockObjective(b, seg, groups, cfg.stage1_weights if seg[1] == depth else None)
+                   for b, seg in zip(raptor.blocks, raptor.partition)]
+    chain = Objective(raptor, groups, cfg.stage2_weights)
+
+    def objective(traj: torch.Tensor, stage: int, lam: float) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every block's stage-1 step at once (each trains alone; the work is their sum)."""
+        if stage == 2:
+            return chain(traj)
+        parts = torch.stack([o(traj, lam)[0] for o in blocks_loss])
+        return parts.sum(), parts.detach()
     params = raptor.raptor_parameters()
     clip_groups = [list(b.parameters()) for b in raptor.blocks] if stage == 1 else [params]
     optimizer = adamw(params, cfg)

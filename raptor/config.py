@@ -84,7 +84,12 @@ def check_device(device: str) -> None:
 
 @dataclass(frozen=True)
 class TeacherConfig:
-    """Architecture of a ViT teacher (timm ``VisionTransformer`` arguments, paper names)."""
+    """Architecture of a ViT teacher (timm ``VisionTransformer`` arguments, paper names).
+
+    ``tied``: the blocks shared within consecutive groups of these sizes (one block applied
+    ``n_j`` times, as a Raptor's): a teacher with phases by construction, the trained positive
+    control of the claims that presuppose phases [ours]. ``None``: every block its own.
+    """
 
     depth: int = 8
     embed_dim: int = 64
@@ -98,8 +103,13 @@ class TeacherConfig:
     layerscale: float | None = None
     p: float = 0.0
     residual: bool = True
+    tied: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
+        if self.tied is not None:
+            object.__setattr__(self, "tied", check_repeats(self.tied))
+            if sum(self.tied) != self.depth:
+                raise ValueError(f"tied={self.tied} must sum to depth={self.depth}")
         for name in ("depth", "embed_dim", "num_heads", "patch_size", "img_size", "in_chans",
                      "num_classes"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
@@ -185,11 +195,14 @@ class DistillConfig:
     ``bf16`` (autocast, teacher included) and ``compile`` (each block) are CUDA-only.
 
     ``val_limit`` held-out training images (none of the ``train_limit`` ones; never the
-    evaluation images) give each stage a validation distillation loss every ``eval_every`` steps.
-    ``patience`` set: a stage stops once that loss has not fallen by a relative
-    :data:`raptor.train.DISTILL_TOL` for ``patience`` evaluations in a row (not before the TF→AR
-    anneal is over), and keeps the weights of its lowest — the convergence criterion; the stage's
-    steps are then its cap (and the cosine's length). ``None``: all steps, the last weights.
+    evaluation images) give each stage — each stage-1 block on its own — a validation
+    distillation loss every ``eval_every`` steps. ``patience`` set, the convergence criterion: the
+    learning rate stays at ``lr`` after the warmup until that loss falls by less than a relative
+    :data:`raptor.train.DISTILL_TOL` a reading over ``patience`` readings (its *plateau*, not
+    before the TF→AR anneal is over), then decays linearly to ``min_lr`` over ``decay_frac`` of
+    the steps run so far, and the stage stops (a warmup–stable–decay schedule); the stage's steps
+    are then its cap, by which the decay must end. ``None``: all steps on a cosine, the last
+    weights.
     """
 
     repeats: tuple[int, ...]
@@ -222,6 +235,7 @@ class DistillConfig:
     val_limit: int | None = None
     eval_every: int = 100
     patience: int | None = None
+    decay_frac: float = 0.2
 
     def __post_init__(self) -> None:
         set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731
@@ -237,9 +251,10 @@ class DistillConfig:
             raise ValueError("patience needs held-out images for its validation loss: set "
                              "val_limit")
         check_recipe(self)
-        if (not isinstance(self.anneal_frac, (int, float)) or isinstance(self.anneal_frac, bool)
-                or not 0 < self.anneal_frac <= 1):
-            raise ValueError(f"anneal_frac must be a number in (0, 1], got {self.anneal_frac!r}")
+        for name in ("anneal_frac", "decay_frac"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value <= 1:
+                raise ValueError(f"{name} must be a number in (0, 1], got {value!r}")
         for name in ("stage1_weights", "stage2_weights"):
             value = getattr(self, name)
             if (not isinstance(value, (list, tuple)) or len(value) != 3

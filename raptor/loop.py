@@ -5,7 +5,7 @@ AdamW, linear warmup then cosine decay to ``min_lr``, the gradient norm clipped 
 non-finite loss or gradient naming the stage and the step. The batch order depends only on
 ``(seed, epoch)``, so a run killed at step ``s`` and resumed from its atomic checkpoint replays
 exactly the batches it would have seen. The convergence criterion of every model trained to one
-(:func:`improves`, :func:`plateaued`), and on a GPU the step captured as CUDA graphs
+(:func:`improves`, :func:`plateaued`; the students' :func:`flattened`), and on a GPU the step captured as CUDA graphs
 (:class:`CapturedStep`).
 """
 
@@ -140,6 +140,19 @@ def warmup_cosine(step: int, total: int, warmup: int, base_lr: float, min_lr: fl
     return min_lr + 0.5 * (base_lr - min_lr) * (1.0 + math.cos(math.pi * progress))
 
 
+def warmup_stable_decay(step: int, warmup: int, base_lr: float, min_lr: float,
+                        decay: tuple[int, int] | None) -> float:
+    """Learning rate at ``step`` of a warmup–stable–decay schedule (Hu et al. 2024; Hägele et al.
+    2024): linear warmup over ``warmup`` steps, then ``base_lr`` until the decay ``(start, stop)``
+    is set, then linear to ``min_lr`` at step ``stop - 1``."""
+    if step < warmup:
+        return base_lr * (step + 1) / warmup
+    if decay is None or step < decay[0]:
+        return base_lr
+    start, stop = decay
+    return min_lr + (base_lr - min_lr) * max(0.0, (stop - 1 - step) / max(1, stop - start))
+
+
 def batches_from(dataset: Dataset, *, batch_size: int, seed: int, start_step: int = 0,
                  num_workers: int = 0, shuffle: bool = True) -> Iterator[tuple[int, object]]:
     """Endless ``(step, batch)`` pairs from ``start_step`` on, in an order fixed by ``seed``.
@@ -191,6 +204,16 @@ def plateaued(val: Sequence[Mapping[str, float]], best_step: int, patience: int)
     """Whether ``patience`` evaluations (``val``: ``{"step", ...}`` each) have come since the best
     one, at ``best_step``: the convergence criterion's stop."""
     return sum(v["step"] > best_step for v in val) >= patience
+
+
+def flattened(val: Sequence[Mapping[str, float]], patience: int, tol: float) -> bool:
+    """Whether a validation loss (``val``: ``{"loss", ...}`` each) has flattened: the lowest of
+    its last ``patience`` readings is less than ``patience · tol`` (relative) below the lowest
+    before them — it falls by less than ``tol`` a reading, a single noisy reading aside."""
+    losses = [v["loss"] for v in val]
+    if len(losses) <= patience:
+        return False
+    return min(losses[-patience:]) > min(losses[:-patience]) * (1 - patience * tol)
 
 
 class CapturedStep:
@@ -300,10 +323,11 @@ def train(stage: str, batches: Iterable[tuple[int, Batch]],
           checkpoint: Callable[[int], None] | None = None, checkpoint_every: int = 200,
           progress: bool = False, initial: int = 0, stop: Callable[[], bool] | None = None,
           captured: tuple[CapturedStep, Callable[[int, Batch], tuple[Hashable, dict[str, torch.Tensor]]]]
-          | None = None) -> int:
+          | None = None, schedule: Callable[[int], float] | None = None) -> int:
     """One step per ``(step, batch)`` of ``batches`` while ``step < total``; returns the next step.
 
-    A step sets the learning rate of ``step`` of ``total``, gets the loss and the detached values
+    A step sets the learning rate of ``step`` of ``total`` (``schedule(step)``; by default
+    :func:`warmup_cosine` over ``total``), gets the loss and the detached values
     to report from ``loss(step, batch)``, back-propagates, clips each of ``clip_groups`` to
     ``recipe.grad_clip`` (unless None), steps and calls ``after_step(step, reported, lr)``; then
     ``checkpoint(step + 1)`` every ``checkpoint_every`` steps before the last; it ends early when
@@ -320,7 +344,8 @@ def train(stage: str, batches: Iterable[tuple[int, Batch]],
         if step >= total:
             break
         GATE.pause()
-        lr = warmup_cosine(step, total, recipe.warmup_steps, recipe.lr, recipe.min_lr)
+        lr = schedule(step) if schedule is not None else \
+            warmup_cosine(step, total, recipe.warmup_steps, recipe.lr, recipe.min_lr)
         if captured is not None:
             step_fn, inputs = captured
             reported, norms = step_fn(*inputs(step, batch), lr)

@@ -69,42 +69,54 @@ def autoregressive_loss(raptor: Raptor, traj: torch.Tensor, start: int, stop: in
     return token_mse(pred, traj[:, start + 1:stop + 1], groups, weights)
 
 
-class Objective(nn.Module):
-    """The loss of one training step, as a module so DDP can wrap it.
+def segment_loss(block: RaptorBlock, traj: torch.Tensor, start: int, stop: int,
+                 groups: TokenGroups, weights: Sequence[float] | None) -> torch.Tensor:
+    """AR loss of ``block`` alone over its segment ``(start, stop]``: the ops of
+    :func:`autoregressive_loss` on a Raptor whose segment this is, without the Raptor."""
+    z = torch.arange(start + 1, stop + 1, dtype=torch.float32, device=traj.device)
+    states = [traj[:, start]]
+    for scales in block.layer_scales(z):
+        states.append(block.step(states[-1], scales))
+    return token_mse(torch.stack(states, dim=1)[:, 1:], traj[:, start + 1:stop + 1], groups,
+                     weights)
 
-    ``forward(traj, stage, lam)`` returns ``(loss, parts)``: in stage 1, ``loss`` is the sum of
-    the ``k`` blocks' independent losses (their parameters are disjoint, so each block gets the
-    gradient of its own loss) and ``parts`` holds them; in stage 2 ``parts`` is ``loss`` alone.
+
+class BlockObjective(nn.Module):
+    """Stage 1's loss of one block on its segment, ``λ·TF + (1 − λ)·AR`` (a module so DDP can
+    wrap it; it holds only the block, so each block trains, stops and is stored on its own).
+
+    ``forward(traj, lam, terms)`` returns ``(loss, parts)``, ``parts`` being ``loss`` alone.
     ``lam`` may be a tensor (a captured step's input): ``terms`` then says which of TF and AR the
     step computes (by default those with a weight, ``(lam > 0, lam < 1)``).
     """
 
-    def __init__(self, raptor: Raptor, groups: TokenGroups,
-                 stage1_weights: Sequence[Weights | None], stage2_weights: Weights | None) -> None:
+    def __init__(self, block: RaptorBlock, segment: tuple[int, int], groups: TokenGroups,
+                 weights: Weights | None) -> None:
         super().__init__()
-        if len(stage1_weights) != len(raptor.blocks):
-            raise ValueError(f"need one stage-1 weighting per block ({len(raptor.blocks)}), "
-                             f"got {len(stage1_weights)}")
-        self.raptor = raptor
-        self.groups = groups
-        self.stage1_weights = list(stage1_weights)
-        self.stage2_weights = stage2_weights
+        self.block, self.segment, self.groups, self.weights = block, segment, groups, weights
 
-    def forward(self, traj: torch.Tensor, stage: int, lam: float | torch.Tensor,
+    def forward(self, traj: torch.Tensor, lam: float | torch.Tensor,
                 terms: tuple[bool, bool] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        if stage == 2:
-            loss = autoregressive_loss(self.raptor, traj, 0, self.raptor.depth, self.groups,
-                                       self.stage2_weights)
-            return loss, loss.detach()[None]
-        tf, ar = terms if terms is not None else (lam > 0, lam < 1)
-        parts = []
-        for block, (start, stop), w in zip(self.raptor.blocks, self.raptor.partition,
-                                          self.stage1_weights):
-            loss = traj.new_zeros(())
-            if tf:
-                loss = loss + lam * teacher_forced_loss(block, traj, start, stop, self.groups, w)
-            if ar:
-                loss = loss + (1 - lam) * autoregressive_loss(self.raptor, traj, start, stop,
-                                                              self.groups, w)
-            parts.append(loss)
-        return torch.stack(parts).sum(), torch.stack(parts).detach()
+        (start, stop), tf_ar = self.segment, terms if terms is not None else (lam > 0, lam < 1)
+        loss = traj.new_zeros(())
+        if tf_ar[0]:
+            loss = loss + lam * teacher_forced_loss(self.block, traj, start, stop, self.groups,
+                                                    self.weights)
+        if tf_ar[1]:
+            loss = loss + (1 - lam) * segment_loss(self.block, traj, start, stop, self.groups,
+                                                   self.weights)
+        return loss, loss.detach()[None]
+
+
+class Objective(nn.Module):
+    """Stage 2's loss: all blocks chained from layer 0 to ``L``, AR (a module so DDP can wrap
+    it). ``forward(traj)`` returns ``(loss, parts)``, ``parts`` being ``loss`` alone."""
+
+    def __init__(self, raptor: Raptor, groups: TokenGroups, weights: Weights | None) -> None:
+        super().__init__()
+        self.raptor, self.groups, self.weights = raptor, groups, weights
+
+    def forward(self, traj: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        loss = autoregressive_loss(self.raptor, traj, 0, self.raptor.depth, self.groups,
+                                   self.weights)
+        return loss, loss.detach()[None]

@@ -40,6 +40,7 @@ from typing import Any
 import torch
 
 from raptor.loop import GATE
+from raptor.storage.artifacts import metrics
 from raptor.storage.cache import entry_name, load_entry
 from raptor.teachers import teacher_key
 from raptor.train import StudentRequest, get_student
@@ -51,7 +52,7 @@ def distil_all(requests: Sequence[StudentRequest], *, threads: int, deadline: fl
     """Distil ``requests`` into the cache, ``threads`` at a time on ``device``, each thread on its
     own stream; none starts after ``deadline`` (``time.monotonic()``). One row per request:
     ``index``, ``status`` (``done``, ``failed`` with the ``error``, or ``not started``), wall
-    ``seconds``, and per stage the steps run and whether the criterion stopped it."""
+    ``seconds``, and per stage (stage 1: per block) the step it stopped at and why."""
     trained = {entry_name("teacher", key): key for r in requests for t in [r.teacher]
                if t.train is not None for key in [teacher_key(t.cfg, t.train, t.seed, t.device)]}
     missing = [name for name, key in trained.items() if load_entry("teacher", key) is None]
@@ -80,9 +81,7 @@ def distil_all(requests: Sequence[StudentRequest], *, threads: int, deadline: fl
         else:
             row = {"index": index, "status": "done",
                    "seconds": round(time.monotonic() - start, 1),
-                   **{f"stage{s}": {k: record[f"stage{s}"].get(k)
-                                    for k in ("stopped", "converged", "best")}
-                      for s in (1, 2)}}
+                   **{k: v for k, v in metrics(record).items() if k.endswith(("stopped", "why"))}}
         with lock:
             out(f"student {index + 1}/{len(requests)}: {row['status']}"
                 f"{' in ' + str(row.get('seconds')) + ' s' if 'seconds' in row else ''}"

@@ -10,19 +10,28 @@ to ``L``, autoregressively (losses in :mod:`raptor.losses`). Both stages run the
 - The teacher runs online: each step computes its trajectory for the batch under ``no_grad``
   (cheaper than the authors' 13 TB of stored activations); ``cache_teacher=True`` precomputes
   it once for a small training set and keeps it in memory.
-- The ``k`` stage-1 blocks train in one loop on the same batches; gradients are clipped per
-  block, so each block trains exactly as it would alone.
+- Each stage-1 block trains alone on its segment (its own optimiser, schedule and stop), on the
+  batches every block sees; its initialisation depends only on the seed and its index, so a
+  block is a function of the teacher, the seed, its index and segment and the stage-1 recipe:
+  :func:`get_student` stores it as a cache entry of its own (``block/``), which every student
+  with that segment at that index shares.
 - Deterministic on CPU: initialisation from ``seed``, batch order from ``(seed, stage, epoch)``.
   Resumable from atomic safetensors checkpoints; a non-finite loss or gradient stops training
   with an error naming the stage and step, leaving the last good checkpoint in place.
 - Under ``torchrun`` (``torch.distributed`` initialised) the step's loss module is wrapped in DDP
   and each rank takes its contiguous slice of the same global batch, so ``N`` processes compute
   the update of one process on the whole batch.
-- The convergence criterion (``DistillConfig.patience``): each stage's validation loss — the
-  stage's objective in the form it ends in (AR after the anneal, TF for "TF only"), on held-out
-  training images — every ``eval_every`` steps; a stage stops once it has not fallen by
-  :data:`DISTILL_TOL` for ``patience`` evaluations and keeps its best weights, as the teachers do
-  (:data:`raptor.teachers.CONVERGENCE_TOL`).
+- The convergence criterion (``DistillConfig.patience``): each stage's (each stage-1 block's)
+  validation loss — its objective in the form it ends in (AR after the anneal, TF for "TF
+  only"), on held-out training images — every ``eval_every`` steps, at a constant learning rate;
+  once it falls by less than :data:`DISTILL_TOL` a reading over ``patience`` readings (the
+  plateau, :func:`~raptor.loop.flattened`), the rate decays linearly to ``min_lr`` over
+  ``decay_frac`` of the steps run so far and the stage stops there, keeping its last weights
+  (warmup–stable–decay: Hu et al. 2024, MiniCPM; Hägele et al. 2024 found a linear decay of 20%
+  of the steps matches a cosine of the same length). Under a cosine tied to the cap the loss
+  fell by more than 1% per 400 steps until the rate reached zero, so a patience rule there never
+  fired (8 of 8 students ran to their cap): with the rate held constant, the plateau is a
+  measurement.
 """
 
 from __future__ import annotations
@@ -31,7 +40,7 @@ import dataclasses
 import math
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass
 from itertools import islice
@@ -47,11 +56,11 @@ from tqdm import tqdm
 
 from raptor import data
 from raptor.planning import get_or_plan
-from raptor.storage.cache import digest
+from raptor.storage.cache import digest, get_or_build
 from raptor.storage.checkpoint import half_rounded, load_tensors, save_tensors, save_training_state
-from raptor.loop import (CapturedStep, adamw, batches_from, improves, plateaued, resume, seeded,
-                         train)
-from raptor.losses import Objective, present_weights
+from raptor.loop import (CapturedStep, adamw, batches_from, flattened, resume, seeded, train,
+                         warmup_cosine, warmup_stable_decay)
+from raptor.losses import BlockObjective, Objective, present_weights
 from raptor.model import Raptor, count_parameters, flops_per_image
 from raptor.config import DistillConfig, check_int
 from raptor.teachers import (TeacherConfig, TeacherRequest, TrainConfig, get_teacher, teacher_key,
@@ -59,10 +68,11 @@ from raptor.teachers import (TeacherConfig, TeacherRequest, TrainConfig, get_tea
 from raptor.trajectories import TokenGroups, ViTTeacher, trajectory
 
 CACHE_LIMIT_BYTES = 8 * 2**30
-# [ours] A Raptor's distillation loss keeps falling slowly, with no minimum: a stage stops once
-# ``patience`` evaluations bring it down by less than 1% of itself (the teachers' 0.1% would run
-# every stage to its cap). Three of the book's students so distilled on a GPU stopped at 1,900-2,000
-# of 2,000 steps a stage, their loss falling under 0.5% per 100 steps (results/students/).
+# [ours] A Raptor's distillation loss keeps falling slowly at a constant learning rate, with no
+# minimum: its plateau is where it falls by less than 1% a reading over ``patience`` readings
+# (:func:`raptor.loop.flattened`). The teachers' rule (no reading 0.1% below the best, for
+# ``patience`` readings) would run each stage to its cap: the first block distilled at a constant
+# rate still fell by 1.5-1.8% per 100 steps at step 1,600.
 DISTILL_TOL = 0.01
 VAL_BATCH = 250
 
@@ -74,47 +84,56 @@ def build_student(teacher: nn.Module, cfg: DistillConfig) -> Raptor:
                       init=cfg.init)
 
 
+Built = tuple[dict[str, torch.Tensor], dict[str, Any]]  # a block's weights and record
+# ``store(index, key, build)``: a stage-1 block, stored or built by ``build(work_path)``
+BlockStore = Callable[[int, Mapping[str, Any], Callable[[Path | None], Built]], Built]
+
+
 @dataclass
 class _Run:
-    """What every step of a distillation needs."""
+    """What every step of a distillation needs, in both stages."""
 
     cfg: DistillConfig
     raptor: Raptor
     teacher: nn.Module
-    objective: Objective
-    step_loss: nn.Module
+    groups: TokenGroups
     train_set: Dataset
     cache: torch.Tensor | None
     val: torch.Tensor | None
     device: torch.device
     config: dict[str, Any]
-    record: dict[str, Any]
-    work_path: Path | None
     checkpoint_every: int
     progress: bool
     capture: bool = False
     rank: int = 0
     world: int = 1
-    t0: float = 0.0
-    best: dict[str, torch.Tensor] | None = None  # the current stage's best weights (patience)
 
 
 def distill(teacher: nn.Module, train_set: Dataset, cfg: DistillConfig, *,
             val_set: Dataset | None = None, capture: bool = False,
             work_path: str | Path | None = None, checkpoint_every: int = 200,
-            progress: bool = True) -> tuple[Raptor, dict[str, Any]]:
+            progress: bool = True, blocks: BlockStore | None = None
+            ) -> tuple[Raptor, dict[str, Any]]:
     """Distil ``teacher`` (a timm ViT) into the Raptor of ``cfg`` on ``train_set`` (image, label).
+
+    Stage 1 trains each block alone on its segment (its parameters, loss, learning rate and stop
+    are its own), so a block depends only on the teacher, the seed, its index and segment and the
+    stage-1 recipe: ``blocks(index, key, build)`` may return a stored one (``key``, with the
+    teacher's weight digest, says which; ``build(work_path)`` trains it) — :func:`get_student`
+    shares them through the cache, so students with a segment in common train it once. Without
+    ``blocks``, each is trained here (resumable from ``<work_path>.block<j>``).
 
     ``val_set``: the held-out images of ``cfg.val_limit`` (its validation loss and convergence
     criterion). ``capture``: each step replayed from CUDA graphs (:class:`~raptor.loop.
     CapturedStep`; one CUDA device), the same steps at a fraction of the launch cost.
-    Resumes from ``work_path`` if it holds a checkpoint of the same configuration and teacher,
-    and writes one there every ``checkpoint_every`` steps and at the end of stage 1. The teacher
-    is frozen and moved to ``cfg.device``. Returns the Raptor (eval mode) and a JSON-able record:
-    per stage the loss, ``λ`` and learning rate of every step (stage 1 also each block's loss),
-    with validation its ``val`` curve (``{"step", "loss"}``), with ``patience`` its ``best``
-    (step and loss of the weights kept), ``stopped`` (the steps it ran) and ``converged``
-    (whether the criterion stopped it, else its cap did); the wall time, parameter and FLOP counts.
+    Resumes stage 2 from ``work_path`` if it holds a checkpoint of the same configuration and
+    teacher, and writes one there every ``checkpoint_every`` steps and when stage 2 starts. The
+    teacher is frozen and moved to ``cfg.device``. Returns the Raptor (eval mode) and a JSON-able
+    record: ``stage1`` holds one record per block (``blocks``), ``stage2`` its own; each has the
+    loss, ``λ`` and learning rate of every step, with validation its ``val`` curve (``{"step",
+    "loss"}``), with ``patience`` its ``plateau`` step (``None`` if the cap
+    came first), the step it ``stopped`` and ``why`` (``"plateau"`` or ``"cap"``); and the wall
+    time, parameter and FLOP counts.
     """
     if not isinstance(cfg, DistillConfig):
         raise TypeError(f"cfg must be a DistillConfig, got {type(cfg).__name__}")
@@ -143,55 +162,114 @@ def distill(teacher: nn.Module, train_set: Dataset, cfg: DistillConfig, *,
                              f"(limit {CACHE_LIMIT_BYTES / 2**30:.0f} GiB); "
                              f"use cache_teacher=False")
     device = _device(cfg)
-    config = {"distill": dataclasses.asdict(cfg), "teacher": digest(teacher.state_dict()),
-              "format": 1}
+    teacher_digest = digest(teacher.state_dict())
+    config = {"distill": dataclasses.asdict(cfg), "teacher": teacher_digest, "format": 2}
     teacher = teacher.eval().requires_grad_(False).to(device)
     raptor = build_student(teacher, cfg).to(device)
     if cfg.compile:
         for block in raptor.blocks:
             block.compile()
-    stage1_weights = [cfg.stage1_weights if cfg.weighted and stop == depth else None
-                      for _, stop in raptor.partition]
-    objective = Objective(raptor, groups, stage1_weights,
-                          cfg.stage2_weights if cfg.weighted else None)
-    step_loss = objective if world == 1 else DistributedDataParallel(
-        objective, device_ids=[device.index] if device.type == "cuda" else None)
-    def curves(*names: str) -> dict[str, list[Any]]:
-        return {name: [] for name in (*names, *(("val",) if val_set is not None else ()))}
-
+    run = _Run(cfg, raptor, teacher, groups, train_set, None, None, device, config,
+               checkpoint_every, progress, capture, rank, world)
     record: dict[str, Any] = {
-        "stage1": curves("loss", "lambda", "lr", "block_loss"),
-        "stage2": curves("loss", "lambda", "lr"), "seconds": 0.0,
+        "stage1": {"blocks": []}, "stage2": _curves(run), "seconds": 0.0,
         "parameters": count_parameters(raptor), "flops_per_image": flops_per_image(raptor),
         "teacher_flops_per_image": flops_per_image(teacher), "world_size": world}
-    run = _Run(cfg, raptor, teacher, objective, step_loss, train_set, None, None, device, config,
-               record, Path(work_path) if work_path is not None else None, checkpoint_every,
-               progress, capture, rank, world)
-    optimizer = _optimizer(run)
-
-    def best_of(saved: dict[str, Any]) -> None:  # verified before the weights are restored
-        if saved[f"stage{saved['stage']}"].get("best", {}).get("step"):
-            run.best = load_tensors(_best_path(run.work_path), config)[0]
-
-    saved = resume(run.work_path, model=raptor.blocks, optimizer=optimizer, config=config,
-                   check=best_of)
-    stage, start = (saved.pop("stage"), saved.pop("step")) if saved is not None else (1, 0)
-    run.record = record if saved is None else saved
+    work = Path(work_path) if work_path is not None else None
+    objective = Objective(raptor, groups, cfg.stage2_weights if cfg.weighted else None)
+    optimizer = adamw(raptor.raptor_parameters(), cfg, capturable=capture)
+    saved = resume(work, model=raptor.blocks, optimizer=optimizer, config=config)
+    t0 = time.perf_counter() - (saved["seconds"] if saved is not None else 0.0)
     if cfg.cache_teacher:
         run.cache = _trajectories(run, train_set)
     if val_set is not None:
         run.val = _trajectories(run, val_set)
-    run.t0 = time.perf_counter() - run.record["seconds"]
-    for this, steps in ((1, cfg.stage1_steps), (2, cfg.stage2_steps)):
-        if this < stage or steps == 0:
-            continue
-        if this > stage:
-            optimizer, start = _optimizer(run), 0
-            if this == 2 and cfg.stage1_steps:
-                _checkpoint(run, optimizer, 2, 0)
-        _train_stage(run, this, steps, start, optimizer)
-    run.record["seconds"] = round(time.perf_counter() - run.t0, 2)
-    return raptor.eval(), run.record
+    if saved is None:
+        store = blocks if blocks is not None else _local_blocks(work)
+        for index, (start, stop) in enumerate(raptor.partition if cfg.stage1_steps else ()):
+            key = {"teacher_weights": teacher_digest, "stage1": stage1_key(cfg),
+                   "block": index, "segment": [start, stop], "last": stop == depth, "format": 1}
+            tensors, block_record = store(index, key,
+                                          lambda path, index=index: _train_block(run, index, path))
+            raptor.blocks[index].load_state_dict(tensors)
+            record["stage1"]["blocks"].append(
+                {k: v for k, v in block_record.items() if k not in ("built", "digest")})
+        if cfg.stage2_steps:
+            record["seconds"] = time.perf_counter() - t0
+            _checkpoint(run, work, raptor.blocks, optimizer, config,
+                        {**record, "stage": 2, "step": 0})
+            if blocks is None and work is not None:
+                for index in range(len(raptor.blocks)):
+                    _block_path(work, index).unlink(missing_ok=True)
+        start = 0
+    else:
+        record, start = saved, saved.pop("step")
+        record.pop("stage")
+    if cfg.stage2_steps:
+        run_checkpoint = (lambda done: _checkpoint(
+            run, work, raptor.blocks, optimizer, config,
+            {**record, "seconds": time.perf_counter() - t0, "stage": 2, "step": done})) \
+            if work is not None else None
+        raptor.train()
+        _train_stage(run, "stage 2", objective, optimizer, [raptor.raptor_parameters()],
+                     record["stage2"], cfg.stage2_steps, start, lambda step: 0.0, 2,
+                     run_checkpoint)
+    record["seconds"] = round(time.perf_counter() - t0, 2)
+    return raptor.eval(), record
+
+
+def stage1_key(cfg: DistillConfig) -> dict[str, Any]:
+    """The fields of ``cfg`` a stage-1 block depends on (not its partition, nor stage 2's)."""
+    fields = dataclasses.asdict(cfg)
+    for later in ("repeats", "stage2_steps", "stage2_weights", "stage2", "half_weights",
+                  "device"):
+        del fields[later]
+    return fields
+
+
+def _local_blocks(work: Path | None) -> BlockStore:
+    """The stage-1 blocks trained here, each resumable from its own file beside ``work``."""
+    return lambda index, key, build: build(_block_path(work, index) if work is not None else None)
+
+
+def _block_path(work: Path, index: int) -> Path:
+    return work.with_suffix(f".block{index}.safetensors")
+
+
+def _curves(run: _Run) -> dict[str, Any]:
+    return {name: [] for name in ("loss", "lambda", "lr",
+                                  *(("val",) if run.cfg.val_limit is not None else ()))}
+
+
+def _train_block(run: _Run, index: int, work: Path | None) -> Built:
+    """Stage 1 of block ``index`` alone on its segment: its weights and record."""
+    cfg, block = run.cfg, run.raptor.blocks[index]
+    segment = run.raptor.partition[index]
+    objective = BlockObjective(block, segment, run.groups, cfg.stage1_weights
+                               if cfg.weighted and segment[1] == run.raptor.depth else None)
+    optimizer = adamw(block.parameters(), cfg, capturable=run.capture)
+    config = {**run.config, "block": index}
+    saved = resume(work, model=block, optimizer=optimizer, config=config)
+    record = saved if saved is not None else _curves(run)
+    start = record.pop("step", 0)
+    if record.pop("done", False):
+        return _weights(block), record
+
+    def checkpoint(done: int, finished: bool = False) -> None:
+        _checkpoint(run, work, block, optimizer, config,
+                    {**record, "step": done, "done": finished})
+
+    block.train()
+    _train_stage(run, f"stage 1, block {index + 1}", objective, optimizer,
+                 [list(block.parameters())], record, cfg.stage1_steps, start, cfg.stage1_lambda,
+                 1, checkpoint if work is not None else None)
+    if work is not None:
+        checkpoint(len(record["loss"]), finished=True)
+    return _weights(block), record
+
+
+def _weights(module: nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.detach().cpu().clone() for k, v in module.state_dict().items()}
 
 
 def _device(cfg: DistillConfig) -> torch.device:
@@ -203,23 +281,13 @@ def _device(cfg: DistillConfig) -> torch.device:
     return torch.device(cfg.device)
 
 
-def _optimizer(run: _Run) -> torch.optim.Optimizer:
-    return adamw(run.raptor.raptor_parameters(), run.cfg, capturable=run.capture)
-
-
-def _best_path(work_path: Path) -> Path:
-    return work_path.with_suffix(".best.safetensors")
-
-
-def _checkpoint(run: _Run, optimizer: torch.optim.Optimizer, stage: int, step: int) -> None:
-    if run.work_path is None:
+def _checkpoint(run: _Run, work: Path | None, model: nn.Module,
+                optimizer: torch.optim.Optimizer, config: dict[str, Any],
+                record: dict[str, Any]) -> None:
+    if work is None:
         return
     if run.rank == 0:
-        run.record["seconds"] = time.perf_counter() - run.t0
-        if run.best is not None:
-            save_tensors(_best_path(run.work_path), run.best, run.config)
-        save_training_state(run.work_path, model=run.raptor.blocks, optimizer=optimizer,
-                            config=run.config, record={**run.record, "stage": stage, "step": step})
+        save_training_state(work, model=model, optimizer=optimizer, config=config, record=record)
     if run.world > 1:
         dist.barrier()
 
@@ -256,40 +324,61 @@ def _batches(run: _Run, stage: int, start: int, steps: int
         yield step, traj
 
 
-def _train_stage(run: _Run, stage: int, steps: int, start: int,
-                 optimizer: torch.optim.Optimizer) -> None:
-    cfg, curves = run.cfg, run.record[f"stage{stage}"]
-    clip_groups = [list(b.parameters()) for b in run.raptor.blocks] if stage == 1 else \
-        [run.raptor.raptor_parameters()]
-    lam = cfg.stage1_lambda if stage == 1 else lambda step: 0.0
-    end = lam(steps - 1)  # the form the stage ends in, which its validation loss measures
-    if cfg.patience is not None:
-        curves.setdefault("best", {"step": 0, "loss": math.inf})
+def decay_start(cap: int, decay_frac: float) -> int:
+    """The latest step from which a decay of ``decay_frac`` of the steps so far still ends by
+    ``cap``: where the cap starts the decay when no plateau came first."""
+    return max(s for s in range(cap + 1) if s + math.ceil(decay_frac * s) <= cap)
 
-    def objective(traj: torch.Tensor, weight: float | torch.Tensor,
-                  terms: tuple[bool, bool] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+
+def _train_stage(run: _Run, label: str, objective: nn.Module, optimizer: torch.optim.Optimizer,
+                 clip_groups: list[list[nn.Parameter]], curves: dict[str, Any], steps: int,
+                 start: int, lam: Callable[[int], float], stage: int,
+                 checkpoint: Callable[[int], None] | None) -> None:
+    """Train ``objective``'s parameters for a stage (or one stage-1 block) from ``start``:
+    a cosine over ``steps`` without a criterion; with one, warmup–stable–decay (the decay set
+    at the plateau, or forced by the cap, in ``curves``), stopping when the decay ends."""
+    cfg = run.cfg
+    end = lam(steps - 1)  # the form the stage ends in, which its validation loss measures
+    step_loss = objective if run.world == 1 else DistributedDataParallel(
+        objective, device_ids=[run.device.index] if run.device.type == "cuda" else None)
+    criterion = cfg.patience is not None
+    if criterion:
+        curves.setdefault("plateau", None)
+        forced = decay_start(steps, cfg.decay_frac)
+
+    def decay() -> tuple[int, int] | None:
+        return tuple(curves["decay"]) if "decay" in curves else None
+
+    def schedule(step: int) -> float:
+        if not criterion:
+            return warmup_cosine(step, steps, cfg.warmup_steps, cfg.lr, cfg.min_lr)
+        if decay() is None and step >= forced:
+            curves.update(decay=[step, steps], why="cap")
+        return warmup_stable_decay(step, cfg.warmup_steps, cfg.lr, cfg.min_lr, decay())
+
+    def losses(traj: torch.Tensor, weight: float | torch.Tensor,
+               terms: tuple[bool, bool] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         with _autocast(run):
-            value, parts = run.step_loss(traj, stage, weight, terms)
+            value, parts = step_loss(traj, weight, terms) if stage == 1 else step_loss(traj)
         return value, _average(run, parts.float())
 
     def after_step(step: int, parts: torch.Tensor, lr: float) -> None:
         curves["loss"].append(_sig(parts.sum().item()))
         curves["lambda"].append(_sig(lam(step)))
         curves["lr"].append(_sig(lr))
-        if stage == 1:
-            curves["block_loss"].append([_sig(v) for v in parts.tolist()])
         done = step + 1
-        if run.val is None or (done % cfg.eval_every and done != steps):
+        last = done == (decay()[1] if criterion and decay() is not None else steps)
+        if run.val is None or (done % cfg.eval_every and not last):
             return
-        loss = _sig(_val_loss(run, stage, end))
+        loss = _sig(_val_loss(run, objective, stage, end))
         curves["val"].append({"step": done, "loss": loss})
-        if cfg.patience is not None and improves(loss, curves["best"]["loss"], DISTILL_TOL):
-            curves["best"] = {"step": done, "loss": loss}
-            run.best = {k: v.detach().clone() for k, v in run.raptor.blocks.state_dict().items()}
+        if criterion and decay() is None and lam(done) == end and \
+                flattened(curves["val"], cfg.patience, DISTILL_TOL):
+            curves.update(plateau=done, decay=[done, min(steps, done + math.ceil(
+                cfg.decay_frac * done))], why="plateau")
 
-    def stale() -> bool:
-        return cfg.patience is not None and lam(len(curves["loss"])) == end and \
-            plateaued(curves["val"], curves["best"]["step"], cfg.patience)
+    def stop() -> bool:
+        return criterion and decay() is not None and len(curves["loss"]) >= decay()[1]
 
     captured = None
     if run.capture:
@@ -298,33 +387,27 @@ def _train_stage(run: _Run, stage: int, steps: int, start: int,
             return ((weight > 0, weight < 1 or cfg.autoregressive),
                     {"traj": traj, "lam": torch.tensor(float(weight))})
 
-        captured = (CapturedStep(lambda terms: lambda x: objective(x["traj"], x["lam"], terms),
+        captured = (CapturedStep(lambda terms: lambda x: losses(x["traj"], x["lam"], terms),
                                  optimizer, clip_groups, cfg), inputs)
-    run.raptor.train()
-    done = train(f"stage {stage}", _batches(run, stage, start, steps),
-                 lambda step, traj: objective(traj, lam(step)), optimizer, clip_groups, cfg,
-                 steps, after_step=after_step,
-                 checkpoint=(lambda done: _checkpoint(run, optimizer, stage, done))
-                 if run.work_path is not None else None,
+    done = train(label, _batches(run, stage, start, steps),
+                 lambda step, traj: losses(traj, lam(step)), optimizer, clip_groups, cfg,
+                 steps, after_step=after_step, checkpoint=checkpoint,
                  checkpoint_every=run.checkpoint_every, progress=run.progress and run.rank == 0,
-                 initial=start, stop=stale, captured=captured)
-    if cfg.patience is not None:
-        curves.update(stopped=done, converged=stale())
-        if run.best is not None:
-            run.raptor.blocks.load_state_dict(run.best)
-        run.best = None
+                 initial=start, stop=stop, captured=captured, schedule=schedule)
+    if criterion:
+        curves["stopped"] = done
 
 
 @torch.no_grad()
-def _val_loss(run: _Run, stage: int, weight: float) -> float:
-    """The stage's loss at TF weight ``weight`` on the held-out trajectories (image mean)."""
-    run.raptor.eval()
+def _val_loss(run: _Run, objective: nn.Module, stage: int, weight: float) -> float:
+    """The loss at TF weight ``weight`` on the held-out trajectories (image mean)."""
+    objective.eval()
     total = 0.0
     for chunk in run.val.split(VAL_BATCH):
         with _autocast(run):
-            _, parts = run.objective(chunk, stage, weight)
+            _, parts = objective(chunk, weight) if stage == 1 else objective(chunk)
         total += parts.float().sum().item() * len(chunk)
-    run.raptor.train()
+    objective.train()
     return total / len(run.val)
 
 
@@ -360,7 +443,7 @@ def student_key(teacher_cfg: TeacherConfig, teacher_train: TrainConfig | None, t
     if not distill["half_weights"]:  # a field added later: off, left out (stored keys hold)
         del distill["half_weights"]
     if distill["val_limit"] is None:  # likewise: no validation, no criterion
-        for later in ("val_limit", "eval_every", "patience"):
+        for later in ("val_limit", "eval_every", "patience", "decay_frac"):
             del distill[later]
     return {"teacher": teacher_key(teacher_cfg, teacher_train, teacher_seed, cfg.device),
             "teacher_weights": weights, "distill": distill, "format": 1}
@@ -410,8 +493,11 @@ def get_student(teacher_cfg: TeacherConfig, teacher_train: TrainConfig | None, t
         val_set = data.held_out(train_set, cfg.val_limit, cfg.seed) \
             if cfg.val_limit is not None else None
         on = dataclasses.replace(cfg, device=device) if device is not None else cfg
-        raptor, record = distill(teacher, train_set, on, val_set=val_set, capture=capture,
-                                 work_path=work, progress=progress)
+        shared = {k: v for k, v in key.items() if k != "distill"}
+        raptor, record = distill(
+            teacher, train_set, on, val_set=val_set, capture=capture, work_path=work,
+            progress=progress, blocks=lambda index, block, build: get_or_build(
+                "block", {**block, **shared}, build))
         record["trained_on"] = torch.cuda.get_device_name(torch.device(on.device)) \
             if on.device.startswith("cuda") else "cpu"
         tensors = {k: v.cpu() for k, v in raptor.blocks.state_dict().items()}

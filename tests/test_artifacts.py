@@ -16,6 +16,8 @@ from raptor.storage.build_log import builds_reported
 from raptor.storage.cache import entry_name, entry_path, get_or_build
 from raptor.storage.checkpoint import half_rounded
 from raptor.storage.manifest import RETRAIN_MISSING
+from raptor.loop import flattened
+from raptor.train import DISTILL_TOL
 
 
 def _build(value: float):
@@ -377,3 +379,33 @@ def test_staged_students_accumulate_over_sessions_and_resume_in_a_new_cache(tmp_
     monkeypatch.setenv("RAPTOR_CACHE", str(tmp_path / "another"))
     with pytest.raises(ArtifactError, match="sha256"):
         artifacts.unstage(stage_root)
+
+
+REPO = Path(artifacts.__file__).resolve().parents[2]
+STUDENT_TIERS = [REPO / "artifacts", REPO / "results" / "students" / "converged"]
+
+
+@pytest.mark.parametrize("root", STUDENT_TIERS, ids=lambda p: p.name)
+def test_every_converged_student_stopped_by_its_rule(root: Path) -> None:
+    """Every stored student distilled under the convergence criterion (raptor.train) records, per
+    stage-1 block and for stage 2, the step it stopped and why; fewer than half of those curves
+    stopped at their cap, and none was cut off while its held-out loss still fell by more than
+    the rule's margin a reading (the cap's decay began where the plateau test had not fired)."""
+    if not (root / artifacts.MANIFEST).is_file():
+        pytest.skip(f"no tier at {root}")
+    curves = []
+    for name, entry in artifacts.read_manifest(root).items():
+        if entry["kind"] != "student" or entry["config"]["distill"].get("patience") is None:
+            continue
+        assert {"stage1_stopped", "stage1_why", "stage2_stopped", "stage2_why"} <= \
+            set(entry["metrics"]), name
+        _, record = artifacts._load(root, name)
+        patience = entry["config"]["distill"]["patience"]
+        curves += [(patience, c) for c in (*record["stage1"]["blocks"], record["stage2"])]
+    if not curves:
+        pytest.skip(f"{root} holds no student distilled under the convergence criterion")
+    at_cap = [(patience, c) for patience, c in curves if c["why"] == "cap"]
+    assert len(at_cap) < len(curves) / 2, f"{len(at_cap)} of {len(curves)} curves hit the cap"
+    for patience, c in at_cap:
+        before = [v for v in c["val"] if v["step"] <= c["decay"][0]]
+        assert flattened(before, patience, DISTILL_TOL), c["val"]

@@ -86,4 +86,5 @@ def test_smoke_result(smoke_result) -> None:
     assert all(0 <= m.head_acc <= 1 and 0 <= m.probe_acc <= 1 for m in result.models)
     teacher, student = result.models
     assert student.block_params < teacher.block_params
-    assert len(result.records[2]["stage1"]["loss"]) == spec.distill.stage1_steps
+    assert [len(b["loss"]) for b in result.records[2]["stage1"]["blocks"]] == \
+        [spec.distill.stage1_steps] * 2  # k = 2: each block its stage 1

@@ -20,9 +20,9 @@ from torch.utils.data import TensorDataset
 
 from raptor.storage.checkpoint import CheckpointError, save_training_state
 from raptor.config import check_recipe
-from raptor.loop import (adamw, batches_from, resolve_device, resume, train,
+from raptor.loop import (adamw, batches_from, flattened, resolve_device, resume, train,
                          warmup_cosine)
-from raptor.losses import Objective
+from raptor.losses import autoregressive_loss, teacher_forced_loss
 from raptor.teachers import TeacherConfig, TrainConfig, build_teacher, evaluate, train_classifier
 from raptor.train import DistillConfig, build_student, distill
 from raptor.trajectories import TokenGroups, trajectory
@@ -248,13 +248,28 @@ def test_teacher_training_is_the_old_loop_bit_for_bit() -> None:
 
 def old_distill_loop(teacher: nn.Module, train_set, cfg: DistillConfig):
     """``raptor.train.distill``'s two stages before :func:`raptor.loop.train`, verbatim for one
-    process with the teacher online (resume, checkpoints and the guard left out)."""
+    process with the teacher online (resume, checkpoints and the guard left out), its stage-1
+    blocks trained together in one loop on the sum of their losses."""
     depth = len(teacher.blocks)
     teacher = teacher.eval().requires_grad_(False)
     raptor = build_student(teacher, cfg)
-    objective = Objective(raptor, TokenGroups.from_model(teacher),
-                          [cfg.stage1_weights if stop == depth else None
-                           for _, stop in raptor.partition], cfg.stage2_weights)
+    groups = TokenGroups.from_model(teacher)
+    weights = [cfg.stage1_weights if stop == depth else None for _, stop in raptor.partition]
+
+    def objective(traj: torch.Tensor, stage: int, lam: float):
+        if stage == 2:
+            loss = autoregressive_loss(raptor, traj, 0, depth, groups, cfg.stage2_weights)
+            return loss, loss.detach()[None]
+        parts = []
+        for block, (start, stop), w in zip(raptor.blocks, raptor.partition, weights):
+            loss = traj.new_zeros(())
+            if lam > 0:
+                loss = loss + lam * teacher_forced_loss(block, traj, start, stop, groups, w)
+            if lam < 1:
+                loss = loss + (1 - lam) * autoregressive_loss(raptor, traj, start, stop, groups, w)
+            parts.append(loss)
+        return torch.stack(parts).sum(), torch.stack(parts).detach()
+
     losses = {1: [], 2: []}
     for stage, steps in ((1, cfg.stage1_steps), (2, cfg.stage2_steps)):
         optimizer = torch.optim.AdamW(raptor.raptor_parameters(), lr=cfg.lr,
@@ -275,11 +290,13 @@ def old_distill_loop(teacher: nn.Module, train_set, cfg: DistillConfig):
             for group in clip_groups:
                 nn.utils.clip_grad_norm_(group, cfg.grad_clip)
             optimizer.step()
-            losses[stage].append(float(f"{parts.sum().item():.6g}"))
+            losses[stage].append([float(f"{v:.6g}") for v in parts.tolist()])
     return raptor, losses
 
 
 def test_distillation_is_the_old_loop_bit_for_bit(tmp_path: Path) -> None:
+    """Stage-1 blocks trained apart, each in its own loop with its own optimiser, are the blocks
+    trained together in one loop, bit for bit."""
     cfg = DistillConfig(repeats=(2, 1), stage1_steps=5, stage2_steps=4, batch_size=4,
                         warmup_steps=2, lr=1e-3)
     teacher = build_teacher(TINY, seed=0).eval()
@@ -288,7 +305,9 @@ def test_distillation_is_the_old_loop_bit_for_bit(tmp_path: Path) -> None:
                           checkpoint_every=2, progress=False)
     for k, v in old.blocks.state_dict().items():
         assert torch.equal(new.blocks.state_dict()[k], v), k
-    assert record["stage1"]["loss"] == losses[1] and record["stage2"]["loss"] == losses[2]
+    for j, block in enumerate(record["stage1"]["blocks"]):
+        assert block["loss"] == [parts[j] for parts in losses[1]]
+    assert record["stage2"]["loss"] == [parts[0] for parts in losses[2]]
 
 
 @pytest.mark.parametrize("every, kept", [(None, "no checkpoint was written"),
@@ -351,3 +370,16 @@ def test_resolve_device() -> None:
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="CUDA is not available"):
             resolve_device("cuda:0")
+
+
+def readings(*losses: float) -> list[dict[str, float]]:
+    return [{"step": 100 * (i + 1), "loss": v} for i, v in enumerate(losses)]
+
+
+def test_a_loss_falling_by_less_than_the_margin_a_reading_has_flattened() -> None:
+    falling = readings(*(1.0 * 0.98 ** i for i in range(10)))  # 2% a reading
+    slowing = readings(*(1.0 * 0.995 ** i for i in range(10)))  # 0.5% a reading
+    assert not any(flattened(falling[:n], 4, 0.01) for n in range(1, 11))
+    assert [flattened(slowing[:n], 4, 0.01) for n in range(4, 7)] == [False, True, True]
+    spike = readings(1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 9.0, 0.4)  # one noisy reading: still falling
+    assert not flattened(spike, 4, 0.01)

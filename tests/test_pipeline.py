@@ -159,14 +159,14 @@ def test_run_interrupted_after_stage1_resumes_with_stage2_only(
     real = raptor.train._train_stage
     calls: list[tuple[int, int]] = []
 
-    def dies_in_stage2(run: Any, stage: int, steps: int, start: int, opt: Any) -> None:
-        if stage == 2:
+    def dies_in_stage2(run: Any, label: str, *rest: Any) -> None:  # rest[5]: the start step
+        if label == "stage 2":
             raise kill_after.Killed
-        real(run, stage, steps, start, opt)
+        real(run, label, *rest)
 
-    def counted(run: Any, stage: int, steps: int, start: int, opt: Any) -> None:
-        calls.append((stage, start))
-        real(run, stage, steps, start, opt)
+    def counted(run: Any, label: str, *rest: Any) -> None:
+        calls.append((label, rest[5]))
+        real(run, label, *rest)
 
     out = tmp_path / "run"
     monkeypatch.setattr(raptor.train, "_train_stage", dies_in_stage2)
@@ -179,7 +179,7 @@ def test_run_interrupted_after_stage1_resumes_with_stage2_only(
         run_pipeline(args(data, out, "--stage1-steps", "4"))  # would discard stage 1
     monkeypatch.setattr(raptor.train, "_train_stage", counted)
     res = run_pipeline(args(data, out))
-    assert calls == [(2, 0)]
+    assert calls == [("stage 2", 0)]  # no stage-1 block trained again
     student, _ = load_tensors(out / "student.safetensors")
     assert_same_tensors(student, load_tensors(finished[0] / "student.safetensors")[0])
     assert res["table1"]["Raptor k=2 (this run)"]["IN-1k"] == \

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,8 +18,8 @@ import raptor.train
 from raptor.storage.cache import entry_path, load_entry
 from raptor.storage.checkpoint import digest, fingerprint, load_tensors, save_tensors
 from raptor.config import tf_lambda
-from raptor.losses import (Objective, autoregressive_loss, present_weights, teacher_forced_loss,
-                           token_mse)
+from raptor.losses import (BlockObjective, Objective, autoregressive_loss, present_weights,
+                           segment_loss, teacher_forced_loss, token_mse)
 from raptor.model import Raptor
 from raptor.student_batch import distil_all
 from raptor.teachers import TeacherConfig, TeacherRequest, build_teacher
@@ -92,19 +93,23 @@ def test_stage_losses_against_a_manual_loop() -> None:
         x = r.blocks[0](x, layer)
         ar = ar + token_mse(x, traj[:, layer], g, w) / 3
     torch.testing.assert_close(autoregressive_loss(r, traj, 0, 3, g, w), ar)
-    objective = Objective(r, g, [w, None], w)
-    loss, parts = objective(traj, 1, 0.25)
+    assert torch.equal(segment_loss(r.blocks[0], traj, 0, 3, g, w),
+                       autoregressive_loss(r, traj, 0, 3, g, w))  # the block alone, same ops
+    loss, parts = BlockObjective(r.blocks[0], (0, 3), g, w)(traj, 0.25)
+    torch.testing.assert_close(loss, 0.25 * tf + 0.75 * ar)
     last = 0.25 * teacher_forced_loss(r.blocks[1], traj, 3, 4, g, None) + 0.75 * \
         autoregressive_loss(r, traj, 3, 4, g, None)
-    torch.testing.assert_close(parts, torch.stack([0.25 * tf + 0.75 * ar, last]).detach())
-    torch.testing.assert_close(loss, parts.sum())
+    torch.testing.assert_close(BlockObjective(r.blocks[1], (3, 4), g, None)(traj, 0.25)[0], last)
+    torch.testing.assert_close(parts, loss.detach()[None])
+    torch.testing.assert_close(Objective(r, g, w)(traj)[0],
+                               autoregressive_loss(r, traj, 0, 4, g, w))
 
 
 def test_exact_teacher_copy_has_zero_loss() -> None:
     t = teacher()
     traj = trajectory(t, dataset(3).tensors[0])
     r = Raptor(t, (1, 1, 1, 1), depth_scaling=False, init="teacher")
-    loss, _ = Objective(r, TokenGroups.from_model(t), [None] * 4, None)(traj, 2, 0.0)
+    loss, _ = Objective(r, TokenGroups.from_model(t), None)(traj)
     assert loss.item() < 1e-10
 
 
@@ -159,9 +164,9 @@ def test_distill_record_and_cache_equivalence() -> None:
     online, rec = distill(teacher(), dataset(), cfg, progress=False)
     cached, rec_c = distill(teacher(), dataset(), dataclasses.replace(cfg, cache_teacher=True),
                             progress=False)
-    assert rec["stage1"]["lambda"] == [1.0, 0.0, 0.0, 0.0]
-    assert len(rec["stage1"]["loss"]) == 4 and len(rec["stage2"]["loss"]) == 3
-    assert len(rec["stage1"]["block_loss"][0]) == 2
+    assert [b["lambda"] for b in rec["stage1"]["blocks"]] == [[1.0, 0.0, 0.0, 0.0]] * 2
+    assert [len(b["loss"]) for b in rec["stage1"]["blocks"]] == [4, 4]
+    assert len(rec["stage2"]["loss"]) == 3
     assert rec["flops_per_image"] > rec["teacher_flops_per_image"]
     for k, v in weights(online).items():
         torch.testing.assert_close(weights(cached)[k], v, rtol=1e-5, atol=1e-6)
@@ -182,30 +187,32 @@ def test_training_reduces_the_loss_and_updates_every_weight() -> None:
 def test_tf_only_ablation_skips_stage2() -> None:
     cfg = DistillConfig(**FAST, autoregressive=False, stage2=False)
     _, rec = distill(teacher(), dataset(), cfg, progress=False)
-    assert rec["stage1"]["lambda"] == [1.0] * 4 and rec["stage2"]["loss"] == []
+    assert rec["stage1"]["blocks"][0]["lambda"] == [1.0] * 4 and rec["stage2"]["loss"] == []
 
 
-@pytest.mark.parametrize("after,left", [(3 * 4, 2 + 3), (4 * 4 + 2 * 4, 1)])
+@pytest.mark.parametrize("after,left", [(3 * 4, 2 + 4 + 3), (4 * 4 + 3 * 4, 2 + 3),
+                                        (8 * 4 + 2 * 4, 1)])
 def test_resume_after_interruption_matches_uninterrupted(tmp_path: Path, after: int, left: int,
                                                          kill_after: Callable[..., Dataset]
                                                          ) -> None:
-    """Interrupted in stage 1 at step 3 (checkpoint at 2), or in stage 2 at step 2 (checkpoint
-    at 2): the resumed run does only the ``left`` missing steps and ends bit-identical."""
+    """Interrupted in stage 1's first block at step 3 (checkpoint at 2), in its second block at
+    step 3, or in stage 2 at step 2 (checkpoint at 2): the resumed run does only the ``left``
+    missing steps (a finished block is not trained again) and ends bit-identical."""
     cfg = DistillConfig(**FAST)
     reference, rec_ref = distill(teacher(), dataset(), cfg, progress=False)
     work = tmp_path / "work.safetensors"
     with pytest.raises(kill_after.Killed):
         distill(teacher(), kill_after(dataset(), after), cfg, work_path=work, checkpoint_every=2,
                 progress=False)
-    assert work.exists()
+    assert any(tmp_path.iterdir())
     counting = kill_after(dataset(), 10**9)
     resumed, rec = distill(teacher(), counting, cfg, work_path=work, checkpoint_every=2,
                            progress=False)
     assert counting.reads == left * cfg.batch_size
     for k, v in weights(reference).items():
         assert torch.equal(weights(resumed)[k], v), k
-    assert rec["stage1"]["loss"] == rec_ref["stage1"]["loss"]
-    assert rec["stage2"]["loss"] == rec_ref["stage2"]["loss"]
+    assert rec["stage1"] == rec_ref["stage1"] and rec["stage2"] == rec_ref["stage2"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["work.safetensors"]
 
 
 def test_nan_guard_names_stage_and_step_and_keeps_checkpoint(tmp_path: Path,
@@ -213,11 +220,11 @@ def test_nan_guard_names_stage_and_step_and_keeps_checkpoint(tmp_path: Path,
                                                              ) -> None:
     work = tmp_path / "work.safetensors"
     cfg = DistillConfig(**FAST)
-    with pytest.raises(FloatingPointError, match="stage 1 at step 2"):
+    with pytest.raises(FloatingPointError, match="stage 1, block 1 at step 2"):
         distill(teacher(), kill_after(dataset(), 2 * 4, None), cfg, work_path=work,
                 checkpoint_every=1, progress=False)
-    tensors, record = load_tensors(work)
-    assert record["stage"] == 1 and record["step"] == 2
+    tensors, record = load_tensors(work.with_suffix(".block0.safetensors"))
+    assert record["step"] == 2 and not record["done"]
     assert all(torch.isfinite(v).all() for v in tensors.values())
 
 
@@ -231,8 +238,9 @@ def test_get_student_builds_once_then_loads(tmp_path: Path,
     second, rec2 = get_student(TINY, None, 0, cfg)
     for k, v in weights(first).items():
         assert torch.equal(weights(second)[k], v)
-    assert rec2["stage1"]["loss"] == rec["stage1"]["loss"]
-    assert list((tmp_path / "student").glob("*.work.safetensors")) == []
+    assert rec2["stage1"] == rec["stage1"]
+    assert list(tmp_path.glob("*/*.work*.safetensors")) == []
+    assert len(list((tmp_path / "block").glob("*.safetensors"))) == 2  # one entry a block
 
 
 # ---------------------------------------------------------------- DDP (gloo, 2 processes)
@@ -264,7 +272,7 @@ def test_ddp_two_processes_match_one(tmp_path: Path, monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     mp.spawn(_ddp_worker, args=(2, str(tmp_path / "rdzv"), out), nprocs=2, join=True)
     ddp = torch.load(out, weights_only=True)
-    steps = FAST["stage1_steps"] + FAST["stage2_steps"]
+    steps = len(FAST["repeats"]) * FAST["stage1_steps"] + FAST["stage2_steps"]  # stage 1: a block
     assert ddp.pop("seen").tolist() == [FAST["batch_size"] // 2] * steps  # each rank: its half
     for k, v in weights(single).items():
         torch.testing.assert_close(ddp[k], v, rtol=1e-5, atol=1e-5)
@@ -291,7 +299,7 @@ def test_damaged_work_file_restarts_from_zero_bit_identical(tmp_path: Path, dama
     reference, rec_ref = distill(teacher(), dataset(), cfg, progress=False)
     work = tmp_path / "work.safetensors"
     with pytest.raises(kill_after.Killed):  # killed in stage 2, a checkpoint at its step 2
-        distill(teacher(), kill_after(dataset(), 4 * 4 + 2 * 4), cfg, work_path=work,
+        distill(teacher(), kill_after(dataset(), 2 * 4 * 4 + 2 * 4), cfg, work_path=work,
                 checkpoint_every=2, progress=False)
     if damage == "flip a byte":
         blob = bytearray(work.read_bytes())
@@ -305,11 +313,11 @@ def test_damaged_work_file_restarts_from_zero_bit_identical(tmp_path: Path, dama
     with pytest.warns(UserWarning, match=f"not resuming from {work}"):
         resumed, rec = distill(teacher(), counting, other, work_path=work, checkpoint_every=2,
                                progress=False)
-    assert counting.reads == (other.stage1_steps + other.stage2_steps) * cfg.batch_size  # all
+    assert counting.reads == (2 * other.stage1_steps + other.stage2_steps) * cfg.batch_size  # all
     for k, v in weights(reference).items():
         assert torch.equal(weights(resumed)[k], v), k
-    assert rec["stage1"]["loss"] == rec_ref["stage1"]["loss"]
-    assert rec["stage2"]["loss"] == rec_ref["stage2"]["loss"]
+    assert rec["stage1"] == rec_ref["stage1"] and rec["stage2"] == rec_ref["stage2"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["work.safetensors"]
 
 
 def test_half_weights_round_a_students_weights(tmp_path: Path,
@@ -377,33 +385,64 @@ def test_a_rebuilt_teacher_invalidates_its_students(tmp_path: Path,
 # ---------------------------------------------------------------- the convergence criterion
 
 
-def test_a_stage_stops_on_its_plateau_and_keeps_its_best_weights() -> None:
-    """At a learning rate too small to move the loss by 1%, each stage stops ``patience``
-    evaluations after its first one (stage 1 not before the TF → AR anneal ends, at step 5 of
-    20), keeps the weights of that evaluation, and records why it stopped."""
+def test_a_stage_decays_from_its_plateau_and_stops_there() -> None:
+    """At a learning rate too small to move the loss by 1%, each stage-1 block and stage 2 reach
+    their plateau ``patience`` readings after the first (stage 1 not before the TF → AR anneal
+    ends, at step 5 of 20), decay over 20% of the steps run and stop: plateau 6, stop 8."""
     cfg = DistillConfig(**{**FAST, "stage1_steps": 20, "stage2_steps": 20, "lr": 1e-9,
                            "min_lr": 0.0, "val_limit": 4, "eval_every": 2, "patience": 2})
-    raptor, rec = distill(teacher(), dataset(), cfg, val_set=dataset(4), progress=False)
-    s1, s2 = rec["stage1"], rec["stage2"]
-    assert s1["best"]["step"] == 2 and s1["stopped"] == 6 and s1["converged"]
-    assert s2["best"]["step"] == 2 and s2["stopped"] == 6 and s2["converged"]
-    assert [v["step"] for v in s1["val"]] == [2, 4, 6] and len(s1["loss"]) == 6
+    raptor_, rec = distill(teacher(), dataset(), cfg, val_set=dataset(4), progress=False)
+    for curves in (*rec["stage1"]["blocks"], rec["stage2"]):
+        assert (curves["plateau"], curves["stopped"], curves["why"]) == (6, 8, "plateau")
+        assert [v["step"] for v in curves["val"]] == [2, 4, 6, 8] and len(curves["loss"]) == 8
+        assert curves["lr"][1:6] == [1e-9] * 5 and curves["lr"][6:] == [5e-10, 0.0]
     groups = TokenGroups.from_model(teacher())
     traj = trajectory(teacher(), dataset(4).tensors[0])
-    with torch.no_grad():
-        val = Objective(raptor, groups, [None, cfg.stage1_weights], cfg.stage2_weights)(traj, 2, 0.0)
-    assert float(val[0]) == pytest.approx(s2["best"]["loss"], rel=1e-5)
+    with torch.no_grad():  # the weights kept are the last ones, whose loss the last reading is
+        val = Objective(raptor_, groups, cfg.stage2_weights)(traj)
+    assert float(val[0]) == pytest.approx(rec["stage2"]["val"][-1]["loss"], rel=1e-5)
 
 
-def test_a_falling_loss_runs_to_the_cap_and_says_so() -> None:
+def test_a_loss_that_never_plateaus_decays_by_the_cap_and_says_so() -> None:
+    """With more patience than readings, the cap starts the decay where it still ends by the
+    cap (step 10 of 12 at 20%), and the record says the cap stopped it."""
     cfg = DistillConfig(**{**FAST, "stage1_steps": 12, "stage2_steps": 12, "lr": 3e-3,
-                           "val_limit": 4, "eval_every": 2, "patience": 3})
+                           "val_limit": 4, "eval_every": 2, "patience": 10})
     _, rec = distill(teacher(), dataset(), cfg, val_set=dataset(4), progress=False)
-    for stage in ("stage1", "stage2"):
-        curve = [v["loss"] for v in rec[stage]["val"]]
-        if rec[stage]["stopped"] == 12:  # the cap: the last patience window still improved
-            assert not rec[stage]["converged"]
-            assert min(curve[-3:]) < min(curve[:-3]) * (1 - raptor.train.DISTILL_TOL)
+    for curves in (*rec["stage1"]["blocks"], rec["stage2"]):
+        assert (curves["plateau"], curves["stopped"], curves["why"]) == (None, 12, "cap")
+        assert curves["decay"] == [10, 12] and curves["lr"][9] == 3e-3 > curves["lr"][10]
+
+
+@pytest.mark.parametrize("cap,frac", [(12, 0.2), (2000, 0.2), (2000, 0.1), (7, 1.0), (1, 0.5)])
+def test_the_caps_decay_start_is_the_latest_that_ends_by_the_cap(cap: int, frac: float) -> None:
+    start = raptor.train.decay_start(cap, frac)
+    assert start + math.ceil(frac * start) <= cap < start + 1 + math.ceil(frac * (start + 1))
+
+
+def test_students_sharing_a_segment_share_its_stage1_entry(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """(1, 3) and (1, 1, 2) share their first block's segment: it is trained once, stored once,
+    and is bit-identical to the block a student trains without the cache."""
+    monkeypatch.setenv("RAPTOR_CACHE", str(tmp_path))
+    monkeypatch.setattr(raptor.data, "get_datasets", lambda *a, **k: (dataset(), dataset(4)))
+    trained = []
+    train_block = raptor.train._train_block
+    monkeypatch.setattr(raptor.train, "_train_block",
+                        lambda run, index, work: trained.append(run.cfg.repeats[:index + 1])
+                        or train_block(run, index, work))
+    one, two = (DistillConfig(**{**FAST, "repeats": r}) for r in ((1, 3), (1, 1, 2)))
+    _, rec_one = get_student(TINY, None, 0, one)
+    _, rec_two = get_student(TINY, None, 0, two)
+    assert trained == [(1,), (1, 3), (1, 1), (1, 1, 2)]  # the shared block once
+    assert len(list((tmp_path / "block").glob("*.safetensors"))) == 4
+    assert rec_one["stage1"]["blocks"][0] == rec_two["stage1"]["blocks"][0]
+    alone, _ = distill(teacher(), dataset(), dataclasses.replace(two, stage2=False),
+                       progress=False)
+    stored = [load_tensors(p)[0] for p in (tmp_path / "block").glob("*.safetensors")]
+    first = alone.blocks[0].state_dict()
+    assert sum(all(torch.equal(t[k], v) for k, v in first.items()) for t in stored
+               if t.keys() == first.keys()) == 1
 
 
 def test_validation_needs_its_held_out_images() -> None:

@@ -467,8 +467,9 @@ def layer_curves(curves: Mapping[str, np.ndarray], *, ylabel: str, title: str = 
 
 
 def training_curves(records: Mapping[str, Mapping], smooth: int = 10) -> plt.Figure:
-    """Raptor's two training stages (App. A): stage-1 loss with the teacher-forcing weight λ,
-    then the stage-2 loss.
+    """Raptor's two training stages (App. A): each stage-1 block's loss with the teacher-forcing
+    weight λ, then the stage-2 loss; under the convergence criterion each curve's plateau (○)
+    and stop (×) on its held-out loss.
 
     ``records`` maps a label (e.g. ``"k=3"``) to the record of :func:`raptor.train.distill`.
     Losses are shown as running means over ``smooth`` steps, on a log scale.
@@ -479,16 +480,37 @@ def training_curves(records: Mapping[str, Mapping], smooth: int = 10) -> plt.Fig
     palette = sns.color_palette("colorblind", len(records))
     for color, (label, rec) in zip(palette, records.items()):
         for ax, stage in ((ax1, "stage1"), (ax2, "stage2")):
-            loss = np.asarray(rec[stage]["loss"], dtype=float)
-            if loss.size:
+            for i, curve in enumerate(stage_curves(rec, stage)):
+                loss = np.asarray(curve["loss"], dtype=float)
+                if not loss.size:
+                    continue
                 width = min(smooth, loss.size)
-                ax.plot(np.convolve(loss, np.ones(width) / width, mode="valid"), color=color,
-                        label=label)
-        lam_ax.plot(rec["stage1"]["lambda"], color=color, ls=":", lw=1)
+                ax.plot(np.arange(width, loss.size + 1), np.convolve(
+                    loss, np.ones(width) / width, mode="valid"), color=color,
+                    label=label if i == 0 else None)
+                val = {v["step"]: v["loss"] for v in curve.get("val", [])}
+                for step, marker in ((curve.get("plateau"), "o"), (curve.get("stopped"), "x")):
+                    if step in val:
+                        ax.plot(step, val[step], marker=marker, color=color, ms=6,
+                                mfc="none" if marker == "o" else color)
+        for curve in stage_curves(rec, "stage1")[:1]:
+            lam_ax.plot(curve["lambda"], color=color, ls=":", lw=1)
     lam_ax.plot([], [], color="grey", ls=":", label="λ (right axis)")
+    if any(c.get("plateau") for rec in records.values() for st in ("stage1", "stage2")
+           for c in stage_curves(rec, st)):
+        lam_ax.plot([], [], "o", color="grey", mfc="none", label="plateau (held-out)")
+        lam_ax.plot([], [], "x", color="grey", label="stop")
     lam_ax.set_ylabel("teacher-forcing weight λ")
     lam_ax.set_ylim(-0.05, 1.05)
-    ax1.set(title="stage 1: per block, TF → AR", xlabel="step", ylabel="loss", yscale="log")
+    ax1.set(title="stage 1: each block, TF → AR", xlabel="step", ylabel="loss", yscale="log")
     ax2.set(title="stage 2: end to end, AR", xlabel="step", ylabel="loss", yscale="log")
     legend_below(fig, [ax1, lam_ax], ncols=4)
     return fig
+
+
+def stage_curves(record: Mapping[str, Any], stage: str) -> list[Mapping[str, Any]]:
+    """The curves of a distillation record's ``stage``: stage 1's one per block, stage 2's one.
+    Records stored before the blocks trained apart (the artifact tier's, until its refill) hold
+    stage 1 as one joint curve."""
+    curves = record[stage]
+    return list(curves["blocks"]) if "blocks" in curves else [curves]

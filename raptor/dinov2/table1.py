@@ -19,14 +19,15 @@ TABLE1_COLUMNS = {"imagenet": ("IN-1k", 100.0), "ade20k": ("ADE20k", 100.0),
 
 
 def distill_summary(record: Mapping[str, Any]) -> dict[str, Any]:
-    """Timing, sizes and the final losses (mean of the last 100 steps) of a distillation's
-    record (:func:`raptor.train.distill`)."""
-    def final(stage: str) -> float | None:
-        losses = record[stage]["loss"][-100:]
-        return sum(losses) / len(losses) if losses else None
+    """Timing, sizes and the final losses (mean of the last 100 steps; stage 1's summed over its
+    blocks) of a distillation's record (:func:`raptor.train.distill`)."""
+    def final(curves: Sequence[Mapping[str, Any]]) -> float | None:
+        means = [sum(c["loss"][-100:]) / len(c["loss"][-100:]) for c in curves if c["loss"]]
+        return sum(means) if means else None
     keep = ("seconds", "parameters", "flops_per_image", "teacher_flops_per_image", "world_size")
     return {**{k: record[k] for k in keep if k in record},
-            "stage1_final_loss": final("stage1"), "stage2_final_loss": final("stage2")}
+            "stage1_final_loss": final(record["stage1"]["blocks"]),
+            "stage2_final_loss": final([record["stage2"]])}
 
 
 def table1_results(model: str, repeats: Sequence[int], done: Mapping[str, Mapping[str, Any]],

@@ -34,7 +34,8 @@ from raptor.storage.checkpoint import (NARROWED, CheckpointError, atomic_write, 
 from raptor.storage.manifest import (MANIFEST, PACKED, ArtifactError, artifacts_root, cache_root,
                                      missing_file, read_manifest, retrain_missing)
 
-MAX_BYTES = 64_000_000  # the tier in all, manifest included: 64 MB
+# The tier in all, manifest included: 96 MB (room for the planted-phase teachers and their students).
+MAX_BYTES = 96_000_000
 
 
 def finished(path: Path) -> bool:
@@ -113,9 +114,22 @@ def metrics(record: Mapping[str, Any]) -> dict[str, Any]:
     if record.get("val"):
         out.update({f"val_{k}": v for k, v in record["val"][-1].items() if k != "step"})
     for stage in ("stage1", "stage2"):
-        loss = record.get(stage, {}).get("loss") if isinstance(record.get(stage), dict) else None
-        if loss:
-            out[f"{stage}_final_loss"] = loss[-1]
+        curves = record.get(stage)
+        if not isinstance(curves, dict):
+            continue
+        if "blocks" in curves:  # stage 1, one curve a block
+            for name in ("stopped", "why"):
+                if any(name in b for b in curves["blocks"]):
+                    out[f"{stage}_{name}"] = [b.get(name) for b in curves["blocks"]]
+            if curves["blocks"] and all(b["loss"] for b in curves["blocks"]):
+                final = sum(b["loss"][-1] for b in curves["blocks"])
+                out[f"{stage}_final_loss"] = float(f"{final:.6g}")
+            continue
+        if curves.get("loss"):
+            out[f"{stage}_final_loss"] = curves["loss"][-1]
+        for name in ("stopped", "why"):
+            if name in curves:
+                out[f"{stage}_{name}"] = curves[name]
     return out
 
 
