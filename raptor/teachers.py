@@ -66,14 +66,22 @@ class TeacherBlock(Block):
 
 
 def build_teacher(cfg: TeacherConfig, seed: int = 0) -> VisionTransformer:
-    """A timm ViT with :class:`TeacherBlock` blocks, initialised deterministically from ``seed``."""
+    """A timm ViT with :class:`TeacherBlock` blocks, initialised deterministically from ``seed``;
+    with ``cfg.tied``, each group's first block stands in every place of its group (one module,
+    its parameters counted and trained once)."""
     block_fn = partial(TeacherBlock, layer_drop=cfg.p, residual=cfg.residual)
     with seeded(seed):
-        return VisionTransformer(
+        model = VisionTransformer(
             img_size=cfg.img_size, patch_size=cfg.patch_size, in_chans=cfg.in_chans,
             num_classes=cfg.num_classes, embed_dim=cfg.embed_dim, depth=cfg.depth,
             num_heads=cfg.num_heads, mlp_ratio=cfg.mlp_ratio, reg_tokens=cfg.reg_tokens,
             init_values=cfg.layerscale, qkv_bias=True, block_fn=block_fn)
+    start = 0
+    for n in cfg.tied or ():
+        for index in range(start + 1, start + n):
+            model.blocks[index] = model.blocks[start]
+        start += n
+    return model
 
 
 def check_timm_name(name: str) -> None:
@@ -224,8 +232,10 @@ def teacher_key(cfg: TeacherConfig, train: TrainConfig | None, seed: int, device
         for later in ("patience", "half_weights"):  # stored key holds
             if not recipe[later]:
                 del recipe[later]
-    key = {"arch": dataclasses.asdict(cfg), "train": recipe,
-           "seed": seed, "format": 1}
+    arch = dataclasses.asdict(cfg)
+    if arch["tied"] is None:  # likewise: untied, left out
+        del arch["tied"]
+    key = {"arch": arch, "train": recipe, "seed": seed, "format": 1}
     kind = resolve_device(device).split(":")[0]
     return key if kind == "cpu" or train is None else {**key, "device": kind}
 

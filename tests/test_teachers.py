@@ -524,3 +524,29 @@ def test_patience_is_in_a_key_only_when_set() -> None:
         TrainConfig(patience=0)
     with pytest.raises(ValueError, match="patience=None"):
         TrainConfig(patience=2, snapshot_steps=(3,))
+
+
+# ---------------------------------------------------------------- a teacher with planted phases
+
+
+def test_a_tied_teacher_shares_each_groups_block(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """``tied=(2, 1)``: blocks 1 and 2 are one module (their parameters counted and trained once),
+    block 3 its own; it trains, is stored and loads back with its groups still one module, and an
+    untied teacher's key is as it was before ``tied`` existed."""
+    tied = TeacherConfig(**{**TINY, "tied": (2, 1)})
+    model = build_teacher(tied)
+    assert model.blocks[0] is model.blocks[1] and model.blocks[1] is not model.blocks[2]
+    assert sum(p.numel() for p in model.parameters()) == sum(
+        p.numel() for p in build_teacher(CFG).parameters()) - sum(
+        p.numel() for p in model.blocks[0].parameters())
+    monkeypatch.setenv("RAPTOR_CACHE", str(tmp_path))
+    monkeypatch.setattr(raptor.data, "get_datasets", lambda *a, **k: (toy_data(), toy_data(24, 1)))
+    train = dataclasses.replace(TRAIN, snapshot_steps=())
+    trained, _ = get_teacher(tied, train, seed=0, progress=False, device="cpu")
+    loaded, _ = get_teacher(tied, train, seed=0, progress=False, device="cpu")
+    assert loaded.blocks[0] is loaded.blocks[1] and same_weights(trained, loaded)
+    assert not same_weights(trained, build_teacher(tied))
+    assert "tied" not in teacher_key(CFG, TRAIN, 0)["arch"]
+    with pytest.raises(ValueError, match=r"tied=\(2, 2\) must sum to depth=3"):
+        TeacherConfig(**{**TINY, "tied": (2, 2)})

@@ -77,7 +77,11 @@ def save_tensors(path: str | os.PathLike, tensors: Mapping[str, torch.Tensor],
     meta = {"config": json.dumps(config, sort_keys=True, default=str),
             "fingerprint": fingerprint(config),
             "record": json.dumps(record or {}, default=str)}
-    flat = {k: v.detach().contiguous().cpu() for k, v in tensors.items()}
+    flat, seen = {}, set()
+    for k, v in tensors.items():  # a tensor sharing memory with one before it (a tied block's)
+        v = v.detach().contiguous().cpu()  # is stored as a copy: safetensors holds each apart
+        flat[k] = v.clone() if v.untyped_storage().data_ptr() in seen else v
+        seen.add(v.untyped_storage().data_ptr())
     meta["digest"] = _file_digest(flat, meta)
     atomic_write(path, lambda tmp: save_file(flat, tmp, metadata=meta))
 
