@@ -19,7 +19,8 @@ from raptor.book import plotting
 from raptor.book.chapters import functional_phases_claims as judge
 from raptor.book.chapters.functional_phases_claims import GROUPS, UNIT_IMAGES
 from raptor.book.claims import Claim, rests_on_phases
-from raptor.book.experiment import Walk, images_of, snapshot_of, student_of, teacher_of, walk
+from raptor.book.experiment import (Walk, batched, images_of, snapshot_of, student_of, teacher_of,
+                                    walk)
 from raptor.book.specs.functional_phases import NAME, NOTEBOOK, PAPER, SMOKE, Spec  # noqa: F401
 from raptor.loop import resolve_device
 from raptor.metrics import evaluate_student, head_accuracy
@@ -35,11 +36,12 @@ UNTRAINED = {"untrained": True, "untrained, no skip": False}  # control -> with 
 class SeedRun:
     """One seed's teacher: Raptors on its max-cut and random partitions (C3), and on its max-cut
     at ``control_k`` the controls (C9, C10), layer swaps (C4) and overfitting run (C11). Per unit
-    of images as :class:`Result`'s ``unit_sizes``; R² is the mean over layers 1..L."""
+    of images as :class:`Result`'s ``unit_sizes``; R² is the mean over layers 1..L on the
+    chapter's images, C3's accuracy on ``spec.test_images`` test images."""
 
     seed: int
     partitions: dict[int, list[Partition]]  # per k: the max-cut, then the random others
-    student_units: dict[int, np.ndarray]  # per k: accuracy per unit, (partitions, units)
+    test_acc: dict[int, np.ndarray]  # per k: accuracy on the test images, per partition
     student_r2: dict[int, dict[str, np.ndarray]]  # per k and token group, per partition
     excess: dict[int, PhaseExcess]  # per k: the max-cut vs the warped-decay null (C1)
     teacher_acc: float
@@ -70,12 +72,10 @@ def _per_unit(student, teacher, units, device: str) -> dict[str, np.ndarray]:
             "acc": np.array([e["teacher_acc"] for e in evs])}
 
 
-def _evaluate(student, w: Walk, device: str) -> tuple[np.ndarray, dict[str, float]]:
-    """``student`` on ``w``'s images: its head accuracy per unit, its mean R² per group."""
+def _r2(student, w: Walk, device: str) -> dict[str, float]:
+    """``student``'s mean R² per group on ``w``'s images."""
     ev = w.evaluate(student, device)
-    ends = np.cumsum([len(y) for _, y in w.batches(UNIT_IMAGES)])
-    return (np.array([part.mean() for part in np.split(ev["student_correct"], ends[:-1])]),
-            {g: float(np.mean(ev["r2"][g][1:])) for g in GROUPS})
+    return {g: float(np.mean(ev["r2"][g][1:])) for g in GROUPS}
 
 
 def compute(spec: Spec) -> Result:
@@ -92,14 +92,15 @@ def compute(spec: Spec) -> Result:
 
 def _seed_run(spec: Spec, seed: int, w: Walk, device: str) -> SeedRun:
     p, units, cut = spec.p, w.batches(UNIT_IMAGES), w.cuts[spec.control_k]
-    partitions, acc_units, r2 = {}, {}, {}
+    test = batched(*images_of(spec, spec.test_images, seed=seed))
+    partitions, test_acc, r2 = {}, {}, {}
     for k, maxcut in w.cuts.items():
         partitions[k] = [maxcut, *phases.random_partitions(spec.teacher.depth, k, spec.n_random,
                                                            seed, exclude=[maxcut])]
-        evals = [_evaluate(student_of(spec, p, part, seed=seed)[0], w, device)
-                 for part in partitions[k]]
-        acc_units[k] = np.array([a for a, _ in evals])
-        r2[k] = {g: np.array([e[g] for _, e in evals]) for g in GROUPS}
+        students = [student_of(spec, p, part, seed=seed)[0] for part in partitions[k]]
+        test_acc[k] = np.array([head_accuracy(s, test, device=device) for s in students])
+        evals = [_r2(s, w, device) for s in students]
+        r2[k] = {g: np.array([e[g] for e in evals]) for g in GROUPS}
     overfit = spec.overfit()
     val = teacher_of(spec, p, seed=seed, **overfit)[1]["val"]
     snapshots = []
@@ -120,7 +121,7 @@ def _seed_run(spec: Spec, seed: int, w: Walk, device: str) -> SeedRun:
             if sets:
                 swap_units[kind][n] = np.stack(
                     [swap_accuracy(w.model, sets, [u], device=device) for u in units], axis=1)
-    return SeedRun(seed, partitions, acc_units, r2, w.excess,
+    return SeedRun(seed, partitions, test_acc, r2, w.excess,
                    head_accuracy(w.model, w.batches(), device=device), controls, swap_units,
                    {key: np.array([r[key] for r in val]) for key in ("step", "loss", "acc")},
                    {key: np.array([s[key] for s in snapshots]) for key in (*GROUPS, "acc")})
@@ -132,14 +133,14 @@ def best_step(run: SeedRun) -> int:
 
 
 def versus_table(result: Result) -> pd.DataFrame:
-    """Per seed, k and partition: its blocks, the Raptor's accuracy and mean R² (cls,
-    patches)."""
+    """Per seed, k and partition: its blocks, the Raptor's accuracy on the test images and mean
+    R² (cls, patches)."""
     return pd.DataFrame([
         {"seed": run.seed, "k": k, "partition": "max-cut" if i == 0 else f"random {i - 1}",
          "blocks": phases.format_partition(part), "student acc": acc,
          "R²": np.mean([run.student_r2[k][g][i] for g in GROUPS])}
         for run in result.seeds for k, parts in run.partitions.items()
-        for i, (part, acc) in enumerate(zip(parts, result.pooled(run.student_units[k])))])
+        for i, (part, acc) in enumerate(zip(parts, run.test_acc[k]))])
 
 
 def controls_table(result: Result) -> pd.DataFrame:
@@ -184,13 +185,13 @@ def swaps_table(result: Result) -> pd.DataFrame:
 
 def maxcut_vs_random_figure(result: Result) -> plt.Figure:
     """Raptor accuracy of the max-cut partition vs random ones, per k (Fig. 3, right), first
-    seed: random partitions as points, their mean ± one standard deviation beside them, max-cut
-    as a star."""
-    units = result.seeds[0].student_units
+    seed, on the test images C3 reads: random partitions as points, their mean ± one standard
+    deviation beside them, max-cut as a star."""
+    units = result.seeds[0].test_acc
     fig, ((ax,),) = plotting.figure(width=min(plotting.BOX_WIDTH, 3.5 + 0.9 * len(units)),
                                     height=3.4)
     jitter = np.random.default_rng(0)
-    for i, acc in enumerate(map(result.pooled, units.values())):
+    for i, acc in enumerate(units.values()):
         rand = acc[1:]
         ax.scatter(i - 0.12 + jitter.uniform(-0.05, 0.05, rand.size), rand, color="grey",
                    alpha=0.8, label="random partitions")
@@ -248,10 +249,15 @@ def claims(result: Result) -> list[Claim]:
     :mod:`~raptor.book.chapters.functional_phases_claims`; C1's excess of every seed's cuts
     beside C3 and C4."""
     runs, sizes, spec, pooled = result.seeds, result.unit_sizes, result.spec, result.pooled
-    units = runs[0].student_units
+    test_acc = runs[0].test_acc
     c3 = judge.c3_maxcut_beats_random(
-        {k: [judge.maxcut_margin(run.student_units[k], sizes) for run in runs] for k in units},
-        counts={k: len(u) - 1 for k, u in units.items()},
+        {k: [judge.margin(run.test_acc[k][0], run.test_acc[k][1:]) for run in runs]
+         for k in test_acc},
+        counts={k: len(a) - 1 for k, a in test_acc.items()},
+        r2_margins={f"k={k} {judge.TOKEN[g]}": [judge.paired_margin(run.student_r2[k][g])
+                                                for run in runs]
+                    for k in test_acc for g in GROUPS},
+        test_images=spec.test_images,
         rests_on=rests_on_phases({f"seed {run.seed}, k={k}": e for run in runs
                                   for k, e in run.excess.items()}))
     kept = {kind: {n: [judge.retained(run.swap_units[kind][n],
@@ -259,7 +265,8 @@ def claims(result: Result) -> list[Claim]:
                        for run in runs if n in run.swap_units[kind]]
                    for n in spec.swap_counts if any(n in run.swap_units[kind] for run in runs)}
             for kind in KINDS}
-    c4 = judge.c4_swaps(kept["intra"], kept["inter"], rests_on=rests_on_phases(
+    ceiling = 1 / min(float(pooled(run.control_units["trained"]["acc"])) for run in runs)
+    c4 = judge.c4_swaps(kept["intra"], kept["inter"], ceiling=ceiling, rests_on=rests_on_phases(
         {f"seed {run.seed}, k={spec.control_k}": run.excess[spec.control_k] for run in runs}))
 
     def control(name: str, group: str) -> list[float]:

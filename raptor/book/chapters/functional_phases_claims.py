@@ -21,6 +21,10 @@ UNIT_IMAGES = 50
 
 SIGMA_MIN = Threshold(1.0, "the paper: max-cut partitions reach 'accuracy often greater than one "
                            "standard deviation above randomly chosen partitions' (§2, Fig. 3)")
+R2_MARGIN_MIN = Threshold(0.0, "[ours] the paper judges partitions by accuracy, which sits at the "
+                               "teacher's ceiling here, its gaps the size of the evaluation noise; "
+                               "R², what a Raptor is fitted to (the teacher's trajectory), "
+                               "separates partitions of converged students: any margin above none")
 INTRA_KEEP_MIN = Threshold(0.9, "[ours] the paper: intra-block swaps 'preserve accuracy' (§2, "
                                 "Fig. 15) without a number; ≥ 90% of the teacher's accuracy")
 INTER_KEEP_MAX = Threshold(0.6, "[ours] the paper: inter-block swaps lead to 'model collapse' "
@@ -46,23 +50,30 @@ def margin(maxcut_acc: float, random_acc: Sequence[float]) -> float:
     return float((maxcut_acc - rand.mean()) / sd) if sd > 0 else math.nan
 
 
-def maxcut_margin(units: np.ndarray, sizes: np.ndarray) -> float:
-    """:func:`margin` of the first Raptor (the max-cut's) over the others, on their accuracies
-    over all images (``units``: one row per Raptor, per unit of ``sizes`` images)."""
-    acc = np.average(units, axis=1, weights=sizes)
-    return margin(acc[0], acc[1:])
+def paired_margin(values: Sequence[float]) -> float:
+    """How far the first Raptor's value (the max-cut's) lies above the mean of the others (the
+    random partitions' of the same teacher and seed)."""
+    values = np.asarray(values, dtype=float)
+    return float(values[0] - values[1:].mean())
 
 
 def c3_maxcut_beats_random(margins: Mapping[int, Sequence[float]], *,
-                           counts: Mapping[int, int], rests_on: str = "") -> Claim:
+                           counts: Mapping[int, int],
+                           r2_margins: Mapping[str, Sequence[float]] | None = None,
+                           test_images: int | None = None, rests_on: str = "") -> Claim:
     """C3 (Fig. 3): for every k, max-cut's Raptor accuracy is ``SIGMA_MIN`` σ above that of the
     ``counts[k]`` random partitions, judged on the engine's t interval over the seeds' margins
-    (``margins[k]``, one per seed, :func:`maxcut_margin`); not testable where some seed's random
-    partitions do not vary (no σ)."""
+    (``margins[k]``, one per seed, :func:`margin` of the accuracies on ``test_images`` test
+    images); not testable where some seed's random partitions do not vary (no σ). Beside it,
+    not entering the verdict, ``r2_margins`` (per ``"k=… group"``, one per seed,
+    :func:`paired_margin` of the Raptors' R²) against :data:`R2_MARGIN_MIN`."""
     paper_ = "max-cut beats random partitions by > 1σ of Raptor accuracy (Fig. 3)"
     note = ("random contiguous partitions other than the max-cut, each once: "
             + ", ".join(f"k={k}: {n}" for k, n in counts.items())
-            + "; the margin in σ of the random partitions' accuracies, one per seed")
+            + "; the margin in σ of the random partitions' accuracies"
+            + (f" on all {test_images:,} test images" if test_images else "") + ", one per seed"
+            + ("; beside it [ours], max-cut's R² minus the random partitions' mean, one per seed"
+               if r2_margins else ""))
     if not all(np.isfinite(m).all() for m in margins.values()):
         return replace(claim("C3", paper=paper_, ours="no σ on some seed", holds=None,
                              detail=note + "; not testable: the random partitions' accuracies "
@@ -70,7 +81,11 @@ def c3_maxcut_beats_random(margins: Mapping[int, Sequence[float]], *,
     return judge(Declaration("C3", paper_, [
         Part(f"k={k}", over_seeds(m), SIGMA_MIN, fmt="+.1f",
              what=f"the k={k} max-cut Raptor's margin over random partitions (σ)")
-        for k, m in margins.items()], rests_on=rests_on, note=note))
+        for k, m in margins.items()], also=[
+        Part(name, over_seeds(m), R2_MARGIN_MIN, fmt="+.4f",
+             what=f"the {name.split()[0]} max-cut Raptor's {name.split(maxsplit=1)[1]} R² over "
+                  f"the random partitions' mean")
+        for name, m in (r2_margins or {}).items()], rests_on=rests_on, note=note))
 
 
 def retained(swap_units: np.ndarray, teacher_units: np.ndarray, sizes: np.ndarray) -> float:
@@ -83,11 +98,13 @@ def retained(swap_units: np.ndarray, teacher_units: np.ndarray, sizes: np.ndarra
 
 
 def c4_swaps(intra: Mapping[int, Sequence[float]], inter: Mapping[int, Sequence[float]], *,
-             rests_on: str = "") -> Claim:
+             ceiling: float, rests_on: str = "") -> Claim:
     """C4 (§2, Fig. 15): for every number ``n`` of layers swapped, intra-phase swaps keep more
     than ``INTRA_KEEP_MIN`` of the teacher's accuracy and inter-phase ones less than
     ``INTER_KEEP_MAX``, each on the engine's t interval over the seeds' shares (``intra[n]``,
-    ``inter[n]``: :func:`retained`, one per seed that has such swap sets)."""
+    ``inter[n]``: :func:`retained`, one per seed that has such swap sets), built on the range of
+    a share, 0 to ``ceiling`` (a swapped copy may beat its teacher: at most 1 / the lowest
+    teacher accuracy)."""
     paper_ = "intra-block swaps keep accuracy; inter-block swaps collapse it (Fig. 15)"
     if not intra or not inter or not all(np.isfinite(v).all()
                                          for v in (*intra.values(), *inter.values())):
@@ -98,7 +115,8 @@ def c4_swaps(intra: Mapping[int, Sequence[float]], inter: Mapping[int, Sequence[
 
     def parts(kind: str, shares: Mapping[int, Sequence[float]], threshold: Threshold,
               side: str) -> list[Part]:
-        return [Part(f"{kind} {n}", over_seeds(v), threshold, side=side, fmt=".1%",
+        return [Part(f"{kind} {n}", over_seeds(v, bounds=(0.0, ceiling), step=1e-3), threshold,
+                     side=side, fmt=".1%",
                      what=f"the share of the teacher's accuracy kept by {kind}-phase swaps of "
                           f"{n} layer{'s' * (n > 1)}") for n, v in shares.items()]
 
