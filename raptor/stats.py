@@ -8,12 +8,15 @@ alignment of the largest changes of a curve with the max-cut boundaries.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats as st
 from scipy.optimize import curve_fit
+import statsmodels.api as sm
+from statsmodels.stats.proportion import proportion_confint
 
 HOLDS, FAILS, INCONCLUSIVE = "holds", "does not hold", "inconclusive"
 
@@ -119,11 +122,11 @@ def rank_correlation(y: Sequence[float], x: Sequence[float] | None = None, *,
 
 def partial_correlation(x: Sequence[float], y: Sequence[float], groups: Sequence[object], *,
                         level: float = 0.95) -> Correlation:
-    """Pearson r of ``x`` and ``y`` after removing each group's mean: their partial correlation
-    given the group as a factor (g levels, g − 1 dummy covariates), the association within
-    groups that a variable driving both cannot produce. Its ``level`` interval is Fisher's z
-    with standard error ``1 / sqrt(n − 3 − (g − 1))``, i.e. ``n − g − 1`` residual degrees of
-    freedom less one (Fisher 1924); needs ``n >= g + 3``."""
+    """Partial correlation of ``x`` and ``y`` given the group as a factor (g levels): the OLS
+    ``y ~ x + C(group)`` (statsmodels), ``r = t / sqrt(t² + df)`` from its t statistic of ``x``
+    on ``df = n − g − 1`` residual degrees of freedom, the association within groups that a
+    variable driving both cannot produce. Its ``level`` interval is Fisher's z with standard error
+    ``1 / sqrt(df − 1)`` (Fisher 1924); needs ``n >= g + 3``."""
     _check_level(level)
     x, y, keys = np.asarray(x, dtype=float), np.asarray(y, dtype=float), np.asarray(groups)
     if x.shape != y.shape or x.shape != keys.shape or x.ndim != 1:
@@ -132,27 +135,29 @@ def partial_correlation(x: Sequence[float], y: Sequence[float], groups: Sequence
     levels = np.unique(keys)
     if len(x) < len(levels) + 3:
         raise ValueError(f"need n >= groups + 3 = {len(levels) + 3}, got n = {len(x)}")
-    dx, dy = x.copy(), y.copy()
-    for g in levels:
-        at = keys == g
-        dx[at] -= x[at].mean()
-        dy[at] -= y[at].mean()
-    if not (dx.any() and dy.any()):
+    factor = (keys[:, None] == levels[None, 1:]).astype(float)  # treatment coding, g − 1 dummies
+    covariates = np.column_stack([np.ones_like(x), factor])
+    if min(sm.OLS(v, covariates).fit().ssr for v in (x, y)) <= 0:
         raise ValueError("no variation within groups")
-    r = float(np.clip(dx @ dy / np.sqrt((dx @ dx) * (dy @ dy)), -1, 1))
-    half = st.norm.ppf(0.5 + level / 2) / np.sqrt(len(x) - len(levels) - 2)
+    fit = sm.OLS(y, np.column_stack([x, covariates])).fit()
+    df = float(fit.df_resid)
+    # a perfect fit within groups has no residual: its t is infinite, r = ±1
+    r = float(np.sign(fit.params[0])) if fit.ssr <= 0 else \
+        float(fit.tvalues[0] / np.sqrt(fit.tvalues[0] ** 2 + df))
+    half = st.norm.ppf(0.5 + level / 2) / np.sqrt(df - 1)
     with np.errstate(divide="ignore"):
         z = np.arctanh(r)
     return Correlation(r, float(np.tanh(z - half)), float(np.tanh(z + half)), level, len(x))
 
 
 def log_slope(y: Sequence[float], x: Sequence[float] | None = None) -> float:
-    """Least-squares slope of ``log(y)`` against ``x`` (default: index); ``y`` must be > 0."""
+    """Least-squares slope of ``log(y)`` against ``x`` (default: index), ``scipy.stats.linregress``;
+    ``y`` must be > 0."""
     y = np.asarray(y, dtype=float)
     if (y <= 0).any():
         raise ValueError("log_slope needs positive values")
     x = np.arange(len(y), dtype=float) if x is None else np.asarray(x, dtype=float)
-    return float(np.polyfit(x, np.log(y), 1)[0])
+    return float(st.linregress(x, np.log(y)).slope)
 
 
 def change_points(curve: Sequence[float], n: int) -> list[int]:
@@ -172,6 +177,18 @@ def aligned(points: Sequence[int], boundaries: Sequence[int], tol: int = 1) -> f
     if not boundaries:
         raise ValueError("no boundaries to align with")
     return float(np.mean([any(abs(p - b) <= tol for p in points) for b in boundaries]))
+
+
+def chance_aligned(length: int, boundaries: Sequence[int], tol: int = 1) -> float:
+    """The share of ``boundaries`` that :func:`aligned` gives, in expectation, for as many change
+    points as boundaries placed at random among the positions ``1..length−1`` of a curve of
+    ``length`` values (:func:`change_points` of a curve without structure): exact, the mean over
+    every placement, what a simulation of random change points estimates."""
+    positions, m = range(1, length), len(boundaries)
+    if not 1 <= m <= len(positions):
+        raise ValueError(f"need 1 to {len(positions)} boundaries, got {m}")
+    draws = itertools.combinations(positions, m)
+    return float(np.mean([aligned(points, boundaries, tol) for points in draws]))
 
 
 @dataclass(frozen=True)
@@ -202,14 +219,13 @@ def _check_level(level: float) -> None:
 
 def wilson(acc: float, n: int, *, level: float = 0.95) -> Interval:
     """Wilson score interval of an accuracy ``acc`` measured on ``n`` independent images
-    (binomial evaluation noise; exact enough down to a handful of errors, unlike acc ± z·se)."""
+    (binomial evaluation noise; exact enough down to a handful of errors, unlike acc ± z·se):
+    statsmodels' ``proportion_confint(method="wilson")``, inside [0, 1]."""
     _check_level(level)
     if n < 1 or not 0 <= acc <= 1:
         raise ValueError(f"need n >= 1 and acc in [0, 1], got n={n}, acc={acc}")
-    z = st.norm.ppf(0.5 + level / 2)
-    centre = (acc + z**2 / (2 * n)) / (1 + z**2 / n)
-    half = z / (1 + z**2 / n) * np.sqrt(acc * (1 - acc) / n + z**2 / (4 * n**2))
-    return Interval(acc, float(max(0.0, centre - half)), float(min(1.0, centre + half)), level)
+    low, high = proportion_confint(acc * n, n, alpha=1 - level, method="wilson")
+    return Interval(acc, float(max(0.0, low)), float(min(1.0, high)), level)
 
 
 @dataclass(frozen=True)
@@ -236,19 +252,26 @@ class SigmoidFit:
         return _logistic(np.asarray(x, dtype=float), self.a, self.b, self.mid, self.scale)
 
 
+MID_TOL = 1e-3  # a logistic's midpoint within this share of the span of its bound sits at it
+
+
 def _logistic(t: np.ndarray, a: float, b: float, mid: float, scale: float) -> np.ndarray:
     return a + b / (1 + np.exp(-np.clip((t - mid) / scale, -50, 50)))
 
 
 def _aicc(rss: float, n: int, k: int) -> float:
-    # RSS floored: a perfect fit would make log(0); 1e-300 keeps the comparison finite.
+    """AICc of a least-squares fit with ``k`` parameters in its mean function and Gaussian
+    residuals: the residual variance σ² is estimated too, so the count is ``k + 1`` (Burnham &
+    Anderson 2002, §2.2). RSS floored: a perfect fit would make log(0)."""
+    k += 1
     return n * np.log(max(rss, 1e-300) / n) + 2 * k + 2 * k * (k + 1) / (n - k - 1)
 
 
 def sigmoid_vs_linear(y: Sequence[float], x: Sequence[float] | None = None, *,
                       start: SigmoidFit | None = None) -> SigmoidFit:
-    """Least-squares logistic (4 parameters) and line (2) through ``y`` (default ``x``: index),
-    compared by the small-sample AIC (AICc); needs ``len(y) >= 6`` so AICc is defined for both.
+    """Least-squares logistic (4 parameters and σ²) and line (2 and σ²) through ``y`` (default
+    ``x``: index), compared by the small-sample AIC (AICc); needs ``len(y) >= 7`` so AICc is
+    defined for both.
     The logistic is fitted from several starting midpoints and the best fit kept, or from
     ``start``'s parameters alone (a warm start: a bootstrap's refit near a fit, several times
     faster; the several starts where it does not converge). Its midpoint is bounded to one span
@@ -256,8 +279,8 @@ def sigmoid_vs_linear(y: Sequence[float], x: Sequence[float] | None = None, *,
     place: the curve is one arm of an S, its midpoint not estimated."""
     y = np.asarray(y, dtype=float)
     x = np.arange(len(y), dtype=float) if x is None else np.asarray(x, dtype=float)
-    if y.shape != x.shape or y.ndim != 1 or len(y) < 6:
-        raise ValueError(f"need two 1-D sequences of equal length >= 6, got {x.shape}, {y.shape}")
+    if y.shape != x.shape or y.ndim != 1 or len(y) < 7:
+        raise ValueError(f"need two 1-D sequences of equal length >= 7, got {x.shape}, {y.shape}")
     span = max(x.max() - x.min(), 1e-9)
     mid_range = (x.min() - span, x.max() + span)
     cold = [[y.min(), y.max() - y.min() or 1.0, mid, span / 8]
@@ -277,8 +300,9 @@ def sigmoid_vs_linear(y: Sequence[float], x: Sequence[float] | None = None, *,
         return sigmoid_vs_linear(y, x)
     if best is None:
         raise ValueError("the logistic fit did not converge from any start")
-    lin = float(((np.polyval(np.polyfit(x, y, 1), x) - y) ** 2).sum())
+    line = st.linregress(x, y)
+    lin = float(((line.intercept + line.slope * x - y) ** 2).sum())
     n = len(y)
-    pinned = min(abs(best[2] - m) for m in mid_range) < 1e-3 * span
+    pinned = min(abs(best[2] - m) for m in mid_range) < MID_TOL * span
     return SigmoidFit(*map(float, best), rss, lin, float(_aicc(rss, n, 4)),
                       float(_aicc(lin, n, 2)), bool(pinned))

@@ -1,4 +1,5 @@
-"""The claims engine on planted cases: power check, seed policy, pinned fits, ties, the text."""
+"""The claims engine on planted cases: power check, seed policy, bounded quantities, ties, the
+text."""
 
 from __future__ import annotations
 
@@ -93,12 +94,59 @@ def test_a_true_effect_holds_and_a_false_one_does_not() -> None:
     assert judge(Declaration("C15", "p", [below])).verdict == HOLDS
 
 
-def test_a_fit_pinned_at_its_bound_is_inconclusive() -> None:
-    pinned = over_seeds([-12.0, -12.0, -12.0], pinned=True)
-    p = Part("midpoint > 0", pinned, ZERO)  # its interval lies wholly below: it would fail
-    assert p.read(0.95) == INCONCLUSIVE
-    c = judge(Declaration("C16", "p", [p]))
-    assert c.verdict == INCONCLUSIVE and "sits at its fit's bound" in c.ours
+def test_a_bounded_quantity_keeps_its_intervals_and_power_lines_in_range() -> None:
+    """A share (0.5, 1, 0.5 of two boundaries) and Spearman's ρ (0.85, 0.81, 0.50) over 3 seeds:
+    on the t scale they printed 0.67 [−0.05, 1.38] and +0.72 [+0.25, +1.20]; on the logit scale
+    of their range both intervals stay inside it."""
+    share = over_seeds([0.5, 1.0, 0.5], bounds=(0, 1), step=0.5)
+    rho = over_seeds([0.85, 0.81, 0.50], bounds=(-1, 1), step=12 / (13 * 168))
+    for e in (share, rho):
+        iv = e.interval()
+        assert e.bounds[0] <= iv.low <= e.value <= iv.high <= e.bounds[1]
+        assert e.bounds[0] <= e.interval(0.999).low and e.interval(0.999).high <= e.bounds[1]
+    # an unbounded t interval of the same numbers leaves [0, 1] and [−1, 1]
+    assert over_seeds([0.5, 1.0, 0.5]).interval().low < 0
+    assert over_seeds([0.85, 0.81, 0.50]).interval().high > 1
+    # the power line past 0.49 lies beyond the attainable share: not testable, with its n
+    p = Part("jumps", share, Threshold(0.49, "[ours] planted chance"), fmt=".2f")
+    ok, need = p.testable()
+    assert not ok and need is not None and need > 3
+    assert part_verdicts([p]) == [UNTESTABLE]
+    c = judge(Declaration("C21", "p", [p]))
+    assert f"it needs {need} seeds" in c.ours and "on [0.00, 1.00]" in c.detail
+    assert "80% power" not in c.detail
+    # with many seeds it is testable, and its power line stays inside [0, 1]
+    many = over_seeds(np.tile([0.5, 1.0, 0.5], 10), bounds=(0, 1), step=0.5)
+    q = Part("jumps", many, Threshold(0.49, "[ours] planted chance"), fmt=".2f")
+    assert q.testable()[0] and 0.49 + many.detectable(0.49) < 1
+
+
+def test_a_zero_spread_gets_its_power_line_from_the_evaluation_noise() -> None:
+    flat = over_seeds([0.01, 0.01, 0.01], noise=[0.002, 0.002, 0.002])
+    p = Part("bends back", flat, ZERO, side="below", fmt="+.4f")
+    assert flat.spread == 0 and flat.detectable(0.0, "below") > 0.002
+    c = judge(Declaration("C19", "p", [p]))
+    assert c.verdict == FAILS and "80% power to detect a true value" in c.detail
+
+
+def test_an_unsettled_part_outranks_one_that_cannot_settle() -> None:
+    """C14's order: a part with an interval against the claim at 95% (not at Bonferroni's level)
+    makes the claim inconclusive, and says so, though another part is not testable."""
+    kept = Part("TF collapses", over_seeds([0.778, 0.900, 0.796]),
+                Threshold(0.5, "[ours] planted"), side="below", paper=0.047, fmt=".1%")
+    weak = Part("loss", over_seeds([-0.010, -0.036, 0.036]), Threshold(0.01, "[ours] p"),
+                side="below", paper=-0.025, fmt="+.1%")
+    filler = [Part(f"x{i}", over_seeds([0.5, 0.6, 0.55]), Threshold(0.0, "[ours] p"))
+              for i in range(4)]
+    parts = [kept, weak, *filler]
+    verdicts = part_verdicts(parts)
+    assert verdicts[:2] == [INCONCLUSIVE, UNTESTABLE] and kept.read(0.95) == FAILS
+    c = judge(Declaration("C14", "p", parts))
+    assert c.verdict == INCONCLUSIVE
+    assert "not below 50.0% on its 95% interval" in c.ours
+    assert "(against it on its 95% interval)" in c.detail
+    assert verdict_of([UNTESTABLE, HOLDS]) == UNTESTABLE
+    assert verdict_of([UNTESTABLE, INCONCLUSIVE]) == INCONCLUSIVE
 
 
 def test_an_order_inside_its_band_is_a_tie() -> None:

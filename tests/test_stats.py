@@ -1,4 +1,5 @@
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given, settings, strategies as hs
 from scipy import stats as st
@@ -164,7 +165,42 @@ def test_sigmoid_warm_start_finds_the_cold_fit():
 @pytest.mark.parametrize("call, match", [
     (lambda: wilson(0.5, 0), "n >= 1"), (lambda: wilson(1.5, 10), "acc in"),
     (lambda: wilson(0.5, 10, level=0), "level"),
-    (lambda: sigmoid_vs_linear([1, 2, 3, 4, 5]), "length >= 6")])
+    (lambda: sigmoid_vs_linear([1, 2, 3, 4, 5, 6]), "length >= 7")])
 def test_interval_errors(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_aicc_counts_the_residual_variance():
+    """ΔAICc with σ² counted (logistic 5 parameters, line 3; Burnham & Anderson 2002): on 13
+    layers it is smaller than with σ² left out by the difference of the small-sample terms."""
+    x = np.arange(13.0)
+    y = 0.1 + 0.9 / (1 + np.exp(-(x - 6) / 1.2)) + np.random.default_rng(2).normal(0, 0.01, 13)
+    fit, n = sigmoid_vs_linear(y), 13
+
+    def aicc(rss: float, k: int) -> float:
+        return n * np.log(rss / n) + 2 * k + 2 * k * (k + 1) / (n - k - 1)
+
+    assert fit.aicc_logistic == pytest.approx(aicc(fit.rss_logistic, 5))
+    assert fit.aicc_linear == pytest.approx(aicc(fit.rss_linear, 3))
+    omitted = aicc(fit.rss_linear, 2) - aicc(fit.rss_logistic, 4)
+    overstated = (2 * 2 * 3 / 10 - 2 * 3 * 4 / 9) - (2 * 4 * 5 / 8 - 2 * 5 * 6 / 7)
+    assert omitted - fit.delta_aicc == pytest.approx(overstated)
+    assert overstated == pytest.approx(2.1, abs=0.01)
+
+
+def test_stats_match_the_libraries():
+    """wilson is statsmodels' Wilson interval, log_slope scipy's linregress, partial_correlation
+    the t of x in an OLS with the group as a factor."""
+    from statsmodels.formula.api import ols
+    from statsmodels.stats.proportion import proportion_confint
+    assert (wilson(0.8, 50).low, wilson(0.8, 50).high) == pytest.approx(
+        proportion_confint(40, 50, method="wilson"))
+    rng = np.random.default_rng(3)
+    x, y = np.arange(10.0), np.exp(rng.normal(size=10))
+    assert log_slope(y, x) == pytest.approx(st.linregress(x, np.log(y)).slope)
+    levels = np.repeat([0.0, 0.3, 0.6], 4)
+    a, b = levels + rng.normal(size=12), levels + rng.normal(size=12)
+    fit = ols("b ~ a + C(g)", pd.DataFrame({"a": a, "b": b, "g": levels})).fit()
+    t = fit.tvalues["a"]
+    assert partial_correlation(a, b, levels).r == pytest.approx(t / np.sqrt(t**2 + 12 - 3 - 1))

@@ -18,15 +18,23 @@ over them. A claim about one given model (DINOv2-B) has no seeds: its interval i
 (:func:`of_model`).
 
 **A power check before any verdict.** A part whose interval, at this profile's seeds (or images),
-could not clear its threshold (or fit in its band) even were the truth the paper's value, is *not
-testable at this profile*, with the seeds (or images) it would need, unless its interval settles
-it all the same. Beside every part that does
-not hold, the smallest margin past its threshold that the test detects with 80% power (exact
-noncentral t, ``scipy.stats.nct``; normal for intervals over images).
+could not clear its threshold (or fit in its band) even were the truth the paper's value, or whose
+smallest detectable effect lies beyond the quantity's range (a share past 1, a correlation past
+±1), is *not testable at this profile*, with the seeds (or images) it would need, unless its
+interval settles it all the same. Beside every part that does not hold, the smallest margin past
+its threshold that the test detects with 80% power (exact noncentral t, ``scipy.stats.nct``;
+normal for intervals over images), its spread at least the seeds' evaluation noise where the
+chapter gives it (seeds that agree exactly still carry it).
+
+**Bounded quantities stay in their range.** A share, a correlation or a layer offset declares its
+range (``bounds``); over seeds its t interval and power line are built on the logit of its place
+in the range (Fisher's z for a correlation) and mapped back, and the range is printed beside it.
 
 **Many parts.** A claim holds if every part holds on its 95% interval (an intersection–union
 test, chance error 2.5% whatever the number of parts m, Berger 1982); it does not hold if some
-part's interval at level 1 − 5%/m lies wholly against it (Bonferroni), else it is inconclusive.
+part's interval at level 1 − 5%/m lies wholly against it (Bonferroni), else it is inconclusive
+(not testable where every unsettled part could not have settled; a part whose 95% interval lies
+against the claim, short of the Bonferroni level, says so).
 """
 
 from __future__ import annotations
@@ -37,7 +45,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import optimize
+from scipy import optimize, special
 from scipy import stats as st
 
 from raptor.book.claims import (CLAIMS, FAILS, HOLDS, INCONCLUSIVE, LEVEL, SIDE_ERROR, UNTESTABLE,
@@ -68,86 +76,170 @@ class Estimate:
     """A number at the replication level: per-seed estimates (``unit == "seed"``, a t interval
     over them), one model's 95% interval over ``n`` images (or other units of one model), or a
     correlation over ``n`` trained models (``fisher``: its interval symmetric in Fisher's z,
-    ``spread`` the standard error of z × √n). ``pinned``: a fit sat at its bound on some seed, so
-    the number is not estimated."""
+    ``spread`` the standard error of z × √n).
+
+    ``bounds``: the range of a bounded quantity (a share, a correlation, a layer offset). Over
+    seeds its t interval, and every power check, are built on the logit of the value's place in
+    the range (for a correlation, Fisher's z) and mapped back, so no interval or detectable value
+    leaves the range; the logit is widened by half a ``step`` (the quantity's resolution, e.g. 1/m
+    for a share of m: the empirical logit) so that a value at a bound stays finite. ``noise``:
+    the evaluation noise of one seed's estimate (its standard error over images), the least
+    spread the power check assumes: seeds that agree exactly still differ by it."""
 
     value: float
     unit: str
     n: int
-    spread: float  # seeds: the sample sd between seeds; images: the standard error x √n
-    pinned: bool = False
+    spread: float  # seeds: the sample sd between seeds (on the logit scale where bounded)
     values: tuple[float, ...] = ()
     sides: tuple[float, float] | None = None  # one model's interval: its 95% sides, below/above
     fisher: bool = False
     # one model's interval at any level where its maker can give it exactly (a bootstrap's)
     at: Callable[[float], tuple[float, float]] | None = field(default=None, compare=False,
                                                              repr=False)
+    bounds: tuple[float, float] | None = None
+    step: float = 0.0
+    noise: float = 0.0  # on the scale of ``spread``
+
+    @property
+    def logit(self) -> bool:
+        """Whether the t interval and the power check work on the logit scale of ``bounds``."""
+        return self.unit == "seed" and self.bounds is not None
+
+    def scale(self, v: float) -> float:
+        """``v`` on the scale the interval is built on over seeds where bounded: the logit of its
+        place in ``bounds`` widened by half a ``step`` each side, ``log((v − lo + step/2) /
+        (hi − v + step/2))`` (a share's empirical logit; a value at a bound stays finite);
+        else as it is."""
+        if not self.logit:
+            return v
+        lo, hi = self.bounds
+        below, above = v - lo + self.step / 2, hi - v + self.step / 2
+        return math.log(below / above) if below > 0 and above > 0 else \
+            math.copysign(math.inf, below - above)
+
+    def unscale(self, z: float) -> float:
+        """The inverse of :meth:`scale` (beyond a bound by less than half a step at most)."""
+        if not self.logit:
+            return z
+        lo, hi = self.bounds
+        return lo - self.step / 2 + (hi - lo + self.step) * float(special.expit(z))
 
     def interval(self, level: float = LEVEL) -> Interval:
         """The estimate's two-sided ``level`` interval (infinite on one seed: no spread); one
         model's own interval (:func:`of_model`) keeps its shape, each side scaled by
         ``z(level) / z(95%)``, or as ``at`` gives it; a correlation's is symmetric in Fisher's
-        z."""
+        z; a bounded one's over seeds symmetric on its logit scale."""
         if self.at is not None:
             return Interval(self.value, *self.at(level), level)
         if self.fisher and self.spread > 0:
             z, h = _atanh(self.value), _z(level) * self.spread / math.sqrt(self.n)
             return Interval(self.value, math.tanh(z - h), math.tanh(z + h), level)
+        if self.logit:  # an end past a bound (by half a step at most) is the bound
+            z, h = self.scale(self.value), self.half(level)
+            lo, hi = self.bounds
+            return Interval(self.value, max(lo, self.unscale(z - h)),
+                            min(hi, self.unscale(z + h)), level)
         if self.sides is None:
             below = above = self.half(level)
         else:
             below, above = (side * _z(level) / _z(LEVEL) for side in self.sides)
         return Interval(self.value, self.value - below, self.value + above, level)
 
-    def half(self, level: float = LEVEL, n: int | None = None) -> float:
-        """The interval's half-width at ``level`` with ``n`` units (default: this one's)."""
+    def half(self, level: float = LEVEL, n: int | None = None, *, power: bool = False) -> float:
+        """The interval's half-width at ``level`` with ``n`` units (default: this one's), on the
+        logit scale where bounded over seeds; ``power``: with the spread floored at ``noise``."""
         n = self.n if n is None else n
+        spread = max(self.spread, self.noise) if power else self.spread
         if self.unit == "seed":
-            return math.inf if n < 2 else _t(level, n - 1) * self.spread / math.sqrt(n)
-        h = _z(level) * self.spread / math.sqrt(n)
+            return math.inf if n < 2 else _t(level, n - 1) * spread / math.sqrt(n)
+        h = _z(level) * spread / math.sqrt(n)
         if self.fisher:  # on the correlation's own scale, about its value
             z = _atanh(self.value)
             return (math.tanh(z + h) - math.tanh(z - h)) / 2
         return h
 
     def needed(self, half: float) -> int | None:
-        """The fewest units (seeds or images) whose 95% half-width is below ``half``; ``None``
-        for none up to :data:`MAX_UNITS` seeds, or for one seed, whose spread is unknown."""
+        """The fewest units (seeds or images) whose 95% half-width (for the power check) is below
+        ``half``; ``None`` for none up to :data:`MAX_UNITS` seeds, or for one seed, whose spread
+        is unknown."""
         if half <= 0 or (self.unit == "seed" and self.n < 2):
             return None
         if self.unit != "seed":
-            return max(self.n, math.ceil(self.n * (self.half() / half) ** 2))
-        return next((n for n in range(2, MAX_UNITS) if self.half(LEVEL, n) < half), None)
+            return max(self.n, math.ceil(self.n * (self.half(power=True) / half) ** 2))
+        return next((n for n in range(2, MAX_UNITS) if self.half(LEVEL, n, power=True) < half),
+                    None)
+
+    def _shift(self, n: int) -> float:
+        """The true margin past a threshold, on the interval's scale (Fisher's z for a
+        correlation), that ``n`` units' 95% interval clears with :data:`POWER` (one-sided, its
+        2.5% side): noncentral t over seeds, normal otherwise; ``inf`` on one seed."""
+        spread = max(self.spread, self.noise)
+        if self.unit != "seed":
+            return (_z(LEVEL) + float(st.norm.ppf(POWER))) * spread / math.sqrt(n)
+        if n < 2:
+            return math.inf
+        if spread == 0:
+            return 0.0
+        df, crit = n - 1, _t(LEVEL, n - 1)
+        shift = optimize.brentq(lambda d: st.nct.sf(crit, df, d) - POWER, 0.0, 100.0)
+        return shift * spread / math.sqrt(n)
+
+    def _reach(self, edge: float, side: str, n: int) -> float:
+        """The true value that ``n`` units detect with :data:`POWER` past ``edge`` on ``side``."""
+        sign = 1 if side == "above" else -1
+        if self.fisher:
+            return math.tanh(_atanh(edge) + sign * self._shift(n))
+        return self.unscale(self.scale(edge) + sign * self._shift(n))
 
     def detectable(self, edge: float = 0.0, side: str = "above") -> float:
         """The smallest true margin past a threshold (at ``edge``, the claim on its ``side``) that
-        this estimate's 95% interval clears with :data:`POWER` (one-sided, the interval's 2.5%
-        side): noncentral t over seeds, normal over images, normal in Fisher's z for a
-        correlation; ``inf`` on one seed."""
-        if self.unit != "seed":
-            shift = (_z(LEVEL) + float(st.norm.ppf(POWER))) * self.spread / math.sqrt(self.n)
-            if not self.fisher:
-                return shift
-            sign = 1 if side == "above" else -1
-            return sign * (math.tanh(_atanh(edge) + sign * shift) - edge)
-        if self.n < 2 or self.spread == 0:
-            return math.inf if self.n < 2 else 0.0
-        df, crit = self.n - 1, _t(LEVEL, self.n - 1)
-        shift = optimize.brentq(lambda d: st.nct.sf(crit, df, d) - POWER, 0.0, 100.0)
-        return shift * self.spread / math.sqrt(self.n)
+        this estimate's 95% interval clears with :data:`POWER`, on the interval's scale (so a
+        bounded quantity's stays in its range); ``inf`` on one seed."""
+        return abs(self._reach(edge, side, self.n) - edge)
+
+    def attainable(self, value: float) -> bool:
+        """Whether ``value`` lies in the quantity's range."""
+        if self.bounds is None or math.isnan(value):
+            return not math.isnan(value)
+        return self.bounds[0] <= value <= self.bounds[1]
+
+    def in_reach(self, edge: float, side: str) -> tuple[bool, int | None]:
+        """Whether the power check's detectable value past ``edge`` lies in the quantity's range
+        at this estimate's units, and if not the fewest units at which it would."""
+        if self.attainable(self._reach(edge, side, self.n)):
+            return True, None
+        ns = range(self.n + 1, MAX_UNITS) if self.unit == "seed" else \
+            (self.n * 2 ** i for i in range(1, 40))
+        return False, next((n for n in ns if self.attainable(self._reach(edge, side, n))), None)
 
     def unit_text(self) -> str:
         return f"{self.n} {self.unit}{'s' * (self.n != 1)}"
 
 
-def over_seeds(values: Sequence[float], *, pinned: bool = False) -> Estimate:
+def over_seeds(values: Sequence[float], *, bounds: tuple[float, float] | None = None,
+               step: float = 0.0, noise: Sequence[float] | None = None) -> Estimate:
     """An estimate from one per seed (each trained model one unit): their mean, judged on the t
-    interval of its spread between seeds."""
+    interval of its spread between seeds. ``bounds``: a bounded quantity's range, the mean and
+    interval taken on its logit scale widened by half a ``step`` (:class:`Estimate`); ``noise``:
+    each seed's standard error over its images, the floor of the spread in the power check."""
     v = np.asarray(values, dtype=float)
     if v.ndim != 1 or not len(v) or not np.isfinite(v).all():
         raise ValueError(f"need one finite estimate per seed, got {values!r}")
-    sd = float(v.std(ddof=1)) if len(v) > 1 else math.nan
-    return Estimate(float(v.mean()), "seed", len(v), sd, pinned, tuple(map(float, v)))
+    if bounds is not None and (not bounds[0] < bounds[1] or step < 0 or (
+            step == 0 and ((v <= bounds[0]) | (v >= bounds[1])).any())
+            or ((v < bounds[0]) | (v > bounds[1])).any()):
+        raise ValueError(f"need values in bounds {bounds} (strictly inside without a step > 0), "
+                         f"got {values!r}, step {step}")
+    shape = Estimate(0.0, "seed", len(v), 0.0, bounds=bounds, step=step)
+    z = np.array([shape.scale(x) for x in v])
+    sd = float(z.std(ddof=1)) if len(v) > 1 else math.nan
+    mean = shape.unscale(float(z.mean()))
+    se = 0.0 if noise is None else float(np.sqrt(np.mean(np.square(noise))))
+    if bounds is not None and se:  # the delta method onto the logit scale, at the mean
+        lo, hi = bounds
+        se *= 1 / (mean - lo + step / 2) + 1 / (hi - mean + step / 2)
+    return Estimate(mean, "seed", len(v), sd, tuple(map(float, v)), bounds=bounds, step=step,
+                    noise=se)
 
 
 def exact(value: float) -> Estimate:
@@ -157,19 +249,22 @@ def exact(value: float) -> Estimate:
 
 
 def of_model(iv: Interval, n: int, unit: str = "image", *,
-             at: Callable[[float], tuple[float, float]] | None = None) -> Estimate:
+             at: Callable[[float], tuple[float, float]] | None = None,
+             bounds: tuple[float, float] | None = None) -> Estimate:
     """An estimate of one given model (no seeds to replicate, e.g. the published DINOv2-B) from
     its interval over ``n`` units (images, or image subsets): the interval keeps its shape (a
     Wilson interval stays inside [0, 1]), or ``at(level)`` gives it at any level (e.g. a
     bootstrap's percentiles); for the power check its wider side is read as normal, standard
-    error = side / z."""
+    error = side / z, and a detectable value beyond ``bounds`` (the quantity's range) makes the
+    part not testable."""
     if n < 1 or not iv.low <= iv.high or not 0 < iv.level < 1 or unit in ("seed", MODEL):
         raise ValueError(f"need n >= 1, an interval with low <= high and a unit other than "
                          f"seeds or models, got n={n}, {iv}, {unit!r}")
     centre = min(max(iv.estimate, iv.low), iv.high)  # a bootstrap's estimate may lie outside
     r = _z(LEVEL) / _z(iv.level)
     sides = (r * (centre - iv.low), r * (iv.high - centre))
-    return Estimate(centre, unit, n, max(sides) / _z(LEVEL) * math.sqrt(n), sides=sides, at=at)
+    return Estimate(centre, unit, n, max(sides) / _z(LEVEL) * math.sqrt(n), sides=sides, at=at,
+                    bounds=bounds)
 
 
 def correlation_over_models(iv: Interval, n: int) -> Estimate:
@@ -179,7 +274,7 @@ def correlation_over_models(iv: Interval, n: int) -> Estimate:
     if n < 4 or not -1 <= iv.low <= iv.estimate <= iv.high <= 1 or not 0 < iv.level < 1:
         raise ValueError(f"need n >= 4 and a correlation inside its interval, got n={n}, {iv}")
     se = (_atanh(iv.high) - _atanh(iv.low)) / (2 * _z(iv.level))
-    return Estimate(iv.estimate, MODEL, n, se * math.sqrt(n), fisher=True)
+    return Estimate(iv.estimate, MODEL, n, se * math.sqrt(n), fisher=True, bounds=(-1.0, 1.0))
 
 
 def _atanh(r: float) -> float:
@@ -215,9 +310,7 @@ class Part:
 
     def read(self, level: float) -> str:
         """The verdict of the interval at ``level`` alone: holds, does not hold, tie or
-        inconclusive (a pinned estimate is inconclusive)."""
-        if self.estimate.pinned:
-            return INCONCLUSIVE
+        inconclusive."""
         iv, t, b = self.estimate.interval(level), self.threshold.value, self.band
         inside = t - b <= iv.low and iv.high <= t + b
         if self.side == "inside":
@@ -226,27 +319,46 @@ class Part:
         lo, hi = (iv.low - t, iv.high - t) if self.side == "above" else (t - iv.high, t - iv.low)
         return HOLDS if lo > b else FAILS if hi <= -b else TIE if b and inside else INCONCLUSIVE
 
+    @property
+    def edge(self) -> float:
+        """The number the claim's side must clear: the threshold moved out by the band."""
+        return self.threshold.value + (self.band if self.side == "above" else -self.band)
+
     def target(self) -> float | None:
-        """The half-width an interval needs to hold were the truth the paper's value (``None``:
-        no paper value or the paper's value would not hold itself, so no check)."""
-        t, b = self.threshold.value, self.band
+        """The half-width an interval needs to hold were the truth the paper's value, on the
+        interval's scale (``None``: no paper value or the paper's value would not hold itself,
+        so no check)."""
+        t, b, g = self.threshold.value, self.band, self.estimate.scale
         if self.side == "inside":
-            return b - abs((t if self.paper is None else self.paper) - t)
+            v = g(t if self.paper is None else self.paper)
+            return min(g(t + b) - v, v - g(t - b))
         if self.paper is None:
             return None
-        return (self.paper - t - b) if self.side == "above" else (t - b - self.paper)
+        return (g(self.paper) - g(self.edge)) if self.side == "above" else \
+            (g(self.edge) - g(self.paper))
+
+    def possible(self) -> bool:
+        """Whether some value in the quantity's range clears the part's edge (a share cannot
+        exceed 1: "above 1" is no test)."""
+        b = self.estimate.bounds
+        return b is None or self.side == "inside" or b[0] < self.edge < b[1]
 
     def testable(self) -> tuple[bool, int | None]:
-        """Whether this part's interval could hold at its units for the paper's effect, and the
-        units (seeds or images) it would need where it could not."""
-        if self.estimate.unit == "seed" and self.estimate.n < 2:
+        """Whether this part's interval could hold at its units: for the paper's effect where
+        the paper gives one, and where the claim has a side, with its detectable effect inside
+        the quantity's range (a power line past a share's 1 or a correlation's ±1 says the test
+        cannot settle it); where not, the units (seeds or images) it would need."""
+        e = self.estimate
+        if (e.unit == "seed" and e.n < 2) or not self.possible():
             return False, None
         target = self.target()
-        if target is None:
-            return True, None
-        if target <= 0:
+        if target is not None and target <= 0:
             return False, None
-        return self.estimate.half() < target, self.estimate.needed(target)
+        if target is not None and e.half(power=True) >= target:
+            return False, e.needed(target)
+        if self.side == "inside":
+            return True, None
+        return e.in_reach(self.edge, self.side)
 
     def relation(self) -> str:
         t, b, f = self.threshold.value, self.band, self.fmt
@@ -289,32 +401,47 @@ def part_verdicts(parts: Sequence[Part]) -> list[str]:
     wide = fails_level(len(parts))
     out = []
     for p in parts:
+        if not p.possible():
+            out.append(UNTESTABLE)
+            continue
         v = HOLDS if p.read(LEVEL) == HOLDS else p.read(wide)
         out.append(v if v in (HOLDS, FAILS, TIE) else
-                   INCONCLUSIVE if p.testable()[0] or p.estimate.pinned else UNTESTABLE)
+                   INCONCLUSIVE if p.testable()[0] else UNTESTABLE)
     return out
 
 
 def verdict_of(verdicts: Sequence[str]) -> str:
     """A claim's verdict from its parts': does not hold if one does not (or ties where the claim
-    is an order); not testable if one is not and none fails; inconclusive if one is; else holds."""
+    is an order); inconclusive if one is testable yet unsettled; not testable if the only
+    unsettled ones could not have settled at this profile; else holds. (An unsettled part this
+    profile could settle outranks one it could not: its interval says something.)"""
     if FAILS in verdicts or TIE in verdicts:
         return FAILS
-    return UNTESTABLE if UNTESTABLE in verdicts else INCONCLUSIVE if INCONCLUSIVE in verdicts \
+    return INCONCLUSIVE if INCONCLUSIVE in verdicts else UNTESTABLE if UNTESTABLE in verdicts \
         else HOLDS
 
 
-def _clause(p: Part, verdict: str) -> str:
+def _against(p: Part, verdict: str, m: int) -> bool:
+    """An unsettled part of ``m`` whose 95% interval lies wholly against the claim, though its
+    interval at the Bonferroni level does not."""
+    return verdict in (INCONCLUSIVE, UNTESTABLE) and m > 1 and p.read(LEVEL) in (FAILS, TIE)
+
+
+def _clause(p: Part, verdict: str, m: int = 1) -> str:
     f, what = p.fmt, p.what or p.name
     est, e = f"{p.estimate.value:{f}}", p.estimate
+    if _against(p, verdict, m):
+        return (f"{what} is {est}, not {p.relation()} on its 95% interval, yet not wholly "
+                f"against it at the {fails_level(m):.2%} level that {m} parts need")
     if verdict == UNTESTABLE:
         need = p.testable()[1]
         return (f"{what} cannot be tested on {e.unit_text()}"
                 + (f" (it needs {need} {e.unit}s)" if need else
                    " (one seed has no spread between seeds)" if e.unit == "seed" and e.n < 2
-                   else " (the paper's own value would not clear it)"))
-    if e.pinned:
-        return f"{what} sits at its fit's bound, so it is not estimated"
+                   else " (no value in its range clears it)" if not p.possible()
+                   else " (the paper's own value would not clear it)" if p.paper is not None
+                   else f" (no {e.unit} count up to {MAX_UNITS:,} would detect it inside its "
+                        "range)"))
     if verdict == HOLDS:
         return f"{what} is {est}, {p.relation()}"
     if verdict == FAILS:
@@ -326,48 +453,60 @@ def _clause(p: Part, verdict: str) -> str:
 
 def sentence(parts: Sequence[Part], verdicts: Sequence[str]) -> str:
     """One plain sentence: what holds, then "but" what does not hold or is not settled."""
-    good = [_clause(p, v) for p, v in zip(parts, verdicts) if v == HOLDS]
-    bad = [_clause(p, v) for p, v in zip(parts, verdicts) if v != HOLDS]
+    m = len(parts)
+    good = [_clause(p, v, m) for p, v in zip(parts, verdicts) if v == HOLDS]
+    bad = [_clause(p, v, m) for p, v in zip(parts, verdicts) if v != HOLDS]
     text = "; ".join(good) + ("; but " if good and bad else "") + "; ".join(bad)
     return text[:1].upper() + text[1:]
 
 
-def _numbers(p: Part, verdict: str, level: float) -> str:
+def _numbers(p: Part, verdict: str, m: int = 1) -> str:
     e, f = p.estimate, p.fmt
-    iv = e.interval(level)
+    iv = e.interval(LEVEL)
     shown = f"{e.value:{f}}" + " (one seed)" * (e.unit == "seed") if e.n < 2 else f"{iv:{f}}"
+    if e.bounds is not None:
+        shown += f" on [{e.bounds[0]:{f}}, {e.bounds[1]:{f}}]"
     per_seed = (" (per seed " + ", ".join(f"{v:{f}}" for v in e.values) + ")"
                 if e.unit == "seed" and e.n > 1 else "")
     ours = " [ours]" if p.threshold.source.startswith("[ours]") else ""
-    text = f"{p.name} {shown}{per_seed} vs {p.relation()}{ours}: {verdict}"
-    edge = p.threshold.value + (p.band if p.side == "above" else -p.band)
-    if verdict not in (HOLDS, UNTESTABLE) and p.side != "inside" and \
-            0 < e.detectable(edge, p.side) < math.inf:
-        text += (f"; 80% power to detect a true value {e.detectable(edge, p.side):{f}} "
-                 f"{p.side} {edge:{f}}")
-    return text
+    against = " (against it on its 95% interval)" if _against(p, verdict, m) else ""
+    text = f"{p.name} {shown}{per_seed} vs {p.relation()}{ours}: {verdict}{against}"
+    if verdict == UNTESTABLE and p.testable()[1]:
+        text += f" (it needs {p.testable()[1]} {e.unit}s)"
+    if verdict in (HOLDS, UNTESTABLE) or p.side == "inside" or \
+            not 0 < e.detectable(p.edge, p.side) < math.inf:
+        return text
+    reach, need = e.in_reach(p.edge, p.side)
+    if not reach:
+        return text + (f"; 80% power only past its range (it needs {need} {e.unit}s)" if need
+                       else "; 80% power only past its range")
+    return text + (f"; 80% power to detect a true value {e.detectable(p.edge, p.side):{f}} "
+                   f"{p.side} {p.edge:{f}}")
 
 
-def _policy(unit: str) -> str:
+def _policy(e: Estimate) -> str:
+    if e.logit:
+        return SEED_POLICY + " on the logit scale of the quantity's range"
     return {"seed": SEED_POLICY, EXACT: "counts read as they are",
             MODEL: "the unit is the trained model: a Fisher-z interval over the models"
-            }.get(unit, f"one given model, its interval over {unit}s")
+            }.get(e.unit, f"one given model, its interval over {e.unit}s")
 
 
 def judge(d: Declaration) -> Claim:
     """The claim ``d`` judged: its verdict, sentence and numbers."""
     verdicts = part_verdicts(d.parts)
     verdict = verdict_of(verdicts)
-    also = [v if v != INCONCLUSIVE or p.testable()[0] or p.estimate.pinned else UNTESTABLE
+    also = [UNTESTABLE if not p.possible() else
+            v if v != INCONCLUSIVE or p.testable()[0] else UNTESTABLE
             for p, v in zip(d.also, (p.read(LEVEL) for p in d.also))]
     m = len(d.parts)
-    policies = dict.fromkeys(_policy(p.estimate.unit) for p in (*d.parts, *d.also))
+    policies = dict.fromkeys(_policy(p.estimate) for p in (*d.parts, *d.also))
     detail = ((d.note + "; " if d.note else "")
-              + "; ".join(_numbers(p, v, LEVEL) for p, v in zip(d.parts, verdicts))
+              + "; ".join(_numbers(p, v, m) for p, v in zip(d.parts, verdicts))
               + (f" (95% intervals; a part does not hold only at the {fails_level(m):.2%} level, "
                  f"Bonferroni over {m} parts)" if m > 1 else " (95% interval)")
               + f"; {ENGINE}: " + ", ".join(policies)
-              + ("; also " + "; ".join(_numbers(p, v, LEVEL) for p, v in zip(d.also, also))
+              + ("; also " + "; ".join(_numbers(p, v) for p, v in zip(d.also, also))
                  if d.also else ""))
     ours = sentence(d.parts, verdicts)
     if d.also:

@@ -38,7 +38,7 @@ class SeedRun:
     hold one row per image.
 
     ``pca_paths`` ``(n, L+1, 2)``: the cls paths of the images with a label below ``n_classes``;
-    ``distance[g]`` ``(L−layer+1,)`` follows the perturbation injected at ``perturb_layer``.
+    ``distance[g]`` ``(N, L−layer+1)`` follows the perturbation injected at ``perturb_layer``.
     """
 
     seed: int
@@ -53,7 +53,7 @@ class SeedRun:
     labels: np.ndarray  # (N,)
     basin_dirs: np.ndarray  # (N, 2, D) cls directions at layers 1 and L (C18)
     perturb_layer: int
-    distance: dict[str, np.ndarray]
+    distance: dict[str, np.ndarray]  # (N, L−layer+1) cosine distance, dynamics.image_deviation
     relative_deviation: dict[str, np.ndarray]  # (N, L−layer+1), dynamics.image_deviation
     eps_over_norm: dict[str, float]  # ε / mean ‖x_l‖ at the injection layer, per group
     sensitivity_images: dict[str, np.ndarray]  # (N, L): injection at layer l = 0..L−1
@@ -96,6 +96,7 @@ def _seed_run(spec: Spec, seed: int, device: str) -> SeedRun:
         injected = [dynamics.image_deviation(dynamics.perturb(
             teacher, traj[:, layer].to(device), layer, spec.eps, groups=groups), groups)
             for layer in range(depth)]
+    deviation = dynamics.image_deviation(pert, groups)
     norm_at = {g: float(np.linalg.norm(traj[:, mid, sl].numpy(), axis=-1).mean())
                for g, sl in groups.items()}
     d = directions(traj)
@@ -110,9 +111,8 @@ def _seed_run(spec: Spec, seed: int, device: str) -> SeedRun:
         dmd={g: f.eigenvalues for g, f in s.dmd.items()},
         pca_paths=pca.paths, labels=labels.numpy(),
         basin_dirs=directions(traj[:, :, groups.cls].squeeze(2))[:, [1, -1]].double().numpy(),
-        perturb_layer=mid, distance=pert.distance,
-        relative_deviation={g: v["relative"]
-                            for g, v in dynamics.image_deviation(pert, groups).items()},
+        perturb_layer=mid, distance={g: v["distance"] for g, v in deviation.items()},
+        relative_deviation={g: v["relative"] for g, v in deviation.items()},
         eps_over_norm={g: abs(spec.eps) / n for g, n in norm_at.items()},
         sensitivity_images={g: np.stack([dev[g]["distance"][:, -1] / abs(spec.eps)
                                          for dev in injected], axis=1) for g in norm_at},
@@ -179,30 +179,30 @@ def basins_figure(result: Result, per_class: int = 30) -> plt.Figure:
 
 
 def perturbation_figure(result: Result) -> plt.Figure:
-    """(A) distance to the clean path after a mid-depth injection; (B) sensitivity (Fig. 10);
-    (C) C19's norm-rescaled deviation on the images it measures, its peak's level (located on
-    the other images) dotted: layer L must end below it. First seed."""
+    """(A) the cosine distance to the clean path after a mid-depth injection, what C19 judges
+    (Fig. 10A): on the images it measures, its peak before layer L (located on the other images)
+    dotted, layer L to end below it; (B) sensitivity (Fig. 10B); (C) the same deviation in units
+    of the norm at the injection layer, beside C19. First seed."""
     run = result.runs[0]
     depth, mid = result.spec.teacher.depth, run.perturb_layer
     fig, axes = plotting.grid(3, row_height=2.9, extra=0.8)
     ax_a, ax_b, ax_c = axes
     after = np.arange(mid, depth + 1)
-    for g, d in run.distance.items():
-        ax_a.plot(after, d, marker="o", ms=3, label=g)
+    for g in run.distance:
+        for ax, curves in ((ax_a, run.distance[g]), (ax_c, run.relative_deviation[g])):
+            peak, held_out = judge.bend(curves)[2], curves[1::2].mean(axis=0)
+            line, = ax.plot(after, held_out, marker="o", ms=3, label=g)
+            ax.axhline(held_out[peak], color=line.get_color(), ls=":", lw=0.8,
+                       label=f"_{g}: peak before L")
         ax_b.plot(np.arange(depth), run.sensitivity_images[g].mean(axis=0), marker="o", ms=3,
                   label=g)
-        dev = run.relative_deviation[g]
-        peak, held_out = int(np.argmax(dev[::2].mean(axis=0))), dev[1::2].mean(axis=0)
-        line, = ax_c.plot(after, held_out, marker="o", ms=3, label=g)
-        ax_c.axhline(held_out[peak], color=line.get_color(), ls=":", lw=0.8,
-                     label=f"_{g}: peak")
-    ax_c.plot([], [], color="grey", ls=":", label="C19: peak, layer L to end below")
+    ax_a.plot([], [], color="grey", ls=":", label="C19: peak before L, layer L to end below")
     ax_a.set(xlabel="layer", ylabel=r"$d_{\cos}$ to the clean path",
-             title=f"(A) injection at layer {mid}")
+             title=f"(A) injection at layer {mid} (C19)")
     ax_b.set(xlabel="injection layer", ylabel=r"$|\varepsilon|^{-1}\, d_{\cos}$ at layer $L$",
              yscale="log", title="(B) sensitivity")
     ax_c.set(xlabel="layer", ylabel=rf"angle $\times \Vert x_l \Vert / \Vert x_{{{mid}}} \Vert$",
-             title="(C) rescaled deviation (C19)")
+             title="(C) rescaled deviation (beside C19)")
     for ax in (ax_a, ax_c):
         ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
     plotting.legend_below(fig, axes, ncols=2)
@@ -295,10 +295,10 @@ def claims(result: Result) -> list[Claim]:
         judge.c18_class_basins([run.basin_dirs[:, 0] for run in runs],
                                [run.basin_dirs[:, 1] for run in runs],
                                [run.labels for run in runs]),
-        judge.c19_self_correction([run.relative_deviation for run in runs],
+        judge.c19_self_correction([run.distance for run in runs],
+                                  [run.relative_deviation for run in runs],
                                   [run.eps_over_norm for run in runs],
-                                  layer=runs[0].perturb_layer,
-                                  distance=[run.distance for run in runs]),
+                                  layer=runs[0].perturb_layer),
         judge.c20_sensitivity_by_depth([run.sensitivity_images for run in runs]),
         judge.c21_angular_speed([t.speed for t in teachers], bounds, rests_on=rests_on_phases(
             {f"seed {run.seed}, k={k}": run.excess for run in runs})),

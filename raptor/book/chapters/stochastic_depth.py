@@ -128,8 +128,11 @@ RISES = Threshold(0.0, "[ours] the paper reports the rises (Fig. 4) without a te
 RISE_UP_TO = Threshold(paper.SD_RISE_UP_TO, "\"increasing SD improves CIFAR-100 classification "
                                             "accuracy\" (§2, Fig. 4C), up to p ≈ 0.6")
 ASSOCIATED = Threshold(0.0, "[ours] \"a strong positive association\" (§2, Fig. 4E) without a "
-                            "test; a Pearson r within rates p (teachers' deviations from their "
-                            "rate's mean) above 0 on its 95% Fisher-z interval")
+                            "test: Fig. 4E plots every teacher of the sweep, so the association "
+                            "is Pearson's r over them, above 0 on its 95% Fisher-z interval")
+WITHIN = Threshold(0.0, "[ours] beside C8, not the paper's statistic: the rate p drives both "
+                        "similarity and R², so a Pearson r within rates (the partial correlation "
+                        "given p as a factor) above 0 says whether they go together beyond it")
 MIN_TEACHERS = 5  # a rank correlation's interval needs n >= 5 (raptor.stats.rank_correlation)
 RHO_NOTE = "Spearman ρ with p over the teachers, Fisher-z interval (Bonett–Wright standard error)"
 
@@ -181,24 +184,28 @@ def c7_accuracy_rises(p: Sequence[float], teacher_acc: Sequence[float],
 
 def c8_similarity_predicts_r2(p: Sequence[float], similarity: Sequence[float],
                               r2: Sequence[float]) -> Claim:
-    """C8: similarity and R² correlate positively beyond what the rate p drives in both: the
-    partial correlation given p (as a factor) above 0 (Fig. 4E); the pooled r, which counts p's
-    effect, in the note."""
+    """C8 (§2, Fig. 4E): similarity and R² are positively associated over the teachers of the
+    sweep, the pooled Pearson r that Fig. 4E plots (and the figure's title gives) above 0;
+    beside it, not judged, the partial correlation given p as a factor, which removes what the
+    rate drives in both."""
     pooled = correlation(similarity, r2)
     levels = len(set(p))
     paper_says = "similarity strongly associated with R² (Fig. 4E)"
-    note = (f"pooled r {pooled.interval:.2f} over {len(p)} teachers, for reference only: p "
-            "drives both similarity and R²")
+    judged = Part("r", correlation_over_models(pooled.interval, pooled.n), ASSOCIATED, fmt=".2f",
+                  what=f"Pearson r of similarity and R² over the {pooled.n} teachers")
     if len(p) < levels + 3:
-        return claim("C8", paper=paper_says, ours=f"{len(p)} teachers over {levels} rates",
-                     holds=None, detail=f"{note}; the correlation within rates needs at least "
-                                        f"rates + 3 = {levels + 3} teachers")
+        return judge(Declaration(
+            "C8", paper_says, [judged],
+            note=f"Pearson r over the teachers (Fig. 4E), Fisher-z interval; the correlation "
+                 f"within rates, beside it, needs at least rates + 3 = {levels + 3} teachers"))
     a = partial_correlation(similarity, r2, p)
-    return judge(Declaration("C8", paper_says, [
-        Part("r within p", correlation_over_models(a.interval, a.n), ASSOCIATED, fmt=".2f",
-             what=f"Pearson r of similarity and R² within the {levels} rates")],
-        note=f"{note}; the partial correlation given p as a factor, Fisher-z interval on "
-             f"n − {levels} − 1 residual degrees of freedom"))
+    return judge(Declaration(
+        "C8", paper_says, [judged],
+        also=[Part("r within p", correlation_over_models(a.interval, a.n), WITHIN, fmt=".2f",
+                   what=f"Pearson r of similarity and R² within the {levels} rates")],
+        note=f"Pearson r over the teachers (Fig. 4E), Fisher-z interval; beside it the partial "
+             f"correlation given p as a factor (OLS, Fisher-z interval on n − {levels} − 1 "
+             f"residual degrees of freedom), not the paper's statistic: p drives both"))
 
 
 def claims(result: Result) -> list[Claim]:
