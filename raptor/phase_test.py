@@ -10,19 +10,25 @@ and looks for blocks in the residual ``S − W``:
 * **Where the blocks are.** At each k of :data:`K_TRIED` the contiguous partition with the highest
   contrast (mean inside minus across) *on the residual* is chosen — not the max-cut of ``S``,
   which the decay dominates and which prefers balanced segments.
-* **Cross-fitted.** The images are split in two halves; each half's null is fitted on that half,
-  the partition chosen on one half's residual is measured on the other's, and the two are
-  averaged, so noise cannot create excess (under a smooth ``S`` the excess has mean ≈ 0).
-* **Every k, corrected.** The claim is "phases at some k": a percentile bootstrap over images
-  (within halves) gives each k's interval at the Bonferroni level ``1 − (1 − level) / m`` for the
-  ``m`` k's tried; the largest excess lies between the largest lower and the largest upper end.
-  It holds when some k's lower end clears the threshold, fails when every k's upper end is
-  at or below it.
+* **Cross-fitted, over several splits.** The images are split in two halves; on one half the
+  warp of the null and then the partition are chosen, and the partition is measured on the other
+  half's residual along that warp; the same the other way round, and the two are averaged, so
+  noise cannot create excess (under a smooth ``S`` the excess has mean ≈ 0). The excess is the
+  mean over :data:`SPLITS` random splits, so that no verdict hangs on one split; the cut reported
+  is the one the halves chose most often, with the share of them that chose it.
+* **Every k, corrected.** The claim is "phases at some k": a BCa bootstrap over images (Efron &
+  Tibshirani 1993, §14.3; ``scipy.stats.bootstrap``'s ``BCa``, the splits kept, the images
+  resampled) gives each k's interval at the Bonferroni level ``1 − (1 − level) / m`` for the
+  ``m`` k's tried; its bias correction puts the interval about the estimate where the
+  percentile interval of a selected statistic lies beside it. The largest excess lies between
+  the largest lower and the largest upper end. It holds when some k's lower end clears the
+  threshold, fails when every k's upper end is at or below it.
 * **Its power, per model.** :attr:`PhaseTest.d_star` is the smallest *step* the test detects with
   probability :data:`POWER`: a step ``d`` multiplies the null's similarity by ``1 − d`` across
   each boundary of a planted partition (a drop of similarity by the fraction ``d``), planted into
   the model's own fitted null with its own image-level noise (each image's deviation from the
-  mean matrix). A verdict that fails reads "no block step of ``d_star`` or more".
+  mean matrix), each replicate one split (noisier than the test's :data:`SPLITS`, so ``d_star``
+  errs large). A verdict that fails reads "no block step of ``d_star`` or more".
 
 What the null absorbs. The Box-Cox warp at λ = −3 puts most of the depth axis between the first
 two (or last two) layers, so a step at the end of depth — a last phase of one layer — is in the
@@ -48,17 +54,22 @@ from itertools import combinations, pairwise
 
 import numpy as np
 import torch
+from scipy.special import ndtr, ndtri
 
 from raptor.stats import Threshold, versus
 from raptor.paper import DINOV2_B_DEPTH, DINOV2_B_PARTITIONS, Partition
 from raptor.phases import validate_partition
-from raptor.structure import Warp, best_warp, image_phase_matrices, warped_decay_null
+from raptor.structure import (Warp, best_warps, image_phase_matrices, warped_decay_null,
+                              warped_decay_nulls)
 from raptor.trajectories import TokenGroups
 
 K_TRIED = (2, 3, 4)  # the k's of the paper (§3): the claim is phases at one of them
 POWER = 0.8  # d_star: the step detected with this probability [ours, the conventional 80%]
 STEP_RANGE = (0.002, 0.95)  # the steps d_star is searched between (log bisection)
 BISECTIONS = 10  # halvings of the log range: d_star found to within 0.6 % of itself
+SPLITS = 3  # random halvings the cross-fit is averaged over [ours]: no verdict on one split
+GROUPS = 50  # the jackknife of the BCa's acceleration leaves out one of this many image groups
+CHUNK = 1000  # matrices cross-fitted at once (the bootstrap's and jackknife's, in chunks)
 
 EXCESS_MIN = Threshold(0.01, "[ours] the paper shows blocks by eye (Fig. 1) without a test; "
                              "0.01 of mean cosine similarity is 1% of the similarity colour scale, "
@@ -94,13 +105,15 @@ def _inside(L: int, k: int) -> tuple[tuple[Partition, ...], np.ndarray, np.ndarr
 
 def contrasts(M: np.ndarray, k: int) -> tuple[tuple[Partition, ...], np.ndarray]:
     """The contrast (mean inside minus across, off-diagonal pairs) of ``M`` for every contiguous
-    k-partition: :func:`raptor.structure.contrast` of each, at once."""
-    L = len(M)
+    k-partition: :func:`raptor.structure.contrast` of each, at once; of each matrix of a stack
+    ``M`` ``(R, L, L)``, ``(R, P)``."""
+    M = np.asarray(M, dtype=float)
+    L = M.shape[-1]
     parts, masks, n_in = _inside(L, k)
-    M = (M + M.T) / 2
-    inside = masks @ M.ravel()
-    total, n_total = M.sum() - np.trace(M), L * (L - 1)
-    return parts, inside / n_in - (total - inside) / (n_total - n_in)
+    M = (M + M.swapaxes(-1, -2)) / 2
+    inside = M.reshape(*M.shape[:-2], L * L) @ masks.T
+    total, n_total = M.sum((-2, -1)) - np.trace(M, axis1=-2, axis2=-1), L * (L - 1)
+    return parts, inside / n_in - (total[..., None] - inside) / (n_total - n_in)
 
 
 def residual(S: np.ndarray, warp: Warp | None = None) -> np.ndarray:
@@ -109,62 +122,115 @@ def residual(S: np.ndarray, warp: Warp | None = None) -> np.ndarray:
     return S - warped_decay_null(S, warp=warp)
 
 
-def _crossfit(A: np.ndarray, B: np.ndarray, ks: Sequence[int],
-              reference: Mapping[int, Partition]) -> tuple[np.ndarray, np.ndarray]:
-    """Per k the excess of the partition chosen on each half's residual measured on the other's,
-    averaged; and per reference partition its contrast on both residuals, averaged. The warp is
-    chosen on both halves together (one exponent: a flip between two warps would split the
-    bootstrap in two), the decay fitted on each. With ``A is B`` (a single matrix) the chosen
-    partition's contrast on it: not cross-fitted."""
-    warp = best_warp((A + B) / 2)
-    RA = residual(A, warp)
-    RB = RA if B is A else residual(B, warp)
-    chosen, fixed = [], []
+def _crossfit(A: np.ndarray, B: np.ndarray | None, ks: Sequence[int],
+              reference: Mapping[int, Partition]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For each pair of halves ``A[r]``, ``B[r]`` (``(R, L, L)`` each): per k the excess of the
+    partition chosen on each half's residual measured on the other's residual, averaged, the
+    warp of the null chosen on the half that chooses the partition and the decay fitted along
+    it on each; per reference partition its contrast on each half's residual along its own
+    warp, averaged; per k the indices of the partitions chosen on ``A`` and on ``B``:
+    ``(R, len(ks))``, ``(R, len(reference))`` and ``(R, len(ks), 2)``, the fits of all pairs at
+    once. With ``B`` None (a single matrix) the chosen partition's contrast on ``A``: not
+    cross-fitted."""
+    warps_a = best_warps(A)
+    RA = A - warped_decay_nulls(A, warps_a)
+    if B is None:
+        RB = RA_b = RB_a = RA
+    else:
+        warps_b = best_warps(B)
+        RB, RB_a = (B - warped_decay_nulls(B, w) for w in (warps_b, warps_a))
+        RA_b = A - warped_decay_nulls(A, warps_b)
+    rows = np.arange(len(A))
+    chosen, cuts, fixed = [], [], []
     for k in ks:
-        parts, a = contrasts(RA, k)
-        b = a if B is A else contrasts(RB, k)[1]
-        chosen.append((b[a.argmax()] + a[b.argmax()]) / 2)
+        on_a, on_b = contrasts(RA, k)[1], contrasts(RB, k)[1]
+        cut_a, cut_b = on_a.argmax(1), on_b.argmax(1)
+        measured = contrasts(RB_a, k)[1][rows, cut_a] + contrasts(RA_b, k)[1][rows, cut_b]
+        chosen.append(measured / 2)
+        cuts.append(np.stack([cut_a, cut_b], axis=1))
     for k, p in reference.items():
-        parts, a = contrasts(RA, k)
-        b = a if B is A else contrasts(RB, k)[1]
-        i = parts.index(p)
-        fixed.append((a[i] + b[i]) / 2)
-    return np.array(chosen), np.array(fixed)
+        i = _inside(A.shape[1], k)[0].index(p)
+        fixed.append((contrasts(RA, k)[1][:, i] + contrasts(RB, k)[1][:, i]) / 2)
+    return (np.array(chosen).T.reshape(len(A), len(ks)),
+            np.array(fixed).T.reshape(len(A), len(reference)),
+            np.array(cuts).transpose(1, 0, 2).reshape(len(A), len(ks), 2))
 
 
-def _interval(boots: np.ndarray, level: float) -> tuple[float, float]:
+def _split_means(per_image: np.ndarray, weights: np.ndarray, splits: np.ndarray, ks: Sequence[int],
+                 reference: Mapping[int, Partition]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_crossfit` averaged over the ``splits`` (``(M, N)``, True in the first half) of
+    the images counted by each row of ``weights`` ``(R, N)`` (a bootstrap's or jackknife's
+    multiplicities): ``(R, len(ks))``, ``(R, len(reference))`` and the chosen partitions'
+    indices ``(R, len(ks), 2 M)``; in chunks of :data:`CHUNK` matrices."""
+    N, L = per_image.shape[:2]
+    flat = per_image.reshape(N, L * L)
+    out: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    per = max(1, CHUNK // len(splits))
+    for start in range(0, len(weights), per):
+        w = weights[start:start + per]
+        halves = [(w * side) @ flat / (w * side).sum(-1, keepdims=True)
+                  for side in (splits[:, None, :], ~splits[:, None, :])]  # (M, r, L*L) each
+        chosen, fixed, cuts = _crossfit(*(h.reshape(-1, L, L) for h in halves), ks, reference)
+        M, r = len(splits), len(w)
+        out.append((chosen.reshape(M, r, -1).mean(0), fixed.reshape(M, r, -1).mean(0),
+                    cuts.reshape(M, r, len(ks), 2).transpose(1, 2, 0, 3).reshape(r, len(ks), -1)))
+    return tuple(np.concatenate(x) for x in zip(*out))  # type: ignore[return-value]
+
+
+def bca_interval(boots: np.ndarray, estimate: float, jackknife: np.ndarray,
+                 level: float) -> tuple[float, float]:
+    """The bias-corrected and accelerated bootstrap interval at ``level`` (Efron & Tibshirani
+    1993, §14.3, eq. 14.15: ``scipy.stats.bootstrap``'s ``method="BCa"`` step for step, at any
+    level from one set of resamples): ``boots`` the bootstrap values, ``jackknife`` the values
+    with each image (or group of images) left out, for the acceleration (none: 0). An estimate
+    beyond every resample counts as lying half a resample beyond the last (scipy's is NaN there).
+    NaN without resamples."""
     if boots.size == 0:
         return math.nan, math.nan
-    low, high = np.quantile(boots, [(1 - level) / 2, (1 + level) / 2])
+    below = (np.count_nonzero(boots < estimate) + np.count_nonzero(boots <= estimate)) / 2
+    z0 = ndtri(np.clip(below, 0.5, len(boots) - 0.5) / len(boots))
+    n = len(jackknife)
+    u = (n - 1) * (jackknife.mean() - jackknife) if n else np.zeros(1)
+    spread = np.sum(u ** 2) / max(n, 1) ** 2
+    accel = np.sum(u ** 3) / max(n, 1) ** 3 / 6 / spread ** 1.5 if spread > 0 else 0.0
+    z = ndtri((1 - level) / 2)
+    ends = [ndtr(z0 + (z0 + s) / (1 - accel * (z0 + s))) for s in (z, -z)]
+    low, high = np.quantile(boots, ends)
     return float(low), float(high)
 
 
 @dataclass(frozen=True)
 class KExcess:
-    """One k: ``cut`` chosen on all images' residual, ``excess`` cross-fitted (the partition
-    chosen on one half of the images, measured on the other), ``boots`` its bootstrap values
-    (empty for a published matrix)."""
+    """One k: ``excess`` cross-fitted (the partition chosen on one half of the images, measured
+    on the other, averaged over :data:`SPLITS` splits), ``cut`` the partition the halves chose
+    most often and ``share`` the share of them that chose it, ``boots`` the excess's bootstrap
+    values and ``jackknife`` its values with each group of images left out (empty for a
+    published matrix)."""
 
     k: int
     cut: Partition
     excess: float
     boots: np.ndarray = field(repr=False, compare=False)
+    jackknife: np.ndarray = field(default_factory=lambda: np.empty(0), repr=False,
+                                  compare=False)
+    share: float = 1.0
 
     def interval(self, level: float) -> tuple[float, float]:
-        """The percentile bootstrap interval at ``level`` (NaN without images)."""
-        return _interval(self.boots, level)
+        """The BCa bootstrap interval at ``level`` (:func:`bca_interval`; NaN without images)."""
+        return bca_interval(self.boots, self.excess, self.jackknife, level)
 
 
 @dataclass(frozen=True)
 class PhaseTest:
     """C1's test on one model: per k of :data:`K_TRIED` its :class:`KExcess`; per reference
-    partition (the paper's) its excess on the residual (no choice, so no cross-fit needed) and
-    bootstrap values; ``d_star`` the smallest step detected with probability :data:`POWER`
-    (``inf``: none up to 0.95) at ``planted``; ``steps`` the visible steps, one minus the
-    similarity of adjacent layers; ``fit_rmse`` the root mean square of all images' residual."""
+    partition (the paper's) its excess on the residual (no choice, so no cross-fit needed) as a
+    :class:`KExcess` (``cut`` the partition); ``d_star`` the smallest step detected with
+    probability :data:`POWER` (``inf``: none up to 0.95) at ``planted``; ``steps`` the visible
+    steps, one minus the similarity of adjacent layers; ``fit_rmse`` the root mean square of all
+    images' residual."""
 
     per_k: dict[int, KExcess]
-    reference: dict[int, tuple[Partition, float, np.ndarray]]
+    reference: dict[int, KExcess]
     d_star: float
     planted: Partition
     steps: np.ndarray = field(repr=False, compare=False)
@@ -198,7 +264,7 @@ class PhaseTest:
 
     def reference_interval(self, k: int, level: float = 0.95) -> tuple[float, float]:
         """The reference partition's interval at ``level`` (one partition: no correction)."""
-        return _interval(self.reference[k][2], level)
+        return self.reference[k].interval(level)
 
 
 def _check(data: np.ndarray | torch.Tensor, groups: TokenGroups | None) -> np.ndarray:
@@ -226,21 +292,22 @@ def _boundaries(partition: Partition, L: int) -> np.ndarray:
     return np.abs(phase[:, None] - phase[None, :])
 
 
-def _halves(rng: np.random.Generator, n: int, resample: bool) -> list[np.ndarray]:
+def _halves(rng: np.random.Generator, n: int) -> list[np.ndarray]:
+    """A random split of ``n`` images into two halves, each resampled within itself."""
     order = rng.permutation(n)
-    halves = [order[: n // 2], order[n // 2:]]
-    return [h[rng.integers(0, len(h), len(h))] for h in halves] if resample else halves
+    return [h[rng.integers(0, len(h), len(h))] for h in (order[: n // 2], order[n // 2:])]
 
 
-def _power(null: np.ndarray, deviations: list[tuple[np.ndarray, np.ndarray]], across: np.ndarray,
+def _power(null: np.ndarray, deviations: tuple[np.ndarray, np.ndarray] | None, across: np.ndarray,
            d: float, ks: Sequence[int], level_k: float, threshold: float) -> float:
     """The share of replicates in which the test detects the step ``d`` planted into ``null``;
     a replicate's lower bound is its excess minus the gap between the replicates' median and
     their lower percentile (the bootstrap a test on it would give)."""
     planted = null * (1 - d) ** across
-    if not deviations:  # a published matrix: no noise
-        return float(_crossfit(planted, planted, ks, {})[0].max() > threshold)
-    e = np.array([_crossfit(planted + a, planted + b, ks, {})[0] for a, b in deviations])
+    if deviations is None:  # a published matrix: no noise
+        return float(_crossfit(planted[None], None, ks, {})[0].max() > threshold)
+    e = np.concatenate([_crossfit(planted + a, planted + b, ks, {})[0] for a, b in zip(
+        *(np.array_split(x, -(-len(x) // CHUNK)) for x in deviations))])
     gap = np.median(e, axis=0) - np.quantile(e, (1 - level_k) / 2, axis=0)
     return float(np.mean(((e - gap) > threshold).any(axis=1)))
 
@@ -258,12 +325,12 @@ def smallest_step(per_image: np.ndarray, planted: Partition, *, ks: Sequence[int
     ks = tuple(k for k in K_TRIED if k < len(S)) if ks is None else tuple(ks)
     null = warped_decay_null(S)
     across = _boundaries(validate_partition(planted, len(S)), len(S))
-    deviations = []
+    deviations = None
     if len(per_image) > 1:
         rng = np.random.default_rng(seed)
         dev = per_image - S
-        deviations = [tuple(dev[h].mean(0) for h in _halves(rng, len(dev), True))
-                      for _ in range(reps)]
+        halves = [[dev[h].mean(0) for h in _halves(rng, len(dev))] for _ in range(reps)]
+        deviations = tuple(np.array(h) for h in zip(*halves))
     level_k = 1 - (1 - level) / len(ks)
 
     def detected(d: float) -> bool:
@@ -291,8 +358,10 @@ def phase_test(data: np.ndarray | torch.Tensor, groups: TokenGroups | None = Non
     partitions judged beside the chosen ones, by k (default: the paper's
     DINOv2-B partitions scaled to the depth, :func:`paper_partition`); ``planted``: where
     ``d_star`` plants its steps (default the paper's k = 3 partition, 7 | 3 | 2 at 12 blocks);
-    ``power_reps = 0`` skips ``d_star`` (NaN). ``n_boot`` resamples of the images within each
-    half, seeded by ``seed``.
+    ``power_reps = 0`` skips ``d_star`` (NaN). The :data:`SPLITS` splits and ``n_boot``
+    resamples of the images (each image kept in its halves) seeded by ``seed``; the BCa
+    interval's acceleration from the jackknife over :data:`GROUPS` random groups of images (over
+    the images themselves, as ``scipy.stats.bootstrap``, up to that many).
     """
     per_image = _check(data, groups)
     N, L = per_image.shape[:2]
@@ -309,22 +378,28 @@ def phase_test(data: np.ndarray | torch.Tensor, groups: TokenGroups | None = Non
         validate_partition(planted, L)
     S = per_image.mean(0)
     R = residual(S)
-    cuts = {}
-    for k in ks:
-        parts, values = contrasts(R, k)
-        cuts[k] = parts[int(values.argmax())]
     rng = np.random.default_rng(seed)
     if N == 1:
-        chosen, fixed = _crossfit(S, S, ks, reference)
-        boots = np.empty((0, len(ks) + len(reference)))
+        chosen, fixed, cuts = (x[0] for x in _crossfit(S[None], None, ks, reference))
+        boots = jack = np.empty((0, len(ks) + len(reference)))
     else:
-        halves = _halves(rng, N, False)
-        chosen, fixed = _crossfit(*(per_image[h].mean(0) for h in halves), ks, reference)
-        boots = np.array([np.concatenate(_crossfit(
-            *(per_image[h[rng.integers(0, len(h), len(h))]].mean(0) for h in halves),
-            ks, reference)) for _ in range(n_boot)])
-    per_k = {k: KExcess(k, cuts[k], float(chosen[i]), boots[:, i]) for i, k in enumerate(ks)}
-    refs = {k: (p, float(fixed[i]), boots[:, len(ks) + i])
+        splits = np.array([np.isin(np.arange(N), rng.permutation(N)[: N // 2])
+                           for _ in range(SPLITS)])
+        chosen, fixed, cuts = (x[0] for x in _split_means(per_image, np.ones((1, N)), splits, ks,
+                                                          reference))
+        counts = np.array([np.bincount(rng.integers(0, N, N), minlength=N)
+                           for _ in range(n_boot)])
+        group = rng.permutation(N) % min(N, GROUPS)
+        left_out = (group[None, :] != np.arange(min(N, GROUPS))[:, None]).astype(float)
+        boots, jack = (np.concatenate(_split_means(per_image, w, splits, ks, reference)[:2],
+                                      axis=1) for w in (counts, left_out))
+    parts = {k: _inside(L, k)[0] for k in ks}
+    per_k = {}
+    for i, k in enumerate(ks):
+        chosen_at, times = np.unique(cuts[i], return_counts=True)
+        per_k[k] = KExcess(k, parts[k][int(chosen_at[times.argmax()])], float(chosen[i]),
+                           boots[:, i], jack[:, i], float(times.max() / times.sum()))
+    refs = {k: KExcess(k, p, float(fixed[i]), boots[:, len(ks) + i], jack[:, len(ks) + i])
             for i, (k, p) in enumerate(reference.items())}
     d_star = math.nan if power_reps == 0 and N > 1 else smallest_step(
         per_image, planted, ks=ks, threshold=threshold, reps=power_reps, seed=seed)

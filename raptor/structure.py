@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations, pairwise
 from typing import Any
@@ -79,6 +79,12 @@ def block_excess(S: np.ndarray, partition: Partition) -> float:
     return contrast(S, partition) - contrast(stationary_null(S), partition)
 
 
+@functools.cache
+def _upper(L: int) -> tuple[np.ndarray, np.ndarray]:
+    """The upper-triangle pairs of ``L`` layers, row-major (``np.triu_indices(L, 1)``)."""
+    return np.triu_indices(L, 1)
+
+
 @functools.lru_cache(maxsize=4096)
 def _warp_ties(L: int, lam: float, from_end: bool) -> tuple[np.ndarray, np.ndarray]:
     """For the upper-triangle pairs of ``L`` layers in row-major order, the index of their
@@ -88,59 +94,203 @@ def _warp_ties(L: int, lam: float, from_end: bool) -> tuple[np.ndarray, np.ndarr
     if from_end:
         layer = layer[::-1]
     g = np.log(layer) if lam == 0 else (layer ** lam - 1) / lam
-    upper = np.triu_indices(L, 1)
-    distance = np.round(np.abs(g[:, None] - g[None, :])[upper] / np.ptp(g), 9)
+    distance = np.round(np.abs(g[:, None] - g[None, :])[_upper(L)] / np.ptp(g), 9)
     _, inverse = np.unique(distance, return_inverse=True)
     return inverse, np.bincount(inverse)
 
 
 Warp = tuple[float, bool]  # a Box-Cox exponent λ of WARP_EXPONENTS and whether from the last block
 
+#: From this many fits at once, one vectorised pool-adjacent-violators over all of them
+#: (:func:`isotonic_decreasing`) instead of scipy's ``isotonic_regression`` per fit, whose cost is
+#: mostly its call (``bench/bench_isotonic.py``); and one vectorised bounded search for the
+#: refined exponents (:func:`bounded_minimum`) instead of scipy's ``minimize_scalar`` per matrix.
+BATCHED_FROM = 48
 
-def _warp_fit(pairs: np.ndarray, L: int, lam: float, from_end: bool) -> tuple[float, np.ndarray]:
-    """The isotonic fit of the upper-triangle ``pairs`` along the axis ``g_λ``: (SSE, fit)."""
-    inverse, counts = _warp_ties(L, lam, from_end)
-    f = isotonic_regression(np.bincount(inverse, pairs) / counts, weights=counts,
-                            increasing=False).x[inverse]
-    return float(((pairs - f) ** 2).sum()), f
+
+def isotonic_decreasing(y: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """The non-increasing weighted least-squares fit of each row of ``y`` ``(B, n)`` with the
+    positive weights ``w`` (same shape), all rows at once: pool adjacent violators, every
+    violating pair of adjacent blocks of every row pooled in one pass (two adjacent blocks out
+    of order share their value in the fit, whichever are pooled first), again in the rows that
+    still have one. A row shorter than ``n`` is padded at its end with ``−∞`` (any weight): a pad
+    never pools, and its fit is ``−∞``."""
+    y, w = np.asarray(y, dtype=float), np.asarray(w, dtype=float)
+    fit, weighted = y.copy(), y * w
+    starts = np.ones(y.shape, dtype=bool)  # where each row's blocks start
+    active = np.arange(len(y))
+    while active.size:
+        m, s = fit[active], starts[active]
+        violated = (m[:, 1:] > m[:, :-1]) & s[:, 1:]  # a block's mean above its predecessor's
+        hit = violated.any(axis=1)
+        active, s, violated = active[hit], s[hit], violated[hit]
+        s[:, 1:] &= ~violated
+        starts[active] = s
+        at = np.flatnonzero(s)
+        means = np.add.reduceat(weighted[active].ravel(), at) / np.add.reduceat(
+            w[active].ravel(), at)
+        fit[active] = np.repeat(means, np.diff(at, append=s.size)).reshape(s.shape)
+    return fit
+
+
+def _warp_fits(pairs: np.ndarray, L: int, warps: Sequence[Warp]) -> tuple[np.ndarray, np.ndarray]:
+    """The isotonic fit of each row of the upper-triangle ``pairs`` ``(B, P)`` along the axis of
+    its warp: (SSE ``(B,)``, fit ``(B, P)``); one vectorised fit from :data:`BATCHED_FROM` rows."""
+    ties = [_warp_ties(L, lam, from_end) for lam, from_end in warps]
+    if len(ties) < BATCHED_FROM:
+        fit = np.array([isotonic_regression(np.bincount(inverse, p) / counts, weights=counts,
+                                            increasing=False).x[inverse]
+                        for p, (inverse, counts) in zip(pairs, ties)])
+    else:
+        B, n = pairs.shape
+        inverse = np.array([inverse for inverse, _ in ties])
+        at = (np.arange(B)[:, None] * n + inverse).ravel()
+        sums = np.bincount(at, pairs.ravel(), B * n).reshape(B, n)
+        counts = np.bincount(at, minlength=B * n).reshape(B, n)
+        padded = counts == 0  # past each row's distinct distances
+        counts[padded] = 1
+        fitted = isotonic_decreasing(np.where(padded, -np.inf, sums / counts), counts)
+        fit = np.take_along_axis(fitted, inverse, axis=1)
+    return ((pairs - fit) ** 2).sum(axis=1), fit
 
 
 def _pairs(S: np.ndarray) -> np.ndarray:
+    """The upper-triangle pairs ``(B, P)`` of ``(S + Sᵀ) / 2`` for each matrix of ``S``
+    ``(B, L, L)``."""
     S = np.asarray(S, dtype=float)
-    if S.ndim != 2 or S.shape[0] != S.shape[1] or S.shape[0] < 3:
-        raise ValueError(f"S must be a square matrix with at least 3 layers, got {S.shape}")
-    return ((S + S.T) / 2)[np.triu_indices(len(S), 1)]
+    if S.ndim != 3 or S.shape[1] != S.shape[2] or S.shape[1] < 3:
+        raise ValueError(f"S must be a square matrix with at least 3 layers, got {S.shape[1:]}")
+    return ((S + S.swapaxes(1, 2)) / 2)[:, *_upper(S.shape[1])]
+
+
+def bounded_minimum(func: Callable[[np.ndarray, np.ndarray], np.ndarray], low: np.ndarray,
+                    high: np.ndarray, xatol: float) -> tuple[np.ndarray, np.ndarray]:
+    """Brent's bounded minimisation of many scalar functions at once: scipy's
+    ``minimize_scalar(method="bounded")`` step for step (the same arithmetic, so the same
+    points), each still searching row evaluated together: ``func(rows, x)`` gives the values
+    at ``x`` of the functions ``rows``. Returns each function's minimiser and minimum."""
+    sqrt_eps, golden_mean = math.sqrt(2.2e-16), 0.5 * (3.0 - math.sqrt(5.0))
+    a, b = np.array(low, dtype=float), np.array(high, dtype=float)
+    xf = a + golden_mean * (b - a)
+    nfc, fulc = xf.copy(), xf.copy()
+    rat, e = np.zeros_like(xf), np.zeros_like(xf)
+    fx = np.asarray(func(np.arange(len(xf)), xf), dtype=float)
+    ffulc, fnfc = fx.copy(), fx.copy()
+    num = 1
+    while True:
+        xm = 0.5 * (a + b)
+        tol1 = sqrt_eps * np.abs(xf) + xatol / 3.0
+        tol2 = 2.0 * tol1
+        act = np.nonzero(np.abs(xf - xm) > (tol2 - 0.5 * (b - a)))[0]
+        if not act.size or num >= 500:  # scipy's maxiter
+            return xf, fx
+        A, Bb, X, Fx, N, Fn, U, Fu = a[act], b[act], xf[act], fx[act], nfc[act], fnfc[act], \
+            fulc[act], ffulc[act]
+        Xm, T1, T2, E, Rat = xm[act], tol1[act], tol2[act], e[act], rat[act]
+        golden = np.abs(E) <= T1
+        r = (X - N) * (Fx - Fu)
+        q = (X - U) * (Fx - Fn)
+        p = (X - U) * q - (X - N) * r
+        q = 2.0 * (q - r)
+        p = np.where(q > 0.0, -p, p)
+        q = np.abs(q)
+        r, E = np.where(golden, r, E), np.where(golden, E, Rat)
+        parabola = ~golden & (np.abs(p) < np.abs(0.5 * q * r)) & (p > q * (A - X)) & \
+            (p < q * (Bb - X))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            Rat = np.where(parabola, (p + 0.0) / q, Rat)
+        x = X + Rat
+        edge = parabola & (((x - A) < T2) | ((Bb - x) < T2))
+        si = np.sign(Xm - X) + ((Xm - X) == 0)
+        Rat = np.where(edge, T1 * si, Rat)
+        step = ~parabola
+        E = np.where(step, np.where(X >= Xm, A - X, Bb - X), E)
+        Rat = np.where(step, golden_mean * E, Rat)
+        si = np.sign(Rat) + (Rat == 0)
+        x = X + si * np.maximum(np.abs(Rat), T1)
+        fu = np.asarray(func(act, x), dtype=float)
+        num += 1
+        better = fu <= Fx
+        A = np.where(better & (x >= X), X, np.where(~better & (x < X), x, A))
+        Bb = np.where(better & (x < X), X, np.where(~better & (x >= X), x, Bb))
+        second = ~better & ((fu <= Fn) | (N == X))
+        third = ~better & ~second & ((fu <= Fu) | (U == X) | (U == N))
+        U, Fu = np.where(better | second, N, np.where(third, x, U)), \
+            np.where(better | second, Fn, np.where(third, fu, Fu))
+        N, Fn = np.where(better, X, np.where(second, x, N)), \
+            np.where(better, Fx, np.where(second, fu, Fn))
+        X, Fx = np.where(better, x, X), np.where(better, fu, Fx)
+        a[act], b[act], xf[act], fx[act], nfc[act], fnfc[act], fulc[act], ffulc[act] = \
+            A, Bb, X, Fx, N, Fn, U, Fu
+        e[act], rat[act] = E, Rat
+
+
+def best_warps(S: np.ndarray, origins: Sequence[str] = WARP_ORIGINS) -> list[Warp]:
+    """:func:`best_warp` of each matrix of ``S`` ``(B, L, L)``, the fits of all at once."""
+    if not origins or not set(origins) <= set(WARP_ORIGINS):
+        raise ValueError(f"origins must be some of {WARP_ORIGINS}, got {origins}")
+    pairs, L = _pairs(S), np.shape(S)[1]
+    directions = [origin == "last" for origin in origins]
+    n = len(pairs)
+
+    def sse(rows: Sequence[int], warps: Sequence[Warp]) -> np.ndarray:
+        return _warp_fits(pairs[list(rows)], L, warps)[0] if len(rows) else np.empty(0)
+
+    # every fifth exponent, then every one within four steps of the best: 16 fits a direction
+    # instead of 36, the whole grid's fit on every control, 20 resamples of each and DINOv2-B's
+    coarse_at = range(0, len(WARP_EXPONENTS), 5)
+    jobs = [(r, i, fe) for r in range(n) for fe in directions for i in coarse_at]
+    values = sse([r for r, _, _ in jobs], [(WARP_EXPONENTS[i], fe) for _, i, fe in jobs])
+    coarse = dict(zip(jobs, values))
+    fine = {(r, fe): range(max(best - 4, 0), min(best + 5, len(WARP_EXPONENTS)))
+            for r in range(n) for fe in directions
+            for best in [min(coarse_at, key=lambda i: coarse[r, i, fe])]}
+    jobs = [(r, i, fe) for (r, fe), window in fine.items() for i in window
+            if (r, i, fe) not in coarse]
+    values = sse([r for r, _, _ in jobs], [(WARP_EXPONENTS[i], fe) for _, i, fe in jobs])
+    grid = coarse | dict(zip(jobs, values))
+    chosen = []
+    for r in range(n):
+        fits = {(WARP_EXPONENTS[i], fe): grid[r, i, fe] for fe in directions
+                for i in fine[r, fe]}
+        lam, fe = min(fits, key=fits.__getitem__)
+        chosen.append((lam, fe, fits[lam, fe]))
+    # between the grid's exponents: a smooth decay whose exponent falls between two of them
+    # would leave its misfit in the residual as block excess
+    step = WARP_EXPONENTS[1] - WARP_EXPONENTS[0]
+    low = [max(lam - step, WARP_EXPONENTS[0]) for lam, _, _ in chosen]
+    high = [min(lam + step, WARP_EXPONENTS[-1]) for lam, _, _ in chosen]
+    if n < BATCHED_FROM:
+        refined = [minimize_scalar(lambda v: sse([r], [(round(float(v), 4), fe)])[0],
+                                   bounds=(lo, hi), method="bounded", options={"xatol": 0.005})
+                   for r, ((_, fe, _), lo, hi) in enumerate(zip(chosen, low, high))]
+        at, fun = [x.x for x in refined], [x.fun for x in refined]
+    else:
+        at, fun = bounded_minimum(lambda rows, v: sse(rows, [
+            (round(float(x), 4), chosen[r][1]) for r, x in zip(rows, v)]), low, high, 0.005)
+    return [(round(float(x), 4), fe) if f < best else (lam, fe)
+            for (lam, fe, best), x, f in zip(chosen, at, fun)]
 
 
 def best_warp(S: np.ndarray, origins: Sequence[str] = WARP_ORIGINS) -> Warp:
     """The warp of :func:`warped_decay_null`: the exponent λ (the best of :data:`WARP_EXPONENTS`,
     refined between its neighbours by a bounded scalar search) and the origin (``True``: from
     the last block) whose monotone decay fits ``S`` best."""
-    if not origins or not set(origins) <= set(WARP_ORIGINS):
-        raise ValueError(f"origins must be some of {WARP_ORIGINS}, got {origins}")
-    pairs, L = _pairs(S), len(S)
-    sse = {}
-    for from_end in (origin == "last" for origin in origins):
-        # every fifth exponent, then every one within four steps of the best: 16 fits a
-        # direction instead of 36, the whole grid's fit on every control, 20 resamples of each
-        # and DINOv2-B's matrix
-        coarse = {i: _warp_fit(pairs, L, WARP_EXPONENTS[i], from_end)[0]
-                  for i in range(0, len(WARP_EXPONENTS), 5)}
-        best = min(coarse, key=coarse.__getitem__)
-        fine = range(max(best - 4, 0), min(best + 5, len(WARP_EXPONENTS)))
-        sse |= {(WARP_EXPONENTS[i], from_end): coarse.get(i) if i in coarse else
-                _warp_fit(pairs, L, WARP_EXPONENTS[i], from_end)[0] for i in fine}
-    lam, from_end = min(sse, key=sse.__getitem__)
-    # between the grid's exponents: a smooth decay whose exponent falls between two of them
-    # would leave its misfit in the residual as block excess
-    step = WARP_EXPONENTS[1] - WARP_EXPONENTS[0]
-    refined = minimize_scalar(lambda v: _warp_fit(pairs, L, round(float(v), 4), from_end)[0],
-                              bounds=(max(lam - step, WARP_EXPONENTS[0]),
-                                      min(lam + step, WARP_EXPONENTS[-1])), method="bounded",
-                              options={"xatol": 0.005})
-    if refined.fun < sse[lam, from_end]:
-        return round(float(refined.x), 4), from_end
-    return lam, from_end
+    return best_warps(np.asarray(S, dtype=float)[None], origins)[0]
+
+
+def warped_decay_nulls(S: np.ndarray, warps: Sequence[Warp] | None = None,
+                       origins: Sequence[str] = WARP_ORIGINS) -> np.ndarray:
+    """:func:`warped_decay_null` of each matrix of ``S`` ``(B, L, L)``, along its warp of
+    ``warps`` (else its best), the fits of all at once."""
+    S = np.asarray(S, dtype=float)
+    pairs, L = _pairs(S), S.shape[1]
+    warps = best_warps(S, origins) if warps is None else warps
+    upper = _upper(L)
+    W = np.ones_like(S)
+    W[:, *upper] = _warp_fits(pairs, L, warps)[1]
+    W[:, upper[1], upper[0]] = W[:, *upper]
+    return W
 
 
 def warped_decay_null(S: np.ndarray, origins: Sequence[str] = WARP_ORIGINS, *,
@@ -157,13 +307,8 @@ def warped_decay_null(S: np.ndarray, origins: Sequence[str] = WARP_ORIGINS, *,
     blocks stay in ``S − W``. At λ = −3 most of the axis lies between the first two (or last two)
     blocks, so a step that sets one end block apart is in the family (:mod:`raptor.phase_test`).
     """
-    pairs, L = _pairs(S), len(S)
-    lam, from_end = best_warp(S, origins) if warp is None else warp
-    upper = np.triu_indices(L, 1)
-    W = np.ones((L, L))
-    W[upper] = _warp_fit(pairs, L, lam, from_end)[1]
-    W.T[upper] = W[upper]
-    return W
+    return warped_decay_nulls(np.asarray(S, dtype=float)[None],
+                              None if warp is None else [warp], origins)[0]
 
 
 def contiguous_partitions(L: int, k: int) -> list[Partition]:
@@ -282,7 +427,7 @@ def _crossfit(A: np.ndarray, B: np.ndarray, GA: np.ndarray | None, GB: np.ndarra
 
 
 def _fit_rmse(S: np.ndarray) -> float:
-    upper = np.triu_indices(len(S), 1)
+    upper = _upper(len(S))
     return float(np.sqrt(np.mean((S - warped_decay_null(S))[upper] ** 2)))
 
 

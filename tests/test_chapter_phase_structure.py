@@ -71,10 +71,17 @@ def test_smoke_result_has_every_model_and_a_c1(smoke_result) -> None:
 
 
 def test_c1_judges_the_trained_models_alone(smoke_result) -> None:
-    """The untrained networks, the controls and the paper's matrix are shown, not judged."""
+    """The untrained networks, the controls and the paper's matrix are shown, not judged: they
+    calibrate the threshold, in the claim's detail (the claims page); every model's interval
+    contains its estimate (a control's may miss at smoke's 20 resamples: the chapter counts)."""
     r = smoke_result("phase-structure")
     (c1,) = chapter.claims(r)
-    assert c1 == chapter.c1_block_excess(r.trained_tests())
+    calibration = chapter.calibration(r)
+    assert c1 == chapter.c1_block_excess(r.trained_tests(), calibration)
+    assert calibration in c1.detail and "of the untrained networks" in calibration
+    assert "of the smooth negative controls" in calibration
+    assert all(lo <= t.excess <= hi for t in r.tests.values() for lo, hi in [t.interval()])
+    assert chapter.findings(r)["covered"].endswith(f" of {len(r.tests) + len(r.control_tests)}")
     assert set(r.controls) == set(r.control_tests) == set(controls.CONTROLS)
     assert sorted(r.paper_dinov2b) == [2, 3, 4] and set(r.tests) == set(r.excess)
     assert all(0 < t.d_star <= 1 or np.isinf(t.d_star) for t in r.tests.values())
@@ -121,3 +128,4 @@ def test_the_excess_figure_plots_what_c1_judges(smoke_result) -> None:
     assert lines == pytest.approx({"C1's threshold": chapter.EXCESS_MIN.value,
                                    "DINOv2-B (the paper's matrix, not cross-fitted)":
                                        r.paper_test.excess})
+

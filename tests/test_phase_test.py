@@ -8,7 +8,13 @@ import pytest
 
 from raptor import controls, paper
 from raptor.book.claims import FAILS, HOLDS
-from raptor.phase_test import K_TRIED, contrasts, paper_partition, phase_test, smallest_step
+from types import SimpleNamespace
+
+from scipy import stats
+
+from raptor.phase_test import (K_TRIED, SPLITS, _crossfit, bca_interval, contrasts,
+                               paper_partition, phase_test, smallest_step)
+from raptor.structure import best_warp
 from raptor.structure import contiguous_partitions, contrast, warped_decay_null
 
 
@@ -82,10 +88,10 @@ def test_a_published_matrix_has_its_numbers_without_an_interval() -> None:
     t = phase_test(S, power_reps=1)
     assert t.n_images == 1 and set(t.per_k) == set(K_TRIED)
     assert all(math.isnan(x) for x in t.interval())
-    assert {k: p for k, (p, _, _) in t.reference.items()} == paper.DINOV2_B_PARTITIONS
+    assert {k: r.cut for k, r in t.reference.items()} == paper.DINOV2_B_PARTITIONS
     assert 0 < t.d_star < 1
     np.testing.assert_allclose(t.steps, 1 - np.diagonal(S, 1))
-    assert t.best().excess >= max(x for _, x, _ in t.reference.values())  # chosen ≥ any fixed
+    assert t.best().excess >= max(r.excess for r in t.reference.values())  # chosen ≥ any fixed
 
 
 def test_trajectories_and_their_matrices_give_the_same_test() -> None:
@@ -108,3 +114,49 @@ def test_bad_input_is_refused_before_any_work() -> None:
         phase_test(np.ones((10, 4, 5)))
     with pytest.raises(ValueError, match="n_boot"):
         phase_test(x, n_boot=2)
+
+
+@pytest.mark.parametrize("level", [0.9, 0.95, 1 - 0.05 / 3])
+def test_bca_interval_is_scipys(level: float) -> None:
+    """The BCa interval from a set of resamples and the leave-one-out values is
+    ``scipy.stats.bootstrap``'s on the same resamples (a skewed sample, its mean)."""
+    rng = np.random.default_rng(3)
+    x = rng.lognormal(size=40)
+    boots = np.array([x[rng.integers(0, 40, 40)].mean() for _ in range(400)])
+    jackknife = np.array([np.delete(x, i).mean() for i in range(40)])
+    expected = stats.bootstrap((x,), np.mean, n_resamples=0, method="BCa",
+                               confidence_level=level,
+                               bootstrap_result=SimpleNamespace(bootstrap_distribution=boots))
+    np.testing.assert_allclose(bca_interval(boots, x.mean(), jackknife, level),
+                               expected.confidence_interval, rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["random walk", "orthogonal jumps", "smooth decay"])
+def test_the_interval_lies_about_the_estimate(name: str) -> None:
+    """Every k's interval, and that of the largest excess, contains its estimate; the cut
+    reported at each k is one the halves chose, with the share of the 2 × SPLITS halves."""
+    t = phase_test(controls.control(name, 200)[0], n_boot=60, power_reps=0)
+    for e in t.per_k.values():
+        lo, hi = e.interval(t.level_k(0.95))
+        assert lo <= e.excess <= hi, (name, e.k, lo, e.excess, hi)
+        assert e.share * 2 * SPLITS == round(e.share * 2 * SPLITS) and e.share >= 1 / (2 * SPLITS)
+    lo, hi = t.interval()
+    assert lo <= t.excess <= hi
+
+
+def test_the_warp_is_chosen_on_the_half_that_chooses_the_partition() -> None:
+    """Each direction of the cross-fit takes the warp its choosing half fits best: halves whose
+    decays want different warps give the excess computed by hand with each half's own warp."""
+    A = controls.decay_images(60, "accelerating").mean(0)
+    B = controls.decay_images(60, "random walk", seed=1).mean(0)
+    assert best_warp(A) != best_warp(B)
+    excess, _, cuts = _crossfit(A[None], B[None], (3,), {})
+    wa, wb = best_warp(A), best_warp(B)
+    parts = contiguous_partitions(len(A), 3)
+    a_on_a, b_on_a = A - warped_decay_null(A, warp=wa), B - warped_decay_null(B, warp=wa)
+    b_on_b, a_on_b = B - warped_decay_null(B, warp=wb), A - warped_decay_null(A, warp=wb)
+    cut_a = max(parts, key=lambda p: contrast(a_on_a, p))
+    cut_b = max(parts, key=lambda p: contrast(b_on_b, p))
+    assert [parts[i] for i in cuts[0, 0]] == [cut_a, cut_b]
+    np.testing.assert_allclose(excess[0, 0],
+                               (contrast(b_on_a, cut_a) + contrast(a_on_b, cut_b)) / 2, atol=1e-12)

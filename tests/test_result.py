@@ -117,9 +117,10 @@ def test_round_trip_of_every_kind_of_field(tmp_path: Path) -> None:
 
 def test_round_trip_of_a_chapter_result(tmp_path: Path) -> None:
     cut = ((0, 2), (2, 5))
-    test = PhaseTest({2: KExcess(2, cut, 0.02, np.array([0.01, 0.03]))},
-                     {2: (cut, 0.015, np.array([0.0, 0.02]))}, 0.1, cut, np.array([0.2, 0.1]),
-                     0.01, 0.01, 64)
+    test = PhaseTest({2: KExcess(2, cut, 0.02, np.array([0.01, 0.03]), np.array([0.02, 0.019]),
+                                 0.5)},
+                     {2: KExcess(2, cut, 0.015, np.array([0.0, 0.02]))}, 0.1, cut,
+                     np.array([0.2, 0.1]), 0.01, 0.01, 64)
     mats = {"trained, p=0.0": {"all": np.eye(9), "cls": np.full((9, 9), 0.5)}}
     result = phase_structure.Result(
         spec=phase_structure.SMOKE, accuracy={"trained, p=0.0": 0.75, "untrained": math.nan},

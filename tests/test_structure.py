@@ -11,10 +11,15 @@ from hypothesis import strategies as st
 from raptor.paper import dinov2b_block_similarity
 from raptor.phases import maxcut
 from raptor.similarity import layer_similarity, phase_matrix
-from raptor.structure import (block_excess, boundaries, boundary_shift, contiguous_partitions,
-                              contrast, contrast_rank, image_growth_nulls, image_phase_matrices,
+from scipy.optimize import isotonic_regression, minimize_scalar
+
+from raptor import controls, structure
+from raptor.structure import (block_excess, best_warp, best_warps, boundaries, boundary_shift,
+                              bounded_minimum, contiguous_partitions, contrast, contrast_rank,
+                              image_growth_nulls, image_phase_matrices, isotonic_decreasing,
                               matrix_excess, phase_excess, phase_excesses, stationary_null,
-                              subset_stability, warped_decay_null, NULLS, WARP_EXPONENTS)
+                              subset_stability, warped_decay_null, warped_decay_nulls, NULLS,
+                              WARP_EXPONENTS)
 from raptor.trajectories import TokenGroups
 
 Blocks = Callable[..., np.ndarray]  # the planted_blocks fixture
@@ -256,3 +261,54 @@ def test_matrix_excess_on_the_papers_dinov2b_matrix():
         assert e.ladder["stationary"].excess == pytest.approx(expected, abs=5e-4)
         assert list(e.ladder) == ["stationary", "warped decay"] and math.isnan(e.low)
         assert e.excess == e.ladder["warped decay"].excess and e.fit_rmse > 0
+
+
+def test_isotonic_decreasing_is_scipys_fit_of_every_row() -> None:
+    """The vectorised pool-adjacent-violators against scipy's ``isotonic_regression``, row by
+    row: rows with ties, integer and real weights, padded rows of every length, monotone rows and
+    rows in reverse order."""
+    rng = np.random.default_rng(0)
+    for trial in range(60):
+        B, n = 40, int(rng.integers(1, 70))
+        y = rng.normal(size=(B, n)).cumsum(1) * (-1) ** trial
+        y = np.round(y, trial % 3)  # 0 or 1 decimals: many ties
+        w = rng.integers(1, 5, size=(B, n)) * (1.0 if trial % 2 else rng.uniform(0.1, 3))
+        length = rng.integers(1, n + 1, size=B)
+        fit = isotonic_decreasing(np.where(np.arange(n) < length[:, None], y, -np.inf), w)
+        for row, m in enumerate(length):
+            expected = isotonic_regression(y[row, :m], weights=w[row, :m], increasing=False).x
+            np.testing.assert_allclose(fit[row, :m], expected, rtol=0, atol=1e-12)
+            assert np.isneginf(fit[row, m:]).all()
+
+
+def test_bounded_minimum_takes_scipys_steps() -> None:
+    """Many bounded searches at once land where scipy's ``minimize_scalar(method="bounded")``
+    lands on each, to the bit: smooth functions, and step functions like the warp's misfit
+    (constant between the exponents where the order of the distances changes)."""
+    rng = np.random.default_rng(1)
+    centre, width, steps = rng.uniform(-1, 1, 50), rng.uniform(0.05, 2, 50), rng.integers(0, 2, 50)
+
+    def f(row: int, x: float) -> float:
+        v = (x - centre[row]) ** 2 * width[row]
+        return math.floor(v * 40) / 40 if steps[row] else v
+
+    low, high = rng.uniform(-2, -0.5, 50), rng.uniform(0.5, 2, 50)
+    x, fun = bounded_minimum(lambda rows, v: np.array([f(r, a) for r, a in zip(rows, v)]),
+                             low, high, 0.005)
+    for row in range(50):
+        expected = minimize_scalar(lambda v: f(row, v), bounds=(low[row], high[row]),
+                                   method="bounded", options={"xatol": 0.005})
+        assert (x[row], fun[row]) == (expected.x, expected.fun)
+
+
+def test_batched_warps_give_each_matrixs_null(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fits of many matrices at once (the power simulation's and the bootstrap's) give each
+    matrix the null it gets alone; one matrix at a time is scipy's fit, as before."""
+    per_image, _ = controls.control("random walk", 120)
+    stack = per_image[:60]
+    assert len(stack) >= structure.BATCHED_FROM
+    together = warped_decay_nulls(stack)
+    alone = np.array([warped_decay_null(S) for S in stack])
+    np.testing.assert_allclose(together, alone, rtol=0, atol=1e-13)
+    monkeypatch.setattr(structure, "BATCHED_FROM", math.inf)
+    assert best_warps(stack) == [best_warp(S) for S in stack]
