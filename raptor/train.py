@@ -497,7 +497,7 @@ def get_student(teacher_cfg: TeacherConfig, teacher_train: TrainConfig | None, t
         raptor, record = distill(
             teacher, train_set, on, val_set=val_set, capture=capture, work_path=work,
             progress=progress, blocks=lambda index, block, build: get_or_build(
-                "block", {**block, **shared}, build))
+                "block", {**block, **shared}, build, intermediate=True))
         record["trained_on"] = torch.cuda.get_device_name(torch.device(on.device)) \
             if on.device.startswith("cuda") else "cpu"
         tensors = {k: v.cpu() for k, v in raptor.blocks.state_dict().items()}

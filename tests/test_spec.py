@@ -32,7 +32,7 @@ TRAINING = ["dataset", "steps", "batch_size", "lr", "warmup", "weight_decay", "m
             "grad_clip", "train_limit", "eval_every", "patience", "half_precision"]
 DISTILLATION = ["stage1_steps", "stage2_steps", "distill_lr", "distill_warmup", "distill_limit",
                 "distill_val_limit", "distill_eval_every", "distill_patience",
-                "distill_half_precision"]
+                "distill_decay_frac", "distill_half_precision"]
 OWN = ["p_values", "ks", "p", "pairs", "weights", "limit", "scale", "flag"]
 MACHINE = ["data_root", "device"]
 
@@ -235,6 +235,7 @@ def toy_values(draw: st.DrawFn) -> dict[str, object]:
         "distill_val_limit": (val := draw(maybe_int)),
         "distill_eval_every": draw(st.integers(1, 100)),
         "distill_patience": draw(st.none() | st.integers(1, 10)) if val else None,
+        "distill_decay_frac": draw(st.floats(0.01, 1.0)),
         "distill_half_precision": draw(st.booleans()),
         "p_values": draw(st.lists(rates, max_size=4)),
         "ks": draw(st.lists(st.integers(1, depth), min_size=1, max_size=3)), "p": draw(rates),

@@ -55,7 +55,8 @@ def test_local_sweep_fills_the_cache_then_the_chapter_trains_nothing(
     assert "round 1: 1 of 2 missing trainings ready" in text
     assert "round 2: 1 of 1" in text and "python -m raptor run --chapter raptor" in text
     swept = {p.relative_to(fresh_cache) for p in fresh_cache.glob("*/*.safetensors")}
-    assert [p.parts[0] for p in sorted(swept)] == ["student", "teacher"]
+    # the student's two stage-1 blocks (k = 2) are entries of their own
+    assert [p.parts[0] for p in sorted(swept)] == ["block", "block", "student", "teacher"]
     assert not list(fresh_cache.glob("*/*.lock")) and not list(fresh_cache.glob("*/*.work*"))
     # everything cached: planning finds nothing, a second sweep submits nothing
     assert plan(CHAPTER, "smoke") == ([], None)

@@ -423,8 +423,10 @@ def test_the_caps_decay_start_is_the_latest_that_ends_by_the_cap(cap: int, frac:
 def test_students_sharing_a_segment_share_its_stage1_entry(tmp_path: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """(1, 3) and (1, 1, 2) share their first block's segment: it is trained once, stored once,
-    and is bit-identical to the block a student trains without the cache."""
+    and is bit-identical to the block a student trains without the cache; blocks, which only
+    builds need, are never listed for the artifact tier."""
     monkeypatch.setenv("RAPTOR_CACHE", str(tmp_path))
+    monkeypatch.setenv("RAPTOR_CACHE_LOG", str(tmp_path / "used.log"))
     monkeypatch.setattr(raptor.data, "get_datasets", lambda *a, **k: (dataset(), dataset(4)))
     trained = []
     train_block = raptor.train._train_block
@@ -437,6 +439,8 @@ def test_students_sharing_a_segment_share_its_stage1_entry(tmp_path: Path,
     assert trained == [(1,), (1, 3), (1, 1), (1, 1, 2)]  # the shared block once
     assert len(list((tmp_path / "block").glob("*.safetensors"))) == 4
     assert rec_one["stage1"]["blocks"][0] == rec_two["stage1"]["blocks"][0]
+    used = (tmp_path / "used.log").read_text().split()  # what the artifact tier would take
+    assert used and not [name for name in used if name.startswith("block/")]
     alone, _ = distill(teacher(), dataset(), dataclasses.replace(two, stage2=False),
                        progress=False)
     stored = [load_tensors(p)[0] for p in (tmp_path / "block").glob("*.safetensors")]

@@ -67,14 +67,17 @@ def code_version() -> str:
     return f"{rev}+dirty" if dirty else rev
 
 
-def load_entry(kind: str, config: Mapping[str, Any]) -> tuple[Tensors, dict[str, Any]] | None:
-    """The stored artifact, or ``None`` if absent, corrupt or from another configuration.
+def load_entry(kind: str, config: Mapping[str, Any], *, logged: bool = True
+               ) -> tuple[Tensors, dict[str, Any]] | None:
+    """The stored artifact, or ``None`` if absent, corrupt or from another configuration;
+    ``logged``: its use listed for the artifact tier (:func:`_log_use`).
 
     The cache is looked at first, then the artifact tier (whose entries must match their sha256);
     a damaged cache copy is a warning, and the tier's copy is used where there is one.
     """
     path, name = entry_path(kind, config), entry_name(kind, config)
-    _log_use(kind, config)
+    if logged:
+        _log_use(kind, config)
     if not path.exists():
         return tier_entry(name, config)
     try:
@@ -93,9 +96,10 @@ def load_entry(kind: str, config: Mapping[str, Any]) -> tuple[Tensors, dict[str,
     return found
 
 
-def get_or_build(kind: str, config: Mapping[str, Any], build: Builder
-                 ) -> tuple[Tensors, dict[str, Any]]:
+def get_or_build(kind: str, config: Mapping[str, Any], build: Builder, *,
+                 intermediate: bool = False) -> tuple[Tensors, dict[str, Any]]:
     """Load the artifact for ``config``, or run ``build(work_path)`` and store its result.
+    ``intermediate``: an entry only builds need (a stage-1 block), never listed for the tier.
 
     ``build`` returns ``(tensors, record)``; ``record`` is JSON-serialisable (training curves,
     metrics). ``work_path`` is where ``build`` may keep a resumable checkpoint; it is removed once
@@ -105,12 +109,12 @@ def get_or_build(kind: str, config: Mapping[str, Any], build: Builder
     """
     if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
         return _get_or_build_ranks(kind, config, build)
-    found = load_entry(kind, config)
+    found = load_entry(kind, config, logged=not intermediate)
     if found is not None:
         return found
     path = entry_path(kind, config)
     with entry_lock(path):
-        found = load_entry(kind, config) if path.exists() else None
+        found = load_entry(kind, config, logged=not intermediate) if path.exists() else None
         if found is not None:  # built by the process this one waited for
             return found
         why = _why_built(kind, config)
