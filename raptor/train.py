@@ -57,7 +57,7 @@ from tqdm import tqdm
 from raptor import data
 from raptor.planning import get_or_plan
 from raptor.storage.cache import digest, get_or_build
-from raptor.storage.checkpoint import half_rounded, load_tensors, save_tensors, save_training_state
+from raptor.storage.checkpoint import half_rounded, save_training_state
 from raptor.loop import (CapturedStep, adamw, batches_from, flattened, resume, seeded, train,
                          warmup_cosine, warmup_stable_decay)
 from raptor.losses import BlockObjective, Objective, present_weights

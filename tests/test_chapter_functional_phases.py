@@ -4,7 +4,6 @@ import dataclasses
 
 import numpy as np
 import pytest
-import torch
 
 from raptor.book.chapters import functional_phases as chapter
 from raptor.book.chapters import functional_phases_claims as judge
