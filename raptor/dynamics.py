@@ -9,7 +9,6 @@ one-batch case (same kernels).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -240,38 +239,6 @@ def image_deviation(p: Perturbation, groups: TokenGroups) -> dict[str, dict[str,
     return {name: {"distance": cos_dist_unit(dp, dc)[:, :, s].mean(2).double().numpy(),
                    "relative": relative[:, :, s].mean(2).double().numpy()}
             for name, s in items}
-
-
-@dataclass(frozen=True)
-class SensitivityProfile:
-    """Scaled sensitivities per injection layer: ``{group: (len(layers),)}`` (Fig. 10B)."""
-
-    layers: np.ndarray
-    eps: float
-    sensitivity: dict[str, np.ndarray]
-    angular_sensitivity: dict[str, np.ndarray]
-
-
-def sensitivity_profile(model: nn.Module, traj: ArrayLike, groups: TokenGroups, eps: float,
-                        layers: Sequence[int] | None = None, seed: int = 0
-                        ) -> SensitivityProfile:
-    """:func:`perturb` from ``traj[:, l]`` at each injection layer l in ``layers`` (default all)."""
-    x, _ = check_traj(traj, groups)
-    eps = _check_eps(eps)
-    depth = x.shape[1] - 1
-    layers = list(range(depth + 1)) if layers is None else list(layers)
-    if not layers or any(not is_int(l) or not 0 <= l <= depth for l in layers):
-        raise ValueError(f"layers must be a non-empty list of integers in [0, L={depth}], "
-                         f"got {layers!r}")
-    if trajectory_model(model).depth != depth:
-        raise ValueError(f"traj has L = {depth} but the model has "
-                         f"{trajectory_model(model).depth} layers")
-    runs = [perturb(model, x[:, int(l)], int(l), eps, seed=seed, groups=groups) for l in layers]
-    names = list(runs[0].sensitivity)
-    return SensitivityProfile(
-        layers=np.asarray(layers), eps=eps,
-        sensitivity={n: np.array([p.sensitivity[n] for p in runs]) for n in names},
-        angular_sensitivity={n: np.array([p.angular_sensitivity[n] for p in runs]) for n in names})
 
 
 # --------------------------------------------------------------------------- streaming

@@ -23,18 +23,6 @@ def check_rank(r: int) -> None:
         raise ValueError(f"r (DMD rank) must be an integer >= 1, got {r!r}")
 
 
-
-def angular_updates(traj: ArrayLike) -> Tensor:
-    """Token-wise angular updates ``Δ_l = x̂_{l+1} − x̂_l``, shape ``(N, L, T, D)`` (Fig. 12).
-
-    The update of a token's direction on the sphere (chord vector, ``‖Δ_l‖ = 2 sin(s_l / 2)``).
-    """
-    x = as_tensor(traj, "traj")
-    if x.ndim != 4:
-        raise ValueError(f"traj must have shape (N, L+1, T, D), got ndim = {x.ndim}")
-    return updates(directions(x))
-
-
 def _singular_values(m: ArrayLike) -> np.ndarray:
     a = as_tensor(m, "M")
     if a.ndim != 2:

@@ -10,6 +10,7 @@ on the book's page *The paper at a glance*.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -153,3 +154,15 @@ def dinov2b_block_similarity() -> np.ndarray:
     ``src/000_max_cut_dinov2_base.ipynb``), read off its annotated heatmap to 2 decimals (source
     in the file's header). No per-image matrices are published, so no interval comes with it."""
     return 1.0 - np.loadtxt(DINOV2_B_DISTANCE, delimiter=",", comments="#")
+
+
+def paper_partition(L: int, k: int = 3) -> Partition:
+    """DINOv2-B's partition of Table 1 at ``k`` (7 | 3 | 2 at k = 3) scaled to ``L`` blocks:
+    each boundary at the same fraction of depth, rounded, every phase at least one block."""
+    if L < k:
+        raise ValueError(f"need L ≥ k = {k}, got {L}")
+    bounds = [start * L / DINOV2_B_DEPTH for start, _ in DINOV2_B_PARTITIONS[k][1:]]
+    cuts: list[int] = []
+    for i, b in enumerate(bounds):
+        cuts.append(min(max(round(b), (cuts[-1] if cuts else 0) + 1), L - (k - 1 - i)))
+    return tuple(pairwise((0, *cuts, L)))

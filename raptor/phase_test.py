@@ -57,7 +57,7 @@ import torch
 from scipy.special import ndtr, ndtri
 
 from raptor.stats import Threshold, versus
-from raptor.paper import DINOV2_B_DEPTH, DINOV2_B_PARTITIONS, Partition
+from raptor.paper import Partition, paper_partition
 from raptor.phases import validate_partition
 from raptor.structure import (Warp, best_warps, image_phase_matrices, warped_decay_null,
                               warped_decay_nulls)
@@ -75,18 +75,6 @@ EXCESS_MIN = Threshold(0.01, "[ours] the paper shows blocks by eye (Fig. 1) with
                              "0.01 of mean cosine similarity is 1% of the similarity colour scale, "
                              "the least a block must stand out from the depth decay to be seen")
 
-
-
-def paper_partition(L: int, k: int = 3) -> Partition:
-    """DINOv2-B's partition of Table 1 at ``k`` (7 | 3 | 2 at k = 3) scaled to ``L`` blocks:
-    each boundary at the same fraction of depth, rounded, every phase at least one block."""
-    if L < k:
-        raise ValueError(f"need L ≥ k = {k}, got {L}")
-    bounds = [start * L / DINOV2_B_DEPTH for start, _ in DINOV2_B_PARTITIONS[k][1:]]
-    cuts: list[int] = []
-    for i, b in enumerate(bounds):
-        cuts.append(min(max(round(b), (cuts[-1] if cuts else 0) + 1), L - (k - 1 - i)))
-    return tuple(pairwise((0, *cuts, L)))
 
 
 @functools.cache

@@ -79,16 +79,6 @@ def partition_to_repeats(partition: Sequence[Sequence[int]]) -> tuple[int, ...]:
     return tuple(int(b) - int(a) for a, b in partition)
 
 
-def repeats_to_partition(repeats: Sequence[int], start: int = 0) -> Partition:
-    """Contiguous segments of lengths ``repeats`` starting at index ``start``."""
-    bounds = [_check_int("start", start, 0)]
-    for n in repeats:
-        bounds.append(bounds[-1] + _check_int("each repeat", n, 1))
-    if len(bounds) == 1:
-        raise ValueError("repeats must not be empty")
-    return tuple(pairwise(bounds))
-
-
 def partition_to_blocks(partition: Sequence[Sequence[int]], first_block: int = 1) -> list[tuple[int, int]]:
     """Inclusive ``(first, last)`` layer numbers as printed in the paper, blocks counted from ``first_block``."""
     return [(int(a) + first_block, int(b) - 1 + first_block) for a, b in partition]

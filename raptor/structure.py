@@ -519,29 +519,24 @@ def boundary_shift(a: Partition, b: Partition) -> int:
     return max((abs(x - y) for x, y in zip(boundaries(a), boundaries(b))), default=0)
 
 
-def subset_stability(traj: torch.Tensor, groups: TokenGroups, k_values: Sequence[int],
+def subset_stability(reference: Mapping[int, Partition], per_image: np.ndarray,
                      image_counts: Sequence[int], n_resamples: int, seed: int = 0
                      ) -> dict[int, dict[int, float]]:
-    """Fraction of random image subsets (proper subsets) whose max-cut equals the one from all
-    images.
-
-    Returns ``{k: {n: fraction}}`` over ``n_resamples`` subsets of ``n`` images (without
-    replacement) from the ``N`` images of ``traj``.
-    """
-    N = traj.shape[0]
-    if any(not 1 <= n < N for n in image_counts):
-        raise ValueError(f"image_counts must lie in [1, {N}) (subsets, not the whole set), "
-                         f"got {list(image_counts)}")
+    """Per k and subset size ``n``, the share of ``n_resamples`` disjoint subsets of ``n`` images
+    whose max-cut is ``reference[k]`` (C2): ``per_image`` ``(N, L, L)``, the phase matrices of
+    images held out from those that chose the reference, so that every subset is an independent
+    draw (a binomial count: a Wilson interval holds). Needs ``n_resamples · n ≤ N``."""
+    N = per_image.shape[0]
     if n_resamples < 1:
         raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
-    full = phase_matrix(layer_similarity(traj, groups))
-    reference = {k: maxcut(full, k) for k in k_values}
-    gen = torch.Generator().manual_seed(seed)
-    hits = {k: {n: 0 for n in image_counts} for k in k_values}
+    if any(n < 1 or n * n_resamples > N for n in image_counts):
+        raise ValueError(f"{n_resamples} disjoint subsets of each size in {list(image_counts)} "
+                         f"need up to {n_resamples * max(image_counts)} held-out images, got {N}")
+    rng = np.random.default_rng(seed)
+    hits = {k: dict.fromkeys(image_counts, 0) for k in reference}
     for n in image_counts:
-        for _ in range(n_resamples):
-            idx = torch.randperm(N, generator=gen)[:n]
-            S = phase_matrix(layer_similarity(traj[idx], groups))
-            for k in k_values:
-                hits[k][n] += maxcut(S, k) == reference[k]
+        for idx in rng.permutation(N)[:n * n_resamples].reshape(n_resamples, n):
+            S = per_image[idx].mean(0)
+            for k, cut in reference.items():
+                hits[k][n] += maxcut(S, k) == cut
     return {k: {n: h / n_resamples for n, h in row.items()} for k, row in hits.items()}

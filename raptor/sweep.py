@@ -277,6 +277,11 @@ def _threads(n: int) -> Iterator[None]:
 
 # --- checks and costs --------------------------------------------------------------------------
 
+def _count(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless one."""
+    return f"{n:,} {noun}{'s' * (n != 1)}"
+
+
 def cost(name: str, profile: str = "paper") -> pd.DataFrame:
     """What training every model of chapter ``name`` at ``profile`` costs from an empty cache (a
     dry run, :func:`plan`): trainings, PFLOP and GPU-hours per round and in all, and where the
@@ -291,8 +296,9 @@ def cost(name: str, profile: str = "paper") -> pd.DataFrame:
         if group or what == "total":
             kinds = collections.Counter(j.kind for j in group)
             flops = sum(j.flops for j in group)
-            rows[what] = (f"{len(group)} trainings ({kinds['teacher']} teachers, "
-                          f"{kinds['student']} students): {flops / 1e15:.4g} PFLOP, "
+            rows[what] = (f"{_count(len(group), 'training')} "
+                          f"({_count(kinds['teacher'], 'teacher')}, "
+                          f"{_count(kinds['student'], 'student')}): {flops / 1e15:.4g} PFLOP, "
                           f"{mark}{gpu_cost.gpu_hours(flops, tflops):.3g} GPU-hours")
     rows["GPU-hours at"] = f"{tflops:.4g} TFLOP/s ({source})"
     if stopped:

@@ -220,6 +220,23 @@ def planted_blocks() -> Callable[..., np.ndarray]:
 
 
 @pytest.fixture(scope="session")
+def phase_test_on() -> Callable[..., Any]:
+    """``phase_test_on(weight, noise=0.3, seed=0)``: C1's test (no d*) of 300 noisy per-image
+    matrices of 12 layers, a depth decay with phases 1–4 | 5–8 | 9–12 of ``weight`` (0: none);
+    0.1 holds, 0 with noise 0.05 does not."""
+    from raptor.phase_test import phase_test
+
+    def make(weight: float, noise: float = 0.3, seed: int = 0) -> Any:
+        idx = np.arange(12)
+        S = (1 - weight) * np.exp(-np.abs(idx[:, None] - idx[None, :]) / 4) \
+            + weight * (idx[:, None] // 4 == idx[None, :] // 4)
+        x = S + np.random.default_rng(seed).normal(0, noise, (300, 12, 12))
+        return phase_test((x + x.transpose(0, 2, 1)) / 2, n_boot=50, power_reps=0, seed=seed)
+
+    return make
+
+
+@pytest.fixture(scope="session")
 def random_trajectory() -> Callable[..., torch.Tensor]:
     """``random_trajectory(n, layers, tokens, dim, seed=0)``: standard normal float32 tokens of
     shape ``(n, layers, tokens, dim)`` from a seeded generator."""

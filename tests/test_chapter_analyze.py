@@ -260,7 +260,7 @@ def test_the_command_writes_the_executed_chapter_and_every_number(weights, image
     numbers = json.loads((tmp_path / "chapters" / "analysis.json").read_text())
     direct = chapter.compute(spec_for(name, 32, weights, image_folder))
     assert numbers["excess"]["3"]["excess"] == pytest.approx(direct.excess[3].excess, abs=1e-9)
-    assert numbers["c1"].keys() == {"2", "3"}
+    assert numbers["c1_test"]["per_k"].keys() == {"2", "3"}
     assert (tmp_path / "chapters" / "analyze.ipynb").is_file()
     assert (tmp_path / "chapters" / "figures" / "analyze_similarity.svg").is_file()
     page = (tmp_path / "_build" / "html" / "chapters" / "analyze.html").read_text()

@@ -13,7 +13,8 @@ import scipy.stats as st
 from raptor import atlas, atlas_design, controls
 from raptor.atlas import Cell
 from raptor.book.chapters import atlas as chapter
-from raptor.book.claims import EXCESS_MIN, FAILS, HOLDS, INCONCLUSIVE
+from raptor.book.claims import FAILS, HOLDS, INCONCLUSIVE
+from raptor.phase_test import EXCESS_MIN
 from raptor.book.spec import SpecError
 
 
@@ -66,7 +67,7 @@ def test_table_figures_and_findings(stored, result) -> None:
                                                       str(len(controls.CONTROLS)))
     design = set(atlas_design.stage1())
     assert f["missing"] == str(len(design - set(stored[1]))) and chapter.claims(result) == []
-    assert np.isfinite(result.dinov2b[3].excess)
+    assert np.isfinite(result.dinov2b_test.excess)
 
 
 def detected(excess: np.ndarray) -> float:
@@ -116,7 +117,7 @@ def test_seeds_of_one_cell_are_combined_on_a_t_interval_over_seeds(stored, resul
     assert chapter.findings(one)["seeds"] == "No cell is measured on several seeds yet"
     assert chapter.family(one) == (None, "none yet: no cell is measured on 3 seeds")
     chosen, why = chapter.family(result)  # one cell, on seven seeds
-    assert chosen == seeds[0] and why.startswith("L12-D64-n1000-p0-P7 (")
+    assert chosen == seeds[0] and why.startswith("the cell L12-D64-n1000-p0-P7 (")
     by_max_cut = chapter.across_seeds({c.seed: chapter.claim(
         "C1", paper="", ours="", holds=chapter.max_cut_verdict(result, c)) for c in seeds})
     assert ("the cheapest" in why) == (by_max_cut.verdict == HOLDS)

@@ -415,7 +415,7 @@ def test_claims_are_judged_over_the_seeds(smoke_result) -> None:
     both = {c.id: c for c in chapter.claims(twice)}
     on_engine = [c for cid, c in both.items() if cid not in ("C16", "C22")]  # too few layers
     assert all(ENGINE in c.detail and "(per seed " in c.detail for c in on_engine)
-    assert "seed 0, k=2" in both["C21"].rests_on and "seed 1, k=2" in both["C21"].rests_on
+    assert "seed 0 +0.0" in both["C21"].rests_on and "seed 1 +0.0" in both["C21"].rests_on
 
 
 @pytest.mark.slow

@@ -3,72 +3,100 @@
 import numpy as np
 import pytest
 
+from raptor import phases
 from raptor.book.chapters import finding_phases as chapter
-from raptor.book.claims import EXCESS_MIN, FAILS, HOLDS, INCONCLUSIVE, UNTESTABLE
-from raptor.structure import PhaseExcess, phase_excess
+from raptor.book.claims import FAILS, HOLDS, INCONCLUSIVE, UNTESTABLE
+from raptor.book.experiment import C1
+from raptor.novelty import novelty_peaks
 
 
 # --- claims and statistics on synthetic inputs ----------------------------------------------
 
-def _excess(block_weight: float, seed: int = 0) -> PhaseExcess:
-    """C1's excess at k = 3 of noisy images of 12 layers: a depth decay with equal true phases
-    1–4 | 5–8 | 9–12 of weight ``block_weight`` (0: no phases)."""
-    idx = np.arange(12)
-    S = (1 - block_weight) * np.exp(-np.abs(idx[:, None] - idx[None, :]) / 4) \
-        + block_weight * (idx[:, None] // 4 == idx[None, :] // 4)
-    x = S + np.random.default_rng(seed).normal(0, 0.3, (400, 12, 12))
-    return phase_excess((x + x.transpose(0, 2, 1)) / 2, 3, n_boot=50)
+KS = (2, 3, 4)
 
 
-def test_c2_judges_stability_and_shows_c1_under_rests_on() -> None:
-    equal = _excess(0.05)
-    assert equal.cut == equal.null_cut == ((0, 4), (4, 8), (8, 12))
-    held = chapter.c2_boundaries_stable({3: 1}, {3: 1.0}, {"p=0, k=3": equal}, images=500,
-                                        teacher_seeds=(0, 1), n_resamples=50)
-    assert held.verdict == HOLDS and held.tests == 2
-    assert held.ours.startswith("The k=3 boundaries' largest move across seeds (layers) is 1, "
-                                "below 1.5; the share of 500-image subsets reproducing the k=3 "
-                                "cut is 100%, above 90%")
-    assert held.rests_on.startswith("C1: phases shown (block excess p=0, k=3 +0.0")
+def _teacher(S: np.ndarray, seed: int = 0, cuts: dict | None = None) -> chapter.TeacherPhases:
+    """A teacher of phase matrix ``S``: its max-cuts (or ``cuts``) and novelty boundaries."""
+    return chapter.TeacherPhases(f"seed {seed}", 0.2, seed, 0.8, S,
+                                 cuts or {k: phases.maxcut(S, k) for k in KS},
+                                 novelty_peaks(S), None)
 
 
-def test_c2_has_no_c1_part() -> None:
-    """Cuts without block excess (C1 fails) leave C2's verdict on stability as it is: C1 is shown
-    under "rests on", not counted a second time."""
-    none = _excess(0.0)
-    assert none.high <= EXCESS_MIN.value
-    c = chapter.c2_boundaries_stable({3: 0}, {3: 1.0}, {"a": _excess(0.05), "b": none},
-                                     images=500, teacher_seeds=(0,), n_resamples=50)
-    assert c.verdict == HOLDS and c.tests == 2 and c.rests_on.startswith("C1: weak phases")
+@pytest.fixture
+def planted(planted_blocks):
+    """Three teachers with phases 7 | 3 | 2 (and 4 | 3 | 3 | 2 inside them at k = 4)."""
+    return [_teacher(planted_blocks([4, 3, 3, 2], rng=np.random.default_rng(s)), s)
+            for s in range(3)]
+
+
+def test_c2_holds_where_the_cuts_sit_on_the_novelty_boundaries(planted) -> None:
+    c = chapter.c2_boundaries(planted, {k: 1.0 for k in KS}, images=200, n_resamples=40,
+                              stable="seed 0")
+    assert c.verdict == HOLDS and c.tests == 1 + 2 * len(KS)
+    share, chance = chapter.alignment(planted[0])
+    assert planted[0].novelty == [4, 7, 10]
+    assert share == 1.0 and chance == pytest.approx(9 / 11)  # places 3..11 lie near a peak
+    assert "within 1 layer of a novelty boundary is 1.00" in c.ours
+
+
+def test_c2_fails_where_the_cuts_miss_them(planted_blocks) -> None:
+    """Cuts placed away from the matrix's edges (a planted miss): none aligned, below chance."""
+    S = planted_blocks([4, 4, 4])
+    wrong = {2: ((0, 2), (2, 12)), 3: ((0, 2), (2, 10), (10, 12)),
+             4: ((0, 2), (2, 6), (6, 10), (10, 12))}
+    shares = [chapter.alignment(_teacher(S, s, wrong))[0] for s in range(3)]
+    assert max(shares) <= 0.5
+    c = chapter.c2_boundaries([_teacher(S, s, wrong) for s in range(3)], {k: 1.0 for k in KS},
+                              images=200, n_resamples=40, stable="seed 0")
+    assert c.verdict == FAILS
 
 
 @pytest.mark.parametrize("profile", ["cpu", "paper"])
-def test_c2_can_hold_at_the_profiles_resamples(profile: str) -> None:
-    """Power: at the profile's subsets, every subset reproducing the cut shows a share above
-    STABLE_SHARE, so C2 can hold on an ideal input; 10 subsets cannot show it (not testable, with
-    the subsets it would need)."""
+def test_c2_stability_can_hold_at_the_profiles_subsets(planted, profile: str) -> None:
+    """Power: at the profile's subsets, every held-out subset reproducing the cut shows a share
+    above STABLE_SHARE; 10 subsets cannot show it (not testable, with what it would need)."""
     n = chapter.Spec().n_resamples if profile == "cpu" else chapter.PAPER.n_resamples
-    ideal = chapter.c2_boundaries_stable({3: 0}, {3: 1.0}, {"k=3": _excess(0.1)}, images=500,
-                                         teacher_seeds=(0, 1), n_resamples=n)
+    ideal = chapter.c2_boundaries(planted, {k: 1.0 for k in KS}, images=200, n_resamples=n,
+                                  stable="seed 0")
     assert ideal.verdict == HOLDS
-    few = chapter.c2_boundaries_stable({3: 0}, {3: 1.0}, {"k=3": _excess(0.1)}, images=500,
-                                       teacher_seeds=(0, 1), n_resamples=10)
-    assert few.verdict == UNTESTABLE
-    assert "cannot be tested on 10 image subsets (it needs" in few.ours
+    few = chapter.c2_boundaries(planted, {k: 1.0 for k in KS}, images=200, n_resamples=10,
+                                stable="seed 0")
+    assert few.verdict == UNTESTABLE and "cannot be tested on 10 image subsets (it needs" in few.ours
 
 
-@pytest.mark.parametrize("shift, reproduced, n, verdict", [
-    ({2: 2, 3: 0}, {2: 1.0, 3: 1.0}, 40, FAILS),  # a boundary moves two layers across seeds
-    ({2: 0, 3: 0}, {2: 1.0, 3: 0.3}, 40, FAILS),  # 12 of 40 subsets: far below 90%
-    ({2: 0, 3: 0}, {2: 1.0, 3: 0.85}, 200, INCONCLUSIVE),  # 170 of 200: it spans 90%
-    ({2: 0, 3: 0}, {2: 1.0, 3: 0.85}, 40, UNTESTABLE),  # 34 of 40: that spread cannot clear it
-    ({2: 0, 3: 0}, {2: 1.0, 3: 1.0}, 10, UNTESTABLE)])  # 10 of 10 cannot show > 90%
-def test_c2_on_unstable_boundaries(shift: dict[int, int], reproduced: dict[int, float], n: int,
+@pytest.mark.parametrize("reproduced, n, verdict", [
+    ({2: 1.0, 3: 0.3, 4: 1.0}, 40, FAILS),  # 12 of 40 subsets: far below 90%
+    ({2: 1.0, 3: 0.85, 4: 1.0}, 200, INCONCLUSIVE),  # 170 of 200: it spans 90%
+    ({2: 1.0, 3: 0.85, 4: 1.0}, 40, UNTESTABLE)])  # 34 of 40: that spread cannot clear it
+def test_c2_on_unstable_boundaries(planted, reproduced: dict[int, float], n: int,
                                    verdict: str) -> None:
-    excess = {f"k={k}": _excess(0.1) for k in shift}
-    c = chapter.c2_boundaries_stable(shift, reproduced, excess, images=64, teacher_seeds=(0, 1),
-                                     n_resamples=n)
-    assert c.verdict == verdict and c.tests == 4
+    c = chapter.c2_boundaries(planted, reproduced, images=64, n_resamples=n, stable="seed 0")
+    assert c.verdict == verdict
+
+
+def test_c2_boundaries_moving_across_seeds_fail(planted, planted_blocks) -> None:
+    moved = _teacher(planted_blocks([2, 5, 3, 2]), 3)
+    assert chapter.c2_boundaries([*planted, moved], {k: 1.0 for k in KS}, images=200,
+                                 n_resamples=40, stable="seed 0").verdict == FAILS
+
+
+def test_c2_needs_teachers_with_phases(planted, phase_test_on) -> None:
+    """C2 is judged on the teachers in which C1 finds phases, and *not testable here* on
+    teachers without them, its numbers beside."""
+    with_phases, without = phase_test_on(0.1), phase_test_on(0.0, noise=0.05)
+    assert (with_phases.verdict(), without.verdict()) == (HOLDS, FAILS)
+    result = chapter.Result(chapter.Spec(), planted, [], "seed 0", {k: {200: 1.0} for k in KS})
+    for te, test in zip(planted, (with_phases, without, without)):
+        te.phases = test
+    (c2,) = chapter.claims(result)
+    assert c2.verdict == UNTESTABLE
+    assert c2.ours.startswith("not testable here: the teachers have no phases: C1 finds them in "
+                              "1 of 3, and a test over models needs 2")
+    assert "measured on all, not counted" in c2.ours
+    assert c2.rests_on.startswith("C1 finds phases in seed 0 +0.04")
+    planted[1].phases = with_phases
+    (c2,) = chapter.claims(result)
+    assert c2.verdict == HOLDS and "judged on the 2 of 3 models with phases" in c2.detail
 
 
 def test_images_needed_is_the_first_count_stable_from_then_on() -> None:
@@ -79,6 +107,7 @@ def test_images_needed_is_the_first_count_stable_from_then_on() -> None:
 def test_thresholds_say_ours() -> None:
     for t in (chapter.MAX_SHIFT, chapter.STABLE_SHARE):
         assert t.source.startswith("[ours]")
+    assert chapter.CHANCE_SOURCE.startswith("[ours]")
 
 
 def test_dp_matches_hierarchical_on_clean_blocks() -> None:
@@ -108,11 +137,10 @@ def test_smoke_result(smoke_result) -> None:
     assert [(t.p, t.seed) for t in result.teachers] == [(0.0, 0), (0.2, 0), (0.2, 1), (0.2, 2)]
     for t in result.teachers:
         assert t.S.shape == (spec.teacher.depth,) * 2 and 0 <= t.accuracy <= 1
-        assert list(t.cuts) == list(t.excess) == list(spec.k_values)
-        assert all(t.excess[k].cut == t.cuts[k] for k in spec.k_values)
+        assert list(t.cuts) == list(spec.k_values)
+        assert all(1 <= b < spec.teacher.depth for b in t.novelty)
+        assert t.phases.n_images == C1.n_images  # C1's test as every chapter reads it
     assert len(result.comparison) == len(result.teachers) * len(spec.eps_values)
-    assert list(result.seed_shift) == list(spec.k_values)
     assert {k: list(row) for k, row in result.stability.items()} == {2: [16, 32], 3: [16, 32]}
     (c2,) = chapter.claims(result)
-    assert c2.id == "C2" and c2.tests == 2 * len(spec.k_values)  # shift and share per k
-    assert c2.rests_on.startswith("C1: ")
+    assert c2.id == "C2" and "C1 finds" in c2.rests_on

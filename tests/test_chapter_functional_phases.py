@@ -7,9 +7,10 @@ import pytest
 
 from raptor.book.chapters import functional_phases as chapter
 from raptor.book.chapters import functional_phases_claims as judge
+from raptor.book.chapters.finding_phases import TeacherPhases
 from raptor.book.claims import FAILS, HOLDS, INCONCLUSIVE, UNTESTABLE
 from raptor.book.engine import ENGINE
-from raptor.structure import PhaseExcess, Rank
+from raptor.novelty import novelty_peaks
 
 
 # --- claims on synthetic inputs --------------------------------------------------------------
@@ -22,8 +23,8 @@ def test_margin_is_in_sample_standard_deviations() -> None:
 
 def test_c3_is_judged_over_seeds() -> None:
     held = judge.c3_maxcut_beats_random({2: [1.5, 1.6, 1.7], 3: [2.0, 2.2, 2.1]},
-                                        counts={2: 6, 3: 10}, rests_on="C1: weak phases")
-    assert held.verdict == HOLDS and held.tests == 2 and held.rests_on == "C1: weak phases"
+                                        counts={2: 6, 3: 10})
+    assert held.verdict == HOLDS and held.tests == 2
     assert held.ours.startswith("The k=2 max-cut Raptor's margin over random partitions (σ) is "
                                 "+1.6, above +1.0")
     assert held.detail.startswith("random contiguous partitions other than the max-cut, each "
@@ -74,9 +75,8 @@ def test_retained_is_the_share_kept_on_all_the_images() -> None:
 
 def test_c4_is_judged_over_seeds() -> None:
     held = judge.c4_swaps({1: [0.99, 0.98, 0.99], 2: [0.96, 0.95, 0.97]},
-                          {1: [0.30, 0.35, 0.32], 2: [0.20, 0.25, 0.22]}, ceiling=1.25,
-                          rests_on="C1: no phases")
-    assert held.verdict == HOLDS and held.tests == 4 and held.rests_on == "C1: no phases"
+                          {1: [0.30, 0.35, 0.32], 2: [0.20, 0.25, 0.22]}, ceiling=1.25)
+    assert held.verdict == HOLDS and held.tests == 4
     assert held.ours.startswith("The share of the teacher's accuracy kept by intra-phase swaps "
                                 "of 1 layer is 98.7%, above 90.0%")
     assert "inter 2 22.3% [" in held.detail and "(per seed 20.0%, 25.0%, 22.0%)" in held.detail
@@ -214,12 +214,15 @@ def test_the_cpu_overfitting_run() -> None:
                                             patience=None)
 
 
-def _run(seed: int, *, untrained_cls: float = 0.98, maxcut_acc: float = 0.8,
+def _run(seed: int, phases, *, untrained_cls: float = 0.98, maxcut_acc: float = 0.8,
          loss: tuple[float, ...] = (1.0, 0.5, 0.6, 0.7)) -> chapter.SeedRun:
     """One seed's max-cut vs random partitions, controls, swaps and overfitting run (validation
     ``loss`` at each of ``STEPS``), its scores per unit of images with evaluation noise of its
-    own; its phases have block excess (C1 holds)."""
+    own; ``phases``: C1's test of its teacher; its phase matrix has blocks 1–2 | 3–5 | 6–8, its
+    max-cut."""
     cut = ((0, 2), (2, 5), (5, 8))
+    labels = np.repeat(np.arange(3), (2, 3, 3))
+    S = np.where(labels[:, None] == labels[None, :], 0.9, 0.2)
     trained = {"cls": units(0.957, seed=seed), "patches": units(0.98, seed=seed + 1),
                "acc": units(0.8, seed=seed + 5)}
     untrained = {"cls": units(untrained_cls, seed=seed + 2),
@@ -234,7 +237,8 @@ def _run(seed: int, *, untrained_cls: float = 0.98, maxcut_acc: float = 0.8,
     return chapter.SeedRun(
         seed, {}, {3: raptors.mean(axis=1)},
         {3: {g: np.array([0.95, 0.94, 0.93, 0.92]) + 0.001 * seed for g in chapter.GROUPS}},
-        {3: PhaseExcess(3, cut, cut, 0.05, 0.04, 0.06, 0.95, 1.0, Rank(1, 21))}, 0.8,
+        phases, TeacherPhases(f"seed {seed}", 0.2, seed, 0.8, S, {3: cut}, novelty_peaks(S), None),
+        {3: 1.0}, 0.8,
         {"trained": trained, "untrained": untrained,
          "untrained, no skip": {"cls": untrained["cls"], "patches": units(0.95, seed=seed + 4)}},
         {"intra": {1: np.stack([teacher - 0.02, teacher - 0.01])},
@@ -242,13 +246,15 @@ def _run(seed: int, *, untrained_cls: float = 0.98, maxcut_acc: float = 0.8,
         {"step": np.array(STEPS), "loss": np.array(loss), "acc": np.zeros(4)}, snaps)
 
 
-def test_claims_are_declared_over_seeds_on_the_engine() -> None:
+def test_claims_are_declared_over_seeds_on_the_engine(phase_test_on) -> None:
     """C3, C4, C9, C10 and C11 are judged on the engine's t interval over the seeds' estimates:
     one seed of three whose untrained teacher is reconstructed worse than its trained one leaves
     C9 inconclusive (the binomial vote over the seeds' verdicts outvoted it to holds), three make
     it fail, and only C9 moves; a seed whose val-loss minimum is at its last snapshot leaves C11
     not testable."""
-    result = chapter.Result(chapter.Spec(), SIZES, [_run(s) for s in (0, 10, 20)])
+    with_phases = phase_test_on(0.1)
+    result = chapter.Result(chapter.Spec(), SIZES, [_run(s, with_phases) for s in (0, 10, 20)],
+                            [])
     claims = {c.id: c for c in chapter.claims(result)}
     assert [c.id for c in claims.values()] == ["C3", "C4", "C9", "C10", "C11"]
     assert all(c.verdict == HOLDS and ENGINE in c.detail and "(per seed " in c.detail
@@ -256,28 +262,52 @@ def test_claims_are_declared_over_seeds_on_the_engine() -> None:
     # C3 one k; C4 one intra and one inter count; C9 cls and patches; C10 one drop; C11 the
     # lowest cls and patch R² up to the reference, the fall of cls R² and of accuracy
     assert [c.tests for c in claims.values()] == [1, 2, 2, 1, 4]
-    assert claims["C4"].rests_on.startswith("C1: phases shown")
-    assert "seed 10, k=3" in claims["C4"].rests_on
-    result.seeds[1] = _run(10, untrained_cls=0.90)
+    assert claims["C4"].rests_on.startswith("C1 finds phases in seed 0 +0.04")
+    assert "seed 10 +0.04" in claims["C4"].rests_on
+    result.seeds[1] = _run(10, with_phases, untrained_cls=0.90)
     claims = {c.id: c.verdict for c in chapter.claims(result)}
     assert claims == {"C3": HOLDS, "C4": HOLDS, "C9": INCONCLUSIVE, "C10": HOLDS, "C11": HOLDS}
-    result.seeds = [_run(s, untrained_cls=0.90) for s in (0, 10, 20)]
+    result.seeds = [_run(s, with_phases, untrained_cls=0.90) for s in (0, 10, 20)]
     assert chapter.claims(result)[2].verdict == FAILS
-    result.seeds[2] = _run(20, loss=(1.0, 0.9, 0.8, 0.7))
+    result.seeds[2] = _run(20, with_phases, loss=(1.0, 0.9, 0.8, 0.7))
     c11 = chapter.claims(result)[4]
     assert c11.verdict == UNTESTABLE and c11.ours.endswith("seed 20 (minimum at step 600)")
 
 
-def test_claims_judge_c3_over_seeds() -> None:
+def test_claims_judge_c3_over_seeds(phase_test_on) -> None:
     """C3 is declared over the seeds (a t interval over their margins): of two seeds, one whose
     max-cut Raptor is no better than the random ones leaves it inconclusive, two make it fail."""
-    result = chapter.Result(chapter.Spec(), SIZES, [_run(0), _run(10)])
+    t = phase_test_on(0.1)
+    result = chapter.Result(chapter.Spec(), SIZES, [_run(0, t), _run(10, t)], [])
     claims = {c.id: c for c in chapter.claims(result)}
     assert claims["C3"].verdict == HOLDS and "(per seed " in claims["C3"].detail
-    result.seeds[1] = _run(10, maxcut_acc=0.6)
+    result.seeds[1] = _run(10, t, maxcut_acc=0.6)
     assert chapter.claims(result)[0].verdict == INCONCLUSIVE
-    result.seeds[0] = _run(0, maxcut_acc=0.6)
+    result.seeds[0] = _run(0, t, maxcut_acc=0.6)
     assert chapter.claims(result)[0].verdict == FAILS
+
+
+def test_claims_that_presuppose_phases_are_not_testable_without_them(phase_test_on) -> None:
+    """On teachers in which C1 finds no phases, C3 and C4 read *not testable here*, their numbers
+    beside; C9–C11 are judged as before. On the positive control's teachers (phases by
+    construction) C1–C4 are each judged, side by side with the book's."""
+    none, some = phase_test_on(0.0, noise=0.05), phase_test_on(0.1)
+    result = chapter.Result(chapter.Spec(), SIZES, [_run(s, none) for s in (0, 10, 20)],
+                            [_run(s, some) for s in (0, 10, 20)])
+    claims = {c.id: c for c in chapter.claims(result)}
+    for cid in ("C3", "C4"):
+        assert claims[cid].verdict == UNTESTABLE
+        assert claims[cid].ours.startswith("not testable here: the teachers have no phases: C1 "
+                                           "finds them in 0 of 3 (measured on all, not counted: "
+                                           "The ")
+        assert claims[cid].rests_on.startswith("C1 finds no phases in seed 0 +0.0")
+    assert claims["C9"].verdict == HOLDS
+    control = chapter.positive_control(result)
+    assert list(control) == ["C1", "C2", "C3", "C4"]
+    assert {c: v["book"].verdict for c, v in control.items()} == {
+        "C1": FAILS, "C2": UNTESTABLE, "C3": UNTESTABLE, "C4": UNTESTABLE}
+    assert {c: v["planted"].verdict for c, v in control.items()} == {
+        "C1": HOLDS, "C2": HOLDS, "C3": HOLDS, "C4": HOLDS}
 
 
 # --- the chapter at smoke --------------------------------------------------------------------

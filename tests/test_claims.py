@@ -13,12 +13,10 @@ import pytest
 
 from raptor.book.chapters import chapter
 from raptor.book.specs import MODULES
-from raptor.book.claims import (BADGES, BY_CONSTRUCTION, CLAIMS, EXCESS_MIN, FAILS, HOLDS,
+from raptor.book.claims import (BADGES, BY_CONSTRUCTION, CLAIMS, FAILS, HOLDS,
                                 INCONCLUSIVE, SEEDS_ALPHA, UNTESTABLE, VERDICTS, Claim, Threshold,
-                                across_seeds, claim, gather, report, rests_on_phases, table,
-                                versus)
-from raptor.stats import Interval
-from raptor.structure import PhaseExcess, Rank
+                                across_seeds, claim, excess_text, gather, on_phases, report,
+                                rests_on_phases, table, versus)
 
 
 def test_there_are_25_claims_c1_to_c25() -> None:
@@ -64,14 +62,14 @@ def test_every_chapter_threshold_cites_the_paper_or_gives_our_reason() -> None:
         assert ours or cites, f"{name}.{attr}: {t.source!r}"
 
 
-def test_table_columns() -> None:
+def test_table_columns(phase_test_on) -> None:
     t = table([claim("C1", paper="a", ours="b", holds=True),
                claim("C2", paper="c", ours="d", holds=None)])
     assert list(t.index) == ["C1", "C2"]
     assert list(t.columns) == ["claim", "paper", "ours", "verdict", "detail"]
     assert t.loc["C2", "verdict"] == UNTESTABLE
     resting = table([replace(claim("C3", paper="a", ours="b", holds=True),
-                             rests_on=rests_on_phases({"k=3": excess(0.0)}))])
+                             rests_on=rests_on_phases({"seed 0": phase_test_on(0.1)}))])
     assert list(resting.columns) == ["claim", "paper", "ours", "verdict", "rests on", "detail"]
 
 
@@ -86,7 +84,7 @@ def test_report_writes_json_and_gather_lists_every_claim(tmp_path: Path) -> None
     assert [c["id"] for c in written] == ["C1", "C5"]
     assert written[1] == {"id": "C5", "claim": CLAIMS["C5"], "paper": "up", "ours": "down",
                           "verdict": FAILS, "detail": "", "rests_on": "", "tests": 1,
-                          "chapter": "phase-structure", "profile": "smoke"}
+                          "chapter": "phase-structure", "profile": "smoke", "values": {}}
 
     g = gather(claims_dir)
     assert list(dict.fromkeys(g.index)) == list(CLAIMS)
@@ -233,7 +231,7 @@ def test_box_gives_each_claim_its_badge_and_one_line() -> None:
     assert first_line(seeds.ours) == "seed 0: cls: ρ=1.00" and "per seed" in seeds.ours
     assert html.count('class="rc-result-row"') == 2
     assert '<a class="rc-result-id" href="../claims.html#C17">C17</a>' in html
-    assert "✓ holds" in html and "– not testable at this profile" in html
+    assert "✓ holds" in html and "– not testable here" in html
     assert f'<span class="rc-result-claim">{CLAIMS["C17"]}:</span>' in html
     assert '<span class="rc-result-ours">seed 0: cls: ρ=1.00</span>' in html
     assert 'title="seed 0: cls: ρ=1.00 (per seed' in html  # the whole number on hover
@@ -272,14 +270,14 @@ def test_every_verdict_has_its_own_symbol_and_word() -> None:
         assert f"{BADGES[v][0]} {v}</span>" in badge(v)
 
 
-def test_claims_page_counts_links_and_folds(tmp_path: Path) -> None:
+def test_claims_page_counts_links_and_folds(tmp_path: Path, phase_test_on) -> None:
     from raptor.book.chapters import claims_page as page
     d = tmp_path / "claims"
     report([claim("C1", paper="blocks", ours="3 blocks", holds=True, detail="z=2"),
             claim("C5", paper="up", ours="down", holds=False, tests=4)],
            chapter="phase-structure", profile="cpu", claims_dir=d)
     report([replace(claim("C1", paper="blocks", ours="2 blocks", holds=INCONCLUSIVE),
-                    rests_on=rests_on_phases({"k=3": excess(0.0)})),
+                    rests_on=rests_on_phases({"seed 0": phase_test_on(0.0, noise=0.05)})),
             claim("C12", paper="96%", ours="—", holds=None),
             claim("C25", paper="shorter", ours="tied", holds=BY_CONSTRUCTION)],
            chapter="scaling", profile="cpu", claims_dir=d)
@@ -293,7 +291,7 @@ def test_claims_page_counts_links_and_folds(tmp_path: Path) -> None:
     assert s["seeds_alpha"] == "0.05" and "n_chance" not in s
     for said in ("What the error rate controls: a verdict is about ViTs trained this way",
                  "The 5 verdicts rest on 6 sub-tests, each a 95% two-sided interval",
-                 "the trained model is the unit", "not testable at this profile, with the seeds "
+                 "the trained model is the unit", "not testable here, with the seeds "
                  "or images it would need", "80% power", "intersection–union test",
                  "Berger 1982", "at level 1 − 5%/m lies wholly against it (Bonferroni over the "
                  "parts)"):
@@ -311,7 +309,7 @@ def test_claims_page_counts_links_and_folds(tmp_path: Path) -> None:
     assert html.count("<details>") == 5 and "Not yet tested by any chapter" in html
     assert html.index("Not yet tested") > html.index("chapters/scaling.html")  # book order
     assert "<b>paper</b> 96%" in html and "<b>ours</b> —" in html
-    assert html.count("<b>rests on</b> C1: no phases") == 1  # beside the verdict, not for it
+    assert html.count("<b>rests on</b> C1 finds no phases") == 1  # beside the verdict, not for it
 
 
 def test_claims_page_says_which_claims_the_engine_judges_and_lists_our_thresholds(
@@ -345,29 +343,44 @@ def test_claims_page_names_chapters_by_their_titles(tmp_path: Path) -> None:
     assert page.chapter_title("raptor", tmp_path) == "raptor"
 
 
-def excess(value: float, half_width: float = 0.002) -> PhaseExcess:
-    cut = ((0, 3), (3, 6), (6, 8))
-    return PhaseExcess(3, cut, cut, value, value - half_width, value + half_width, 0.95, 1.0,
-                       Rank(1, 21))
+def test_rests_on_phases_reads_c1s_test(phase_test_on) -> None:
+    """Every model's C1 result as every page prints it (:func:`excess_text`), split by C1's
+    verdict: phases found, or not."""
+    some, none = phase_test_on(0.1), phase_test_on(0.0, noise=0.05)
+    both = rests_on_phases({"seed 0": some, "seed 1": none})
+    assert both == (f"C1 finds phases in seed 0 {excess_text(some)}; none in seed 1 "
+                    f"{excess_text(none)} (block excess above +0.010 needed)")
+    assert rests_on_phases({"seed 1": none}).startswith("C1 finds no phases in seed 1 ")
+    assert excess_text(some) == f"{some.excess:+.3f} [{some.interval()[0]:+.3f}, " \
+                                f"{some.interval()[1]:+.3f}]"
 
 
-def test_rests_on_phases_states_the_evidence() -> None:
-    for value, half, strength in ((EXCESS_MIN.value + 0.02, 0.002, "phases shown"),
-                                  (0.0, 0.002, "no phases"),
-                                  (EXCESS_MIN.value, 0.01, "weak phases")):
-        assert rests_on_phases({"k=3": excess(value, half)}).startswith(f"C1: {strength}")
+def test_on_phases_judges_only_where_c1_finds_phases(phase_test_on) -> None:
+    """A claim that presupposes phases is made on the models with phases, and is *not testable
+    here* with its numbers on all beside where fewer than two have them."""
+    some, none = phase_test_on(0.1), phase_test_on(0.0, noise=0.05)
+    seen = []
 
+    def made(models: list) -> Claim:
+        seen.append(models)
+        return claim("C3", paper="p", ours=f"measured on {models}", holds=True, detail="d")
 
-def test_across_seeds_keeps_every_seeds_evidence_for_phases() -> None:
-    c = {s: replace(claim("C21", paper="p", ours="o", holds=True),
-                    rests_on=rests_on_phases({"k=3": excess(v)})) for s, v in ((0, 0.0), (1, 0.05))}
-    rests = across_seeds(c).rests_on
-    assert rests.startswith("seed 0: C1: no phases") and "seed 1: C1: phases shown" in rests
+    judged = on_phases(made, {0: some, 1: some, 2: none})
+    assert judged.verdict == HOLDS and seen[-1] == [0, 1]
+    assert judged.detail.startswith("judged on the 2 of 3 models with phases; d")
+    untested = on_phases(made, {0: some, 1: none, 2: none})
+    assert untested.verdict == UNTESTABLE and seen[-1] == [0, 1, 2]
+    assert untested.ours == ("not testable here: the teachers have no phases: C1 finds them in 1 "
+                             "of 3, and a test over models needs 2 (measured on all, not "
+                             "counted: measured on [0, 1, 2])")
+    assert untested.rests_on.startswith("C1 finds phases in seed 0 ")
 
 
 def test_no_verdict_is_replaced_after_its_test() -> None:
     """A verdict is what its own test measured: in the package only ``across_seeds`` writes a
-    verdict over claims (combining the seeds' own verdicts), and no stored claim was set aside."""
+    verdict over claims (combining the seeds' own verdicts) and ``on_phases`` (a claim about
+    phases on teachers without them is not testable, its numbers beside), and no stored claim
+    was set aside."""
     package = Path(__file__).resolve().parents[1] / "raptor"
     writers = set()
     for path in package.rglob("*.py"):
@@ -377,7 +390,7 @@ def test_no_verdict_is_replaced_after_its_test() -> None:
                     and any(kw.arg == "verdict" for kw in call.keywords)
                     for call in ast.walk(fn)):
                 writers.add(f"{path.name}:{fn.name}")
-    assert writers == {"claims.py:across_seeds"}
+    assert writers == {"claims.py:across_seeds", "claims.py:on_phases"}
     stored = Path(__file__).resolve().parents[1] / "book" / "claims"
     for path in stored.glob("*.json"):
         for c in json.loads(path.read_text()):

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 from scipy import stats
 
 from raptor.phase_test import (K_TRIED, SPLITS, _crossfit, bca_interval, contrasts,
-                               paper_partition, phase_test, smallest_step)
+                               phase_test, smallest_step)
 from raptor.structure import best_warp
 from raptor.structure import contiguous_partitions, contrast, warped_decay_null
 
@@ -27,10 +27,10 @@ def test_contrasts_agree_with_the_contrast_of_each_partition() -> None:
 
 
 def test_paper_partition_is_table_1s_and_scales_with_depth() -> None:
-    assert paper_partition(12, 3) == paper.DINOV2_B_PARTITIONS[3] == ((0, 7), (7, 10), (10, 12))
-    assert paper_partition(12, 4) == paper.DINOV2_B_PARTITIONS[4]
-    assert paper_partition(6, 3) == ((0, 4), (4, 5), (5, 6))
-    assert paper_partition(3, 3) == ((0, 1), (1, 2), (2, 3))
+    assert paper.paper_partition(12, 3) == paper.DINOV2_B_PARTITIONS[3] == ((0, 7), (7, 10), (10, 12))
+    assert paper.paper_partition(12, 4) == paper.DINOV2_B_PARTITIONS[4]
+    assert paper.paper_partition(6, 3) == ((0, 4), (4, 5), (5, 6))
+    assert paper.paper_partition(3, 3) == ((0, 1), (1, 2), (2, 3))
 
 
 @pytest.mark.parametrize("sizes", controls.REALISTIC_PHASES)

@@ -22,7 +22,6 @@ from raptor.phases import (
     partition_to_blocks,
     partition_to_repeats,
     random_partitions,
-    repeats_to_partition,
     validate_partition,
 )
 
@@ -126,7 +125,7 @@ def test_planted_blocks_recovered(sizes, seed, planted_blocks: Blocks):
     # Recovery needs a small within-block distance: the objective grows like w_in * sum n_j^2,
     # which favours balanced segments (see test_not_invariant_to_constant_shift).
     S = planted_blocks(sizes, 0.99, 0.3, np.random.default_rng(seed))
-    assert maxcut(S, len(sizes)) == repeats_to_partition(sizes)
+    assert maxcut(S, len(sizes)) == tuple(pairwise(np.cumsum([0, *sizes]).tolist()))
 
 
 # ---------------------------------------------------------------- invariances
@@ -346,14 +345,10 @@ def test_random_partitions_errors(args, match):
 
 
 @FAST
-@given(repeats=st.lists(st.integers(1, 9), min_size=1, max_size=8), start=st.integers(0, 5))
-def test_conversion_round_trips(repeats, start):
-    p = repeats_to_partition(repeats, start)
+@given(repeats=st.lists(st.integers(1, 9), min_size=1, max_size=8))
+def test_conversion_round_trips(repeats):
+    p = validate_partition(tuple(pairwise(np.cumsum([0, *repeats]).tolist())), sum(repeats))
     assert partition_to_repeats(p) == tuple(repeats)
-    assert p[0][0] == start and p[-1][1] == start + sum(repeats)
-    if start == 0:
-        assert validate_partition(p, sum(repeats)) == p
-        assert repeats_to_partition(partition_to_repeats(p)) == p
     blocks = partition_to_blocks(p)
     assert [(a - 1, b) for a, b in blocks] == list(p)
     assert format_partition(p) == " | ".join(f"{a}" if a == b else f"{a}–{b}" for a, b in blocks)
@@ -393,15 +388,6 @@ def test_dinov2_partitions_and_paper_notation():
 def test_validate_partition_errors(partition, L, match):
     with pytest.raises(ValueError, match=match):
         validate_partition(partition, L)
-
-
-def test_repeats_to_partition_errors():
-    with pytest.raises(ValueError, match="repeats must not be empty"):
-        repeats_to_partition([])
-    with pytest.raises(ValueError, match="each repeat must be"):
-        repeats_to_partition([3, 0])
-    with pytest.raises(ValueError, match="start must be"):
-        repeats_to_partition([3], start=-1)
 
 
 @pytest.mark.parametrize(

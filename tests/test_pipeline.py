@@ -7,12 +7,10 @@ deterministic), which also proves the threaded batch reader changes nothing.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shutil
 import socket
-import typing
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,12 +26,12 @@ from torch.utils.data import DataLoader, Dataset
 from raptor.storage.checkpoint import CheckpointError, load_tensors
 from raptor.catalog import DatasetNotFoundError
 from raptor.data import get_datasets
-from raptor.dinov2.pipeline import (PipelineConfig, _readable, build_parser, main, paper_distill,
-                                    parse_args, published_repeats, run_pipeline)
+from raptor.dinov2 import steps
+from raptor.dinov2.pipeline import main, run_pipeline
+from raptor.dinov2.table1 import format_table
 from raptor.probes import ProbeConfig, train_linear_probe
 from raptor.teachers import load_pretrained
 from raptor.train import DistillConfig, distill
-import raptor.dinov2.pipeline as pipeline
 import raptor.train
 
 MODEL = "vit_tiny_patch16_224"
@@ -145,7 +143,7 @@ def test_rerun_after_completion_does_nothing(finished: tuple[Path, dict[str, Any
 
     for name in ("distill", "train_linear_probe", "train_segmentation_probe",
                  "train_depth_probe", "build_student"):
-        monkeypatch.setattr(pipeline, name, forbidden)
+        monkeypatch.setattr(steps, name, forbidden)
     again = run_pipeline(args(data, out, "--ade20k", str(data["ade20k"]), "--ade20k-size", "28",
                               "--nyuv2", str(data["nyuv2"])))
     assert again == res
@@ -193,7 +191,7 @@ def test_probe_with_another_configuration_runs_again(finished: tuple[Path, dict[
     first = run_pipeline(args(data, out, "--probe-teacher"))
     assert first["probes"]["teacher"]["imagenet"] == teacher_probe_oracle(data, epochs=2)
     assert "vit_tiny_patch16_224 (this run)" in first["table1"]
-    monkeypatch.setattr(pipeline, "distill", lambda *a, **k: pytest.fail("distilled again"))
+    monkeypatch.setattr(steps, "distill", lambda *a, **k: pytest.fail("distilled again"))
     res = run_pipeline(args(data, out, "--probe-teacher", "--probe-epochs", "3"))
     assert len(res["probes"]["student"]["imagenet"]["history"]) == 3
     assert res["probes"]["teacher"]["imagenet"] == teacher_probe_oracle(data, epochs=3)
@@ -266,7 +264,7 @@ def test_dinov2_teacher_gets_the_papers_partition_and_table_rows(data: dict[str,
     assert paper["DINOv2 ViT-B"]["NYUv2"] == {"mean": 0.578, "sd": None}
     ours = res["table1"]["Raptor k=3 (this run)"]["IN-1k"]
     assert res["fraction_of_paper_dinov2"]["IN-1k"] == pytest.approx(ours / 84.5)
-    table = pipeline.format_table(res)
+    table = format_table(res)
     assert "Raptor k=3 (paper)" in table and "83.0 ± 0.1" in table
 
 
@@ -358,7 +356,7 @@ def bad_cases(data: dict[str, Path], tmp: Path) -> list[tuple[list[str], type, s
 
 def test_bad_input_is_refused_before_any_work(data: dict[str, Path], tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(pipeline, "distill", lambda *a, **k: pytest.fail("training started"))
+    monkeypatch.setattr(steps, "distill", lambda *a, **k: pytest.fail("training started"))
     for argv, error, match in bad_cases(data, tmp_path):
         with pytest.raises(error, match=match):
             run_pipeline(argv)
@@ -375,74 +373,3 @@ def test_command_line_reports_bad_input_and_dry_run_writes_nothing(
     assert '"stage1": "to do"' in printed and '"probe:student:imagenet": "to do"' in printed
     assert '"one run": "' in printed and "GPU-hours" in printed
     assert not (tmp_path / "out").exists()
-
-
-def test_the_runs_cost_is_six_params_tokens_images() -> None:
-    """DINOv2-B at 224 px (256 patches, cls and 4 registers): the distillation's 625,000 steps of
-    64 images at 6 FLOPs a parameter and token, the probe's 15 epochs of ImageNet forward."""
-    with torch.device("meta"):
-        params = sum(p.numel() for p in timm.create_model(
-            "vit_base_patch14_reg4_dinov2.lvd142m", pretrained=False, img_size=224).parameters())
-    table = pipeline.cost().iloc[:, 0]
-    runs = 6 * params * 261 * 625_000 * 64 + 2 * params * 261 * 15 * 1_281_167
-    assert table["one run"].startswith(f"{runs / 1e15:.4g} PFLOP, ")
-    assert table.index[3].startswith("Table 1's 9 runs")
-    assert table.iloc[3].startswith(f"{9 * runs / 1e15:.4g} PFLOP")
-
-
-def test_parse_args_defaults_are_the_papers_and_options_are_the_fields() -> None:
-    cfg = parse_args(["--weights", "w.safetensors", "--imagenet", "in", "--out", "o"])
-    cuda = torch.cuda.is_available()
-    # the DistillConfig the pipeline built field by field before it held one: same run keys
-    written_out = DistillConfig(
-        repeats=(7, 3, 2), stage1_steps=312_500, stage2_steps=312_500, batch_size=64, lr=3e-4,
-        weight_decay=1e-4, warmup_steps=10_000, min_lr=1e-6, grad_clip=1.0, mlp="teacher",
-        init="random", seed=0, dataset="imagenet", train_limit=None,
-        device="cuda" if cuda else "cpu", bf16=cuda, compile=cuda)
-    assert cfg.distill == written_out == PipelineConfig(Path("i"), Path("o"), download=True).distill
-    assert cfg.model == "vit_base_patch14_reg4_dinov2.lvd142m" and cfg.img_size == 224
-    cpu = parse_args(["--download", "--imagenet", "i", "--out", "o", "--partition", "7,3,2",
-                      "--device", "cpu", "--no-depth-scaling", "--stage2-weights", "1,0,1"])
-    assert cpu.distill == dataclasses.replace(paper_distill(device="cpu"), depth_scaling=False,
-                                              stage2_weights=(1.0, 0.0, 1.0))
-    options = {a.dest for a in build_parser()._actions}
-    for config, left_out in ((DistillConfig, {"repeats", "dataset"}),
-                             (PipelineConfig, {"distill", "progress"})):
-        fields = set(typing.get_type_hints(config))
-        assert fields - options == left_out  # every other field is an option
-    assert options - set(typing.get_type_hints(DistillConfig)) - set(typing.get_type_hints(
-        PipelineConfig)) == {"help", "k", "partition", "quiet"}
-
-
-@pytest.mark.parametrize(("k", "repeats"), [(None, (7, 3, 2)), (2, (7, 5)), (3, (7, 3, 2)),
-                                            (4, (4, 3, 3, 2))])
-def test_k_gives_the_papers_dinov2_partitions(k: int | None, repeats: tuple[int, ...]) -> None:
-    argv = ["--download", "--imagenet", "i", "--out", "o"] + ([] if k is None else ["--k", str(k)])
-    assert parse_args(argv).distill.repeats == repeats  # Table 1: 1-7|8-12, 1-7|8-10|11-12, ...
-    if k is not None:
-        assert published_repeats(k) == repeats
-
-
-def test_imagenet_files_that_are_not_readable_images_are_left_out_before_any_training(
-        tmp_path: Path, fake_imagenet: Callable[..., Path]) -> None:
-    """A text file and a corrupt PNG among ImageNet's: each named in a warning before the run,
-    the rest kept with their labels; no PIL traceback hours in."""
-    root = fake_imagenet(tmp_path / "imagenet", {"train": 2, "val": 1}, ("n01", "n02"), (32, 32),
-                         suffix=".png")
-    notes, corrupt = root / "train" / "n01" / "README.txt", root / "train" / "n02" / "bad.png"
-    notes.write_text("not an image")
-    corrupt.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(64))
-    train, _ = get_datasets("imagenet", root=root, img_size=IMG)
-    with pytest.warns(UserWarning) as caught:
-        kept = _readable(train)
-    text = "\n".join(str(w.message) for w in caught)
-    assert f"leaving out 1 files that are not images: {notes}" in text
-    assert f"leaving out 1 image files that cannot be read: {corrupt}" in text
-    assert [Path(p).name for p, _ in kept.samples] == ["n01_0.png", "n01_1.png", "n02_0.png",
-                                                       "n02_1.png"]
-    assert kept.targets == [0, 0, 1, 1] and kept.imgs == kept.samples
-    assert [y for _, y in (kept[i] for i in range(len(kept)))] == [0, 0, 1, 1]
-    for path, _ in list(kept.samples):
-        Path(path).write_bytes(b"garbage")
-    with pytest.warns(UserWarning), pytest.raises(ValueError, match="holds no readable image"):
-        _readable(get_datasets("imagenet", root=root, img_size=IMG)[0])

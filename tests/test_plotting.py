@@ -27,6 +27,7 @@ import pandas as pd
 import pytest
 
 from raptor.book import plotting
+from raptor.book.figure_data import figure_csv
 from raptor.book.chapters import chapter
 from raptor.book.specs import MODULES
 from raptor.book.runner import BOOK
@@ -219,6 +220,81 @@ def test_twin_axes_share_the_x_label() -> None:
     plt.close(fig)
 
 
+def _labelled(n: int) -> tuple[plt.Figure, plt.Axes]:
+    """A figure 3 in high with ``n`` labelled rows: 12 fit at 9 pt, 40 run together."""
+    fig, ((ax,),) = plotting.figure(width=4, height=3.0)
+    ax.scatter(np.zeros(n), np.arange(n), label="models")
+    ax.set_yticks(range(n), [f"model {i}" for i in range(n)])
+    ax.set(xlabel="excess", ylabel="model", title="one row a model")
+    plotting.legend_below(fig, [ax])
+    return fig, ax
+
+
+def test_overlapping_tick_labels_fail_the_check_and_spaced_ones_pass(tmp_path: Path) -> None:
+    crowded, _ = _labelled(40)
+    found = plotting.overlaps(crowded)
+    assert "panel 'one row a model': y tick 'model 0' overlaps panel 'one row a model': " \
+           "y tick 'model 1'" in found
+    with pytest.raises(plotting.FigureError, match=r"figure 'crowded' is unreadable(.|\n)*"
+                                                   r"y tick 'model 1' overlaps"):
+        plotting.save(crowded, "crowded", tmp_path)
+    assert not list(tmp_path.iterdir())  # refused before anything is written
+    plt.close(crowded)
+    spaced, _ = _labelled(12)
+    assert plotting.overlaps(spaced) == []
+    plotting.save(spaced, "spaced", tmp_path)
+    assert (tmp_path / "spaced.svg").is_file()
+
+
+def test_text_colliding_across_axes_fails_the_check() -> None:
+    """Two panels stacked with no space between: the upper one's lowest y tick label runs into
+    the lower one's highest."""
+    fig, axes = plt.subplots(2, 1, figsize=(4, 3))
+    fig.subplots_adjust(hspace=0)
+    for ax in axes:
+        ax.set(xlabel="layer", ylabel="value")
+    axes[1].set_title("lower")
+    assert plotting.overlaps(fig) == ["axes 1: y tick '0.00' overlaps panel 'lower': y tick '1.00'"]
+    plt.close(fig)
+
+
+def test_hidden_and_out_of_view_labels_are_not_checked() -> None:
+    fig, ((ax,),) = plotting.figure(width=4, height=3.0)
+    ax.set_yticks(range(40), [f"model {i}" for i in range(40)])
+    ax.set_ylim(-0.5, 5.5)  # six rows in view
+    assert plotting.overlaps(fig) == []
+    ax.set_ylim(-0.5, 39.5)
+    ax.set_axis_off()
+    assert plotting.overlaps(fig) == []
+    plt.close(fig)
+
+
+def test_text_too_small_on_a_phone_fails_the_check() -> None:
+    """9 pt on a figure 7.5 in wide is 6.1 px in a 420-px phone's 372-px column."""
+    fig, ((ax,),) = plt.subplots(figsize=(7.5, 3), squeeze=False, layout="constrained")
+    ax.set(xlabel="layer", ylabel="value")
+    assert "axes 1: x tick '0.0': 6.1 px on a phone" in plotting.illegible(fig)
+    with pytest.raises(plotting.FigureError, match="6.1 px on a phone"):
+        plotting.check(fig, "wide")
+    fig.set_figwidth(5.3)
+    assert plotting.illegible(fig) == []
+    plt.close(fig)
+
+
+@pytest.mark.parametrize("side", [0.7, 1.2, 2.4])
+def test_a_thumbnails_layer_ticks_stay_apart(side: float) -> None:
+    """Twelve layers on a panel 0.7 in square: 1, 6, 11, not "13579 11"."""
+    fig, ((ax,),) = plotting.figure(width=side + 1, height=side + 0.6)
+    ax.imshow(np.eye(12))
+    plotting.layer_ticks(ax, 12, 1, side)
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    assert labels[0] == "1" and len(labels) <= 8
+    assert plotting.overlaps(fig) == []
+    if side == 0.7:
+        assert labels == ["1", "6", "11"]
+    plt.close(fig)
+
+
 # --------------------------------------------------------------------------- the style
 
 
@@ -319,7 +395,7 @@ def test_sources_refuse_a_figure_the_paper_does_not_have(paper: str, tmp_path: P
 
 
 def _rows(fig: plt.Figure, kind: str) -> list[dict[str, str]]:
-    text = plotting.figure_csv(fig)
+    text = figure_csv(fig)
     plt.close(fig)
     return [r for r in csv.DictReader(io.StringIO(text)) if r["kind"] == kind]
 
@@ -341,7 +417,7 @@ def test_figure_data_reads_matrices_in_layer_numbers_with_their_outlines() -> No
     S = np.array([[1.0, 0.25], [0.25, 1.0]])
     fig = plotting.similarity_panels({"teacher": S}, ncols=1,
                                      partitions={"teacher": [(0, 1), (1, 2)]})
-    text = plotting.figure_csv(fig)
+    text = figure_csv(fig)
     rows = list(csv.DictReader(io.StringIO(text)))
     pixels = {(r["x"], r["y"]): r["value"] for r in rows if r["kind"] == "image"}
     assert {r["series"] for r in rows if r["kind"] == "image"} == {plotting.SIMILARITY_LABEL}
@@ -360,7 +436,7 @@ def test_figure_data_reads_error_bars_bands_thresholds_and_coloured_points() -> 
     ax.axhline(0.75, label="_threshold")
     ax.scatter([1.0], [3.0], c=[7.0])
     ax.set_xticks([0, 1, 2], ["k=2", "k=3", "k=4"])
-    text = plotting.figure_csv(fig)
+    text = figure_csv(fig)
     plt.close(fig)
     rows = list(csv.DictReader(io.StringIO(text)))
     got = {tuple(r[c] for c in ("kind", "series", "x", "x_tick", "y", "y_low", "y_high", "value"))
@@ -576,6 +652,34 @@ def test_a_plain_table_has_no_row_numbers_no_nan_and_readable_numbers() -> None:
                      "p=0.0", "0.7981", "599,808", "1,235", "untrained", "—", "23,522,304", "—"]
     named = plotting.table_html(frame.set_index("teacher"))  # a named index is the rows' labels
     assert "<th>p=0.0</th>" in named and "<th>0</th>" not in named
+
+
+def test_a_table_has_one_header_row_and_one_format_a_column() -> None:
+    """A named index heads its own column (no second header row of index names); a column's
+    floats share one number of decimals: its largest value's 4 significant digits, fewer where
+    every value was stored rounded."""
+    frame = pd.DataFrame({"val acc": [0.8215, 0.82], "minutes": [1.5, 12.0],
+                          "excess": [0.05, 0.0123], "cut": ["1–3 | 4–12", "—"]},
+                         index=pd.Index(["p=0.0, seed 0", "untrained"], name="teacher"))
+    html = plotting.table_html(frame)
+    head = re.search(r"<thead>(.*)</thead>", html)[1]
+    assert head.count("<tr>") == 1
+    assert re.findall(r"<th>(.*?)</th>", head) == ["teacher", "val acc", "minutes", "excess",
+                                                   "cut"]
+    rows = [re.findall(r"<t[dh]>(.*?)</t[dh]>", row)
+            for row in re.findall(r"<tr>(.*?)</tr>", html.split("<tbody>")[1])]
+    assert rows == [["p=0.0, seed 0", "0.8215", "1.5", "0.0500", "1–3 | 4–12"],
+                    ["untrained", "0.8200", "12.0", "0.0123", "—"]]
+    columns = pd.DataFrame({"a": [1.0]}, index=pd.Index(["x"], name="phases")).rename_axis(
+        columns="decay")  # a pivot's column name
+    assert plotting.table_html(columns).count("<tr>") == 2
+
+
+def test_an_empty_claims_table_shows_nothing() -> None:
+    from raptor.book.claims import claim, table
+
+    assert table([])._repr_html_() == ""
+    assert "<table" in table([claim("C5", paper="up", ours="o", holds=True)])._repr_html_()
 
 
 def test_a_long_table_shows_every_row() -> None:

@@ -96,7 +96,7 @@ def site_faults(site: Path) -> list[str]:
 @pytest.mark.parametrize("bad", [
     "65 of the design's 48 stage-1 teachers are measured.",
     "So far no cell measured so far holds.",
-    "1 are not testable at this profile.",
+    "1 are not testable here.",
     "The book runs 1 checks.",
     "13 of the 12 layers are measured.",
     "The counts are {2: 25, 3: 10, 4: 25}.",
@@ -111,7 +111,7 @@ def test_a_planted_fault_is_caught(bad: str) -> None:
 @pytest.mark.parametrize("good", [
     "48 of the design's 65 stage-1 teachers are measured.",
     "So far no cell holds.",
-    "1 is not testable at this profile; 3 are inconclusive.",
+    "1 is not testable here; 3 are inconclusive.",
     "The book runs 1 check of 25 claims.",
     "Of the 3 seeds, 1 holds and 2 do not.",
     "At k = 2 of 12 blocks, the cut holds.",

@@ -3,6 +3,7 @@ scale, read off each profile's spec, never written by hand."""
 
 from __future__ import annotations
 
+import doctest
 import importlib.util
 import json
 import re
@@ -10,12 +11,19 @@ from pathlib import Path
 
 import pytest
 
+from raptor.book import scope
 from raptor.book.claims import VERDICTS
 from raptor.book.scope import SCOPED, scoped, sentence
 from raptor.book.specs import PROFILES, ChapterError, spec_for
 from raptor.catalog import dataset_info
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_docstrings_example_holds() -> None:
+    """:func:`sentence`'s example, run as a doctest (pytest collects none under ``raptor/``)."""
+    run = doctest.testmod(scope)
+    assert run.attempted == 1 and run.failed == 0
 
 
 @pytest.mark.parametrize("profile", PROFILES)
@@ -47,7 +55,7 @@ def test_an_unknown_profile_is_refused() -> None:
 def test_every_verdict_has_scoped_words() -> None:
     assert set(SCOPED) == set(VERDICTS)
     assert scoped("does not hold") == "not reproduced at this scale"
-    assert scoped("not testable at this profile") == "needs the paper's scale"
+    assert scoped("not testable here") == "not testable here"
     assert scoped("not yet tested") == "not yet tested"
 
 

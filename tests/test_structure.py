@@ -46,18 +46,36 @@ def _phased_trajectory(n=40, seed=0):
 
 
 def test_subset_stability_on_planted_phases():
-    traj, groups = _phased_trajectory()
-    stab = subset_stability(traj, groups, [3], [5, 39], n_resamples=4)
-    assert stab == {3: {5: 1.0, 39: 1.0}}
+    """Disjoint held-out subsets of a stream with phases give its cut every time; of a stream
+    without them (independent layers), rarely."""
+    traj, groups = _phased_trajectory(n=80)
+    per_image = image_phase_matrices(traj, groups)
+    cut = maxcut(per_image[:40].mean(0), 3)
+    assert cut == ((0, 3), (3, 6), (6, 8))
+    assert subset_stability({3: cut}, per_image[40:], [5, 10], n_resamples=4) == \
+        {3: {5: 1.0, 10: 1.0}}
+    noise = image_phase_matrices(torch.randn(80, 9, 5, 16, generator=torch.Generator()
+                                             .manual_seed(1)), groups)
+    share = subset_stability({3: maxcut(noise[:40].mean(0), 3)}, noise[40:], [2], 20)[3][2]
+    assert share < 0.5
 
 
-def test_subset_stability_errors(planted_blocks: Blocks):
-    traj, groups = _phased_trajectory(n=10)
-    for whole_or_more in (10, 11):
-        with pytest.raises(ValueError, match="subsets, not the whole set"):
-            subset_stability(traj, groups, [2], [whole_or_more], 2)
+def test_subset_stability_draws_disjoint_subsets(monkeypatch: pytest.MonkeyPatch):
+    """Every image of a size's subsets is used once: the subsets are independent draws."""
+    seen = []
+    monkeypatch.setattr(structure, "maxcut", lambda S, k: seen.append(S) or ((0, 8),))
+    per_image = np.arange(40, dtype=float)[:, None, None] * np.ones((40, 8, 8))
+    subset_stability({1: ((0, 8),)}, per_image, [10], 4)
+    means = sorted(float(S[0, 0]) for S in seen)
+    assert len(means) == 4 and sum(means) * 10 == pytest.approx(sum(range(40)))
+
+
+def test_subset_stability_errors():
+    per_image = np.zeros((10, 8, 8))
+    with pytest.raises(ValueError, match="need up to 12 held-out images, got 10"):
+        subset_stability({2: ((0, 4), (4, 8))}, per_image, [3, 6], 2)
     with pytest.raises(ValueError, match="n_resamples"):
-        subset_stability(traj, groups, [2], [5], 0)
+        subset_stability({2: ((0, 4), (4, 8))}, per_image, [5], 0)
 
 
 def _decay(L: int, rate: float = 0.15) -> np.ndarray:

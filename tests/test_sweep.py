@@ -233,8 +233,12 @@ def test_a_chapters_cost_is_its_dry_plan_from_an_empty_cache(fresh_cache: Path) 
     """The cost table counts every training the chapter asks for, also those already cached."""
     jobs, _ = plan(CHAPTER, "smoke", dry=True)
     teachers = [j for j in jobs if j.kind == "teacher"]
-    total = (f"{len(jobs)} trainings ({len(teachers)} teachers, {len(jobs) - len(teachers)} "
-             f"students): {sum(j.flops for j in jobs) / 1e15:.4g} PFLOP, ~")
+    def count(n: int, noun: str) -> str:
+        return f"{n} {noun}{'s' * (n != 1)}"
+
+    total = (f"{count(len(jobs), 'training')} ({count(len(teachers), 'teacher')}, "
+             f"{count(len(jobs) - len(teachers), 'student')}): "
+             f"{sum(j.flops for j in jobs) / 1e15:.4g} PFLOP, ~")
     assert cost(CHAPTER, "smoke").loc["total"].item().startswith(total)
     train_job(teachers[0], None)
     assert len(plan(CHAPTER, "smoke", dry=True)[0]) < len(jobs)

@@ -15,18 +15,18 @@ seeds' verdicts remains for the atlas's cells, which are not claims.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field, replace
 from html import escape
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 from IPython.display import HTML
 from scipy import stats as st
 
-from raptor.phase_test import EXCESS_MIN  # noqa: F401 (C1's threshold, read from here)
+from raptor.phase_test import EXCESS_MIN, PhaseTest
 from raptor.stats import FAILS, HOLDS, INCONCLUSIVE, Interval, Threshold, versus
-from raptor.structure import PhaseExcess
 
 CLAIMS: dict[str, str] = {
     "C1": "Layer–layer similarity matrices show contiguous block structure across models",
@@ -56,7 +56,7 @@ CLAIMS: dict[str, str] = {
     "C25": "A BRH model has a shorter description at the same runtime (Levin complexity)",
 }
 
-UNTESTABLE, BY_CONSTRUCTION = "not testable at this profile", "by construction"
+UNTESTABLE, BY_CONSTRUCTION = "not testable here", "by construction"
 VERDICTS = (HOLDS, FAILS, INCONCLUSIVE, UNTESTABLE, BY_CONSTRUCTION)
 UNTESTED = "not yet tested"  # on the claims page: no chapter has checked the claim
 # Badge of each verdict: a symbol and the word carry it, the colour (book/_static/raptor.css)
@@ -82,12 +82,14 @@ class Claim:
     tests: int = 1  # the sub-tests its verdict combines (a conjunction's parts, seeds' sums)
     chapter: str = ""
     profile: str = ""
+    # the numbers other pages quote, by model: C1's [excess, low, high] (None: no interval)
+    values: dict[str, list[float | None]] = field(default_factory=dict)
 
 
 def claim(claim_id: str, *, paper: str, ours: str, holds: bool | str | None,
           detail: str = "", tests: int = 1) -> Claim:
     """A claim ``claim_id`` tested: ``holds`` is a bool, one of :data:`VERDICTS` (e.g. from
-    :func:`versus`), or ``None`` for not testable at this profile; ``tests`` counts the sub-tests
+    :func:`versus`), or ``None`` for not testable here; ``tests`` counts the sub-tests
     it combines (``len(parts)`` for ``all_of(parts)``)."""
     if claim_id not in CLAIMS:
         raise ValueError(f"unknown claim id {claim_id!r}; valid: C1..C{len(CLAIMS)}")
@@ -162,17 +164,52 @@ def across_seeds(per_seed: Mapping[int, Claim]) -> Claim:
 
 
 
-def rests_on_phases(excess: Mapping[str, PhaseExcess]) -> str:
-    """The evidence for the phases a claim uses (C2–C4, C21), shown beside its verdict: whether
-    every cut in ``excess`` has block excess above ``EXCESS_MIN`` (C1's test). Where it has not,
-    the cut may be what a smooth decay of similarity with depth gives; the reader weighs the
-    verdict with that, the code does not."""
-    shown = ", ".join(f"{name} {Interval(e.excess, e.low, e.high, e.level):+.3f}"
-                      for name, e in excess.items())
-    verdicts = [versus(e.low, e.high, EXCESS_MIN.value) for e in excess.values()]
-    strength = "phases shown" if all(v == HOLDS for v in verdicts) else \
-        "no phases" if all(v == FAILS for v in verdicts) else "weak phases"
-    return f"C1: {strength} (block excess {shown}; C1 needs > {EXCESS_MIN.value})"
+MIN_PHASED = 2  # models with phases a claim over models needs: a t interval needs two
+
+
+def excess_text(test: PhaseTest) -> str:
+    """C1's result for one model as every page prints it: its largest block excess and 95%
+    interval (:meth:`~raptor.phase_test.PhaseTest.interval`)."""
+    return f"{Interval(test.excess, *test.interval(), 0.95):+.3f}"
+
+
+def rests_on_phases(tests: Mapping[str, PhaseTest]) -> str:
+    """C1's test of each model (by name) that a claim presupposing phases uses (C2–C4, C21),
+    as every page reads it (:meth:`~raptor.phase_test.PhaseTest.verdict`): in which it finds
+    phases, with each one's largest block excess and interval."""
+    def shown(names: list[str]) -> str:
+        return ", ".join(f"{n} {excess_text(tests[n])}" for n in names)
+
+    found = [n for n, t in tests.items() if t.verdict() == HOLDS]
+    rest = [n for n in tests if n not in found]
+    return "; ".join(
+        [f"C1 finds phases in {shown(found)}"] * bool(found)
+        + [f"{'none' if found else 'C1 finds no phases'} in {shown(rest)}"] * bool(rest)) \
+        + f" (block excess above {EXCESS_MIN.value:+.3f} needed)"
+
+
+def on_phases(made: Callable[[list[Any]], Claim], tests: Mapping[Any, PhaseTest], *,
+              names: Mapping[Any, str] | None = None, needed: int = MIN_PHASED) -> Claim:
+    """A claim that presupposes phases (C2–C4, C21's boundaries), judged by ``made`` on those
+    models of ``tests`` (model -> C1's test; ``names``: how each is called, default
+    ``"seed <model>"``) in which C1 finds phases; where fewer than ``needed`` have them, *not
+    testable here*, with what ``made`` measures on all of them beside, not counted."""
+    names = names or {m: f"seed {m}" for m in tests}
+    rests_on = rests_on_phases({names[m]: t for m, t in tests.items()})
+    found = [m for m, t in tests.items() if t.verdict() == HOLDS]
+    if len(found) >= needed:
+        judged = made(found)
+        scope = "" if len(found) == len(tests) else \
+            f"judged on the {len(found)} of {len(tests)} models with phases; "
+        return replace(judged, rests_on=rests_on, detail=scope + judged.detail)
+    measured = made(list(tests))
+    why = (f"the teachers have no phases: C1 finds them in {len(found)} of {len(tests)}"
+           + (f", and a test over models needs {needed}" if found else ""))
+    return replace(measured, verdict=UNTESTABLE, rests_on=rests_on,
+                   ours=f"not testable here: {why} (measured on all, not counted: "
+                        f"{measured.ours})",
+                   detail=f"not testable here: {why}. Measured on all of them, not counted: "
+                          + measured.detail)
 
 
 def badge(verdict: str, suffix: str = "", label: str | None = None) -> str:
@@ -186,13 +223,15 @@ class ClaimTable(pd.DataFrame):
     """A chapter's claims table. In a notebook it is HTML: each ID links to its claim on the
     claims page, each verdict is a badge beside it, the detail is folded, the table scrolls in
     its own box on a narrow screen, and (``attrs["json"]``, set by :func:`report`) a link to the
-    claims' JSON follows it."""
+    claims' JSON follows it. A table of no claims shows nothing (not a bare header)."""
 
     @property
     def _constructor(self) -> type[ClaimTable]:
         return ClaimTable
 
     def _repr_html_(self) -> str:
+        if self.empty:
+            return ""
         cols = ["verdict", *(c for c in self.columns if c != "verdict")]  # on screen at 420 px
         head = "".join(f"<th>{escape(c)}</th>" for c in ("id", *cols))
         rows = "".join(

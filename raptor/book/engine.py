@@ -20,7 +20,7 @@ over them. A claim about one given model (DINOv2-B) has no seeds: its interval i
 **A power check before any verdict.** A part whose interval, at this profile's seeds (or images),
 could not clear its threshold (or fit in its band) even were the truth the paper's value, or whose
 smallest detectable effect lies beyond the quantity's range (a share past 1, a correlation past
-±1), is *not testable at this profile*, with the seeds (or images) it would need, unless its
+±1), is *not testable here*, with the seeds (or images) it would need, unless its
 interval settles it all the same. Beside every part that does not hold, the smallest margin past
 its threshold that the test detects with 80% power (exact noncentral t, ``scipy.stats.nct``;
 normal for intervals over images), its spread at least the seeds' evaluation noise where the

@@ -26,8 +26,10 @@ from raptor import data
 from raptor.analysis import image_data, load_vit, split, vit_shape
 from raptor.book.pretrained import Pretrained
 from raptor.book.spec import SpecError
+from raptor.book.specs.phase_structure import Spec as PhaseStructureSpec
 from raptor.loop import resolve_device
 from raptor.metrics import evaluate_student
+from raptor.phase_test import PhaseTest, phase_test
 from raptor.phases import Partition, maxcut, partition_to_repeats
 from raptor.probes import linear_probe, probe_features
 from raptor.similarity import layer_similarity, phase_matrix
@@ -39,6 +41,7 @@ from raptor.train import DistillConfig, StudentRequest, build_student, get_stude
 from raptor.trajectories import TokenGroups, collect_trajectories, trajectory_model
 
 
+C1 = PhaseStructureSpec()  # C1's test of any chapter's teacher: this chapter's images and resamples
 DRY_SIZE = 8  # a dry run's images and stand-in models: 8 px, patches of 4 (four patch tokens)
 DRY_BOOT = 10  # bootstrap resamples of a dry run's walks
 DRY_IMAGES = 250  # a dry run's images per request: at most these, or one more than the largest
@@ -184,6 +187,15 @@ def trajectories_of(model: torch.nn.Module, images: torch.Tensor, labels: torch.
     return traj, groups
 
 
+def phase_matrices_of(model: torch.nn.Module, images: torch.Tensor, labels: torch.Tensor,
+                      batch_size: int = 1000, device: str = "auto") -> np.ndarray:
+    """The model's phase matrix per image ``(N, L, L)``
+    (:func:`~raptor.structure.image_phase_matrices`), ``batch_size`` images' trajectories at a
+    time: many images' trajectories need not fit in memory at once."""
+    return np.concatenate([image_phase_matrices(*trajectories_of(model, x, y, device=device))
+                           for x, y in batched(images, labels, batch_size)])
+
+
 def batched(images: torch.Tensor, labels: torch.Tensor, batch_size: int = 250
             ) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """``(images, labels)`` cut into batches, for the streaming evaluators."""
@@ -259,6 +271,19 @@ def walk(teacher: tuple[torch.nn.Module, dict[str, Any]],
                 {k: maxcut(S, k) for k in cuts}, per_image,
                 phase_excesses(per_image, excess, growth=growth, n_boot=n_boot, seed=boot_seed)
                 if excess else {})
+
+
+def phases_of(spec: Any, p: float | None = None, *, seed: int = 0, device: str = "auto"
+              ) -> PhaseTest:
+    """C1's test of the chapter's teacher (:func:`teacher_of`) as every chapter reads it: on the
+    phase-structure chapter's evaluation images and resamples (its ``cpu`` defaults, whatever
+    the profile), so that a model has one result wherever it is asked for (d* is that chapter's
+    alone)."""
+    model, _ = teacher_of(spec, p, seed=seed)
+    per_image = phase_matrices_of(model, *images_of(spec, C1.n_images), batch_size=C1.n_images,
+                                  device=device)
+    return phase_test(per_image, power_reps=0,
+                      n_boot=min(C1.n_boot, DRY_BOOT) if dry_planning() else C1.n_boot)
 
 
 def pretrained_walk(pretrained: Pretrained, n_images: int, data_root: str | None = None,

@@ -10,22 +10,24 @@ Conventions every chapter follows (stated once in each caption through :data:`LA
 - **size**: figures at most :data:`WIDTH` wide (the result box's key figure :data:`BOX_WIDTH`),
   at most :data:`MAX_COLUMNS` panels a row (more wrap to new rows: :func:`grid`), so that no text
   is smaller than :data:`MIN_FONT` points on a desktop or :data:`MIN_PX` px on a 420-px phone;
-  legends sit outside the data, below it.
+  legends sit outside the data, below it;
+- **text**: no two texts collide and none is under :data:`MIN_PX` on a phone: :func:`save`
+  refuses such a figure (:func:`check`), so that executing the book catches it.
 
 Notebooks call :func:`setup` once (SVG output; tables as :func:`table_html` shows them), glue each figure with ``myst_nb.glue`` and
-:func:`save` it; ``save`` also writes the figure's numbers as CSV (:func:`figure_data`) and returns
+:func:`save` it; ``save`` also writes the figure's numbers as CSV
+(:func:`~raptor.book.figure_data.figure_data`) and returns
 the caption's last line, glued beside the figure: a link to that CSV and to the paper's figure on
 arXiv (:func:`sources`).
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from html import escape
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -36,10 +38,11 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 from IPython.display import Markdown
-from matplotlib.collections import LineCollection, PathCollection, PolyCollection
-from matplotlib.container import ErrorbarContainer
+from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg
+from matplotlib.text import Text
 
 from raptor import paper as paper_text
+from raptor.book.figure_data import figure_csv
 from raptor.book.specs import spec_for
 from raptor.book.spec import diff
 
@@ -95,32 +98,63 @@ def setup() -> None:
         shell.display_formatter.formatters["text/html"].for_type(pd.DataFrame, table_html)
 
 
-def cell(value: Any) -> str:
+def cell(value: Any, decimals: int | None = None) -> str:
     """A table's value as a reader reads it: a missing one as "—", an integer with thousands
-    separators, a float to 4 significant digits (a large one to the unit)."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    separators, a float to ``decimals`` places (default: 4 significant digits), a large one to
+    the unit."""
+    if value is None or (isinstance(value, (float, np.floating)) and math.isnan(value)):
         return "—"
     if isinstance(value, (bool, np.bool_)):
         return str(bool(value))
     if isinstance(value, (int, np.integer)):
         return f"{int(value):,}"
     if isinstance(value, (float, np.floating)):
-        return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+        if abs(value) >= 1000:
+            return f"{value:,.0f}"
+        return f"{value:.4g}" if decimals is None else f"{value:.{decimals}f}"
     return str(value)
 
 
+def _significant(value: float) -> int:
+    """The decimal places that give ``value`` 4 significant digits (none from 1,000 up)."""
+    if abs(value) >= 1000 or value == 0:
+        return 0
+    return max(0, 3 - math.floor(math.log10(abs(value))))
+
+
+def decimals(column: Iterable[Any]) -> int | None:
+    """One number of decimal places for a column's floats (None: it has none): as many as any
+    value needs for 4 significant digits (trailing zeros dropped: a value stored rounded keeps
+    its places), but no more than its largest value's 4 significant digits."""
+    floats = [float(v) for v in column if isinstance(v, (float, np.floating))
+              and math.isfinite(v)]
+    if not floats:
+        return None
+    needed = max(len(f"{abs(v):.{_significant(v)}f}".rstrip("0").partition(".")[2])
+                 for v in floats)
+    return min(needed, _significant(max(floats, key=abs)))
+
+
 def table_html(frame: pd.DataFrame) -> str:
-    """A plain table as the book shows it: every row (none elided), no pandas row numbers (a
-    default integer index is left out; a named one is kept), values as :func:`cell` writes
-    them, scrolling in its own box on a narrow screen. A subclass with its own HTML (a claims
-    table) keeps it."""
+    """A plain table as the book shows it: one header row (a named index's names head its
+    columns; a default integer index is left out), every row (none elided), each column's
+    values as :func:`cell` writes them to one number of decimals (:func:`decimals`), scrolling
+    in its own box on a narrow screen. A subclass with its own HTML (a claims table) keeps it."""
     if type(frame) is not pd.DataFrame:
         return frame._repr_html_()
-    shown = frame.map(cell)
     numbered = isinstance(frame.index, pd.RangeIndex) and frame.index.name is None
-    body = shown.to_html(index=not numbered, escape=True, border=0,
-                         max_rows=None, max_cols=None)
-    return f'<div class="rc-scroll">{body}</div>'
+    labels = 0 if numbered else frame.index.nlevels
+    shown = frame.reset_index(drop=numbered)
+    names = [*(n or "" for n in ([] if numbered else frame.index.names)),
+             *(" ".join(map(str, c)) if isinstance(c, tuple) else str(c) for c in frame.columns)]
+    places = [decimals(shown.iloc[:, j]) for j in range(shown.shape[1])]
+    head = "".join(f"<th>{escape(name)}</th>" for name in names)
+    rows = "".join("<tr>" + "".join(
+        f"<{tag}>{escape(cell(v, d))}</{tag}>"
+        for j, (v, d) in enumerate(zip(row, places)) for tag in ["th" if j < labels else "td"])
+        + "</tr>" for row in shown.itertuples(index=False))
+    return (f'<div class="rc-scroll"><table class="dataframe"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{rows}</tbody></table></div>")
 
 
 def figure(nrows: int = 1, ncols: int = 1, *, width: float = WIDTH, height: float | None = None,
@@ -146,14 +180,103 @@ def grid(n: int, *, width: float = WIDTH, row_height: float = 2.6, extra: float 
     return fig, list(axes.flat[:n])
 
 
+class FigureError(ValueError):
+    """A figure the book must not show: text that collides or is too small to read."""
+
+
+OVERLAP = 1.5  # points (2 CSS px at natural size): text boxes may touch, not overlap more
+
+
+def texts(fig: plt.Figure) -> list[tuple[str, Text]]:
+    """Every text ``fig`` draws, with where it is (``"panel 'title': y tick '0.5'"``): titles,
+    axis labels, the tick labels inside each axis's view, offset texts, legends and annotations;
+    none of a hidden axes or axis."""
+    found: list[tuple[str, Text]] = []
+    for i, ax in enumerate(fig.axes):
+        if not ax.get_visible():
+            continue
+        title = ax.get_title().split("\n")[0]
+        where = (f"panel {title[:40]!r}" if title else
+                 "colour bar" if getattr(ax, "_colorbar", None) is not None else f"axes {i + 1}")
+        found += [(f"{where}: title", ax.title), *((f"{where}: text", t) for t in ax.texts)]
+        for axis, name in ((ax.xaxis, "x"), (ax.yaxis, "y")) if ax.axison else ():
+            if not axis.get_visible():
+                continue
+            found += [(f"{where}: {name} label", axis.label), (f"{where}: {name} offset",
+                                                               axis.get_offset_text())]
+            lo, hi = sorted(axis.get_view_interval())
+            slack = 1e-9 * max(1.0, abs(hi - lo))
+            found += [(f"{where}: {name} tick", label)
+                      for tick in (*axis.get_major_ticks(), *axis.get_minor_ticks())
+                      if lo - slack <= tick.get_loc() <= hi + slack
+                      for label in (tick.label1, tick.label2)]
+        if (legend := ax.get_legend()) is not None and legend.get_visible():
+            found += [(f"{where}: legend", t) for t in (legend.get_title(), *legend.get_texts())]
+    for legend in fig.legends:
+        found += [("figure legend", t) for t in (legend.get_title(), *legend.get_texts())
+                  if legend.get_visible()]
+    found += [("figure text", t) for t in fig.texts]
+    return [(f"{where} {t.get_text()!r}", t) for where, t in found
+            if t.get_visible() and t.get_text().strip()]
+
+
+def _drawn(fig: plt.Figure) -> RendererAgg:
+    """Draw ``fig`` on an Agg canvas (its layout done) and return the renderer."""
+    canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
+    canvas.draw()
+    return canvas.get_renderer()
+
+
+def overlaps(fig: plt.Figure) -> list[str]:
+    """Each pair of ``fig``'s texts (:func:`texts`) whose boxes overlap by more than
+    :data:`OVERLAP` points each way, on one axes or across axes; empty when none do."""
+    renderer = _drawn(fig)
+    scale = 72 / fig.dpi
+    boxes = [(where, t.get_window_extent(renderer)) for where, t in texts(fig)]
+    found = []
+    for i, (a, box_a) in enumerate(boxes):
+        for b, box_b in boxes[i + 1:]:
+            dx = min(box_a.x1, box_b.x1) - max(box_a.x0, box_b.x0)
+            dy = min(box_a.y1, box_b.y1) - max(box_a.y0, box_b.y0)
+            if min(dx, dy) * scale > OVERLAP:
+                found.append(f"{a} overlaps {b}")
+    return found
+
+
+def illegible(fig: plt.Figure) -> list[str]:
+    """Each of ``fig``'s texts smaller than :data:`MIN_PX` CSS px when a 420-px phone shows the
+    figure (its tight box plus :data:`PAD` a side) in the :data:`PHONE_COLUMN`; empty when none.
+    Stricter than 6 px at 400 px wide, and met by every chapter's figure: 9 pt on one
+    :data:`WIDTH` wide is 8.2 px there. The result box shows its key figure narrower still
+    (:data:`BOX_WIDTH` keeps that legible: tests/test_plotting.py checks it, knowing which
+    figure the box shows)."""
+    renderer = _drawn(fig)
+    tight = fig.get_tightbbox(renderer)  # inches
+    scale = min(1.0, PHONE_COLUMN / (tight.width + 2 * PAD)) * PX_PER_IN / 72
+    return [f"{where}: {t.get_fontsize() * scale:.1f} px on a phone"
+            for where, t in texts(fig) if t.get_fontsize() * scale < MIN_PX - 1e-6]
+
+
+def check(fig: plt.Figure, name: str) -> None:
+    """Raise :class:`FigureError` naming figure ``name`` and its texts that collide
+    (:func:`overlaps`) or are too small on a phone (:func:`illegible`)."""
+    found = overlaps(fig) + illegible(fig)
+    if found:
+        more = f"\n  … and {len(found) - 20} more" if len(found) > 20 else ""
+        raise FigureError(f"figure {name!r} is unreadable ({len(found)} problems):\n  "
+                          + "\n  ".join(found[:20]) + more)
+
+
 def save(fig: plt.Figure, name: str, figdir: str | Path = "figures", *,
          paper: str | Sequence[str] = ()) -> Markdown:
     """Write ``fig`` to ``figdir/name.svg`` and ``.pdf``, its plotted numbers to ``name.csv``
-    (:func:`figure_data`), and close it. Returns the caption's sources line (:func:`sources`),
+    (:func:`~raptor.book.figure_data.figure_data`), and close it. Returns the caption's sources line (:func:`sources`),
     which the notebook glues; ``paper`` names the paper's figures it reproduces
-    (``"Fig. 4B–E"``)."""
+    (``"Fig. 4B–E"``). A figure with colliding or illegible text (:func:`check`) is refused
+    with :class:`FigureError` before anything is written."""
     figdir = Path(figdir)
     line = sources(f"{figdir.as_posix()}/{name}.csv", paper)  # checks ``paper`` before any work
+    check(fig, name)
     figdir.mkdir(parents=True, exist_ok=True)
     path = figdir / f"{name}.svg"
     for target, undated in ((path, {"Date": None}), (path.with_suffix(".pdf"),
@@ -194,171 +317,6 @@ def sources(csv_path: str, paper: str | Sequence[str] = ()) -> Markdown:
                                              else [])))
 
 
-# --------------------------------------------------------------------------- the data of a figure
-
-COLUMNS = ("panel", "x_label", "y_label", "series", "kind", "item", "x", "x_tick", "y", "y_tick",
-           "y_low", "y_high", "value")
-
-
-def figure_data(fig: plt.Figure) -> list[dict[str, Any]]:
-    """Every number ``fig`` plots, read off its artists, one row a point (:data:`COLUMNS`).
-
-    Each row names its panel (title), axis labels and series (legend label, else ``line 2``…);
-    ``kind`` says what it is: a ``line`` or ``points`` vertex (``value``: a scatter's colour
-    value), an ``error bar`` or ``interval`` (``y`` ± as ``y_low``/``y_high``), a shaded ``band``
-    (``y_low``–``y_high`` at ``x``), a ``vertical line``/``horizontal line`` (a threshold), an
-    ``image`` pixel (``value`` at column ``x``, row ``y``; series: its colour bar's label).
-    Coordinates are the axes' data coordinates, shifted where the tick labels are (layer numbers
-    on a matrix: tick ``i`` labelled ``i + 1``); ``x_tick`` and ``y_tick`` are the nearest tick's
-    label on a categorical axis (a horizontal interval is two ``segment`` rows, its ends). Colour bars and text are not data and are left out.
-    """
-    rows: list[dict[str, Any]] = []
-    data_axes = [ax for ax in fig.axes if getattr(ax, "_colorbar", None) is None]
-    bars = [bar for ax in fig.axes if (bar := getattr(ax, "_colorbar", None)) is not None]
-    scales = {(bar.mappable.cmap.name, bar.mappable.get_clim()):
-              bar.ax.get_ylabel() or bar.ax.get_xlabel() for bar in bars}
-    for i, ax in enumerate(data_axes):
-        twins = ax.get_shared_x_axes().get_siblings(ax)
-        panel = ax.get_title() or next((a.get_title() for a in twins if a.get_title()),
-                                       f"panel {i + 1}")
-        xlabel = next((a.get_xlabel() for a in twins if a.get_xlabel()), "")
-        base = {key: " ".join(text.split())  # one line each: a label may break in two
-                for key, text in (("panel", panel), ("x_label", xlabel),
-                                  ("y_label", ax.get_ylabel()))}
-        shift_x, ticks_x = _tick_map(ax.xaxis)
-        shift_y, ticks_y = _tick_map(ax.yaxis)
-
-        def add(series: str, kind: str, item: int, x: float | None = None, **values: float) -> None:
-            row = {**base, "series": " ".join(series.split()), "kind": kind, "item": item}
-            if x is not None:
-                row["x"] = x + shift_x
-                row["x_tick"] = _nearest(ticks_x, x)
-            for key, v in values.items():
-                row[key] = v + (shift_y if key.startswith("y") else 0)
-            if "y" in values and ticks_y:
-                row["y_tick"] = _nearest(ticks_y, values["y"])
-            rows.append(row)
-
-        done: set[int] = set()
-        for c in ax.containers:
-            if isinstance(c, ErrorbarContainer):
-                line, caps, bars = c.lines
-                done.update(id(a) for a in (line, *caps, *bars) if a is not None)
-                xy = line.get_xydata() if line is not None else None
-                segs = [s for b in bars for s in b.get_segments()]
-                for j, seg in enumerate(segs):
-                    x, y = (xy[j] if xy is not None else (seg[0][0], np.nan))
-                    add(c.get_label(), "error bar", j, x, y=y, y_low=min(seg[:, 1]),
-                        y_high=max(seg[:, 1]))
-        for j, line in enumerate(ax.lines):
-            if id(line) in done:
-                continue
-            name = _series(line, "line", j)
-            xy = np.asarray(line.get_xydata(), dtype=float)
-            if line.get_transform() is ax.get_xaxis_transform(which="grid"):
-                add(name, "vertical line", 0, xy[0, 0])
-            elif line.get_transform() is ax.get_yaxis_transform(which="grid"):
-                add(name, "horizontal line", 0, y=xy[0, 1])
-            elif _in_data_coordinates(line.get_transform(), ax):
-                for k, (x, y) in enumerate(xy):
-                    add(name, "line", k, x, y=y)
-        for j, coll in enumerate(ax.collections):
-            if id(coll) in done:
-                continue
-            if isinstance(coll, PathCollection):
-                values = coll.get_array()
-                for k, (x, y) in enumerate(np.asarray(coll.get_offsets(), dtype=float)):
-                    extra = {} if values is None else {"value": float(values[k])}
-                    add(_series(coll, "points", j), "points", k, x, y=y, **extra)
-            elif isinstance(coll, LineCollection):
-                for k, seg in enumerate(coll.get_segments()):
-                    if len(seg) == 2 and seg[0][0] == seg[1][0]:
-                        add(_series(coll, "intervals", j), "interval", k, seg[0][0],
-                            y_low=min(seg[:, 1]), y_high=max(seg[:, 1]))
-                    else:
-                        for x, y in seg:
-                            add(_series(coll, "segments", j), "segment", k, x, y=y)
-            elif isinstance(coll, PolyCollection):
-                for path in coll.get_paths():
-                    verts = path.vertices[np.isfinite(path.vertices).all(axis=1)]
-                    for k, x in enumerate(np.unique(verts[:, 0])):
-                        ys = verts[verts[:, 0] == x, 1]
-                        add(_series(coll, "band", j), "band", k, x, y_low=ys.min(),
-                            y_high=ys.max())
-        for j, image in enumerate(ax.images):
-            array = np.ma.filled(np.ma.asarray(image.get_array(), dtype=float), np.nan)
-            left, right, bottom, top = image.get_extent()
-            nrows, ncols = array.shape[:2]
-            xs = left + (np.arange(ncols) + 0.5) * (right - left) / ncols
-            ys = (top if image.origin == "upper" else bottom) + (np.arange(nrows) + 0.5) * (
-                (bottom - top) if image.origin == "upper" else (top - bottom)) / nrows
-            for r in range(nrows):
-                for col in range(ncols):
-                    add(scales.get((image.cmap.name, image.get_clim()))
-                        or _series(image, "image", j), "image", r * ncols + col, xs[col], y=ys[r],
-                        value=array[r, col])
-    return rows
-
-
-def figure_csv(fig: plt.Figure) -> str:
-    """:func:`figure_data` as CSV text, each number written exactly (shortest round trip)."""
-    out = io.StringIO()
-    writer = csv.DictWriter(out, COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    for row in figure_data(fig):
-        writer.writerow({k: _exact(v) for k, v in row.items()})
-    return out.getvalue()
-
-
-def _exact(v: Any) -> Any:
-    if isinstance(v, (float, np.floating)):
-        return "" if math.isnan(v) else repr(float(v))
-    return v.item() if isinstance(v, np.generic) else v
-
-
-def _in_data_coordinates(transform: mpl.transforms.Transform, ax: plt.Axes) -> bool:
-    """Whether ``transform`` maps the axes' data coordinates, up to a shift on screen (a series
-    offset sideways so that equal values stay visible): tried on the corners of the axes."""
-    corners = np.array([[x, y] for x in ax.get_xlim() for y in ax.get_ylim()])
-    gap = transform.transform(corners) - ax.transData.transform(corners)
-    return bool(np.allclose(gap, gap[0]))
-
-
-def _series(artist: Any, kind: str, j: int) -> str:
-    """An artist's legend label; a label kept out of the legend by a leading ``_`` without it;
-    matplotlib's own (``_child3``) replaced by ``kind`` and a number."""
-    label = artist.get_label() or ""
-    if not label or label.startswith(("_child", "_nolegend_", "_container")):
-        return f"{kind} {j + 1}"
-    return label.lstrip("_")
-
-
-def _tick_map(axis: mpl.axis.Axis) -> tuple[float, dict[float, str]]:
-    """``(shift, ticks)`` of an axis whose ticks are labelled by hand: a constant ``label −
-    position`` when every label is a number offset by it (0 otherwise); the ticks of a
-    categorical axis, position → label. An axis labelled by its own numbers has neither."""
-    t = mpl.ticker
-    if isinstance(axis.get_major_formatter(), (t.ScalarFormatter, t.LogFormatter, t.EngFormatter,
-                                                t.PercentFormatter, t.FormatStrFormatter,
-                                                t.StrMethodFormatter)):
-        return 0.0, {}
-    ticks = {float(loc): t.get_text() for loc, t in zip(axis.get_majorticklocs(),
-                                                          axis.get_majorticklabels())
-             if t.get_text()}
-    try:
-        shifts = {round(float(text.replace("−", "-")) - loc, 9) for loc, text in ticks.items()}
-    except ValueError:
-        return 0.0, ticks
-    return (shifts.pop() if len(shifts) == 1 else 0.0), {}
-
-
-def _nearest(ticks: dict[float, str], x: float) -> str:
-    if not ticks:
-        return ""
-    loc = min(ticks, key=lambda t: abs(t - x))
-    return ticks[loc] if abs(loc - x) < 0.5 else ""
-
-
 def profile_of(chapter: ModuleType, spec: Any, profile: str) -> str:
     """``profile``, or which parameters ``spec`` sets away from it (``smoke with L changed``)."""
     changed = diff(spec, spec_for(chapter.NAME, profile))
@@ -374,9 +332,14 @@ def similarity_range(mats: Iterable[np.ndarray]) -> tuple[float, float]:
     return max(-1.0, math.floor(low * 10) / 10), 1.0
 
 
-def layer_ticks(ax: plt.Axes, n: int, first_layer: int) -> None:
-    """Label the rows and columns of an ``n × n`` matrix by layer, starting at ``first_layer``."""
-    ticks = np.arange(0, n, max(1, math.ceil(n / 8)))
+TICK_SPACING = 0.25  # inches between a matrix's layer ticks at least: "11" is 0.14 in at 9 pt
+
+
+def layer_ticks(ax: plt.Axes, n: int, first_layer: int, side: float = 2.4) -> None:
+    """Label the rows and columns of an ``n × n`` matrix by layer, starting at ``first_layer``:
+    at most 8 ticks, and on a panel ``side`` inches square at least :data:`TICK_SPACING` apart
+    (a thumbnail's labels otherwise run together)."""
+    ticks = np.arange(0, n, max(1, math.ceil(n / 8), math.ceil(n * TICK_SPACING / side)))
     ax.set_xticks(ticks, ticks + first_layer)
     ax.set_yticks(ticks, ticks + first_layer)
     ax.set(xlabel="layer", ylabel="layer")
@@ -414,13 +377,15 @@ def similarity_panels(panels: Mapping[str, np.ndarray | None], *, ncols: int,
             ax.set_axis_off()
             continue
         image = ax.imshow(S, cmap=SIMILARITY_CMAP, vmin=vmin, vmax=vmax)
-        layer_ticks(ax, S.shape[0], first_layer)
+        layer_ticks(ax, S.shape[0], first_layer, side)
         if partitions and title in partitions:
             draw_partition(ax, partitions[title])
         ax.set_title(title)
     for ax in axes.flat[len(panels):]:
         ax.set_axis_off()
-    fig.colorbar(image, ax=axes, label=SIMILARITY_LABEL, shrink=min(1.0, 0.9 / nrows + 0.3))
+    # pad: clear of the right column's titles, which a thumbnail's are wider than (a partition)
+    fig.colorbar(image, ax=axes, label=SIMILARITY_LABEL, shrink=min(1.0, 0.9 / nrows + 0.3),
+                 pad=0.12)
     return fig
 
 

@@ -18,7 +18,7 @@ SCOPED: dict[str, str] = {
     HOLDS: "holds at this scale",
     FAILS: "not reproduced at this scale",
     INCONCLUSIVE: "inconclusive",
-    UNTESTABLE: "needs the paper's scale",
+    UNTESTABLE: "not testable here",
     BY_CONSTRUCTION: "holds by construction",
 }
 

@@ -18,8 +18,8 @@
 
 from __future__ import annotations
 
-import importlib
 import os
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
@@ -31,8 +31,13 @@ from raptor.book.specs import module_of, spec_for
 
 
 def chapter(name: str) -> ModuleType:
-    """The module of chapter ``name``."""
-    return importlib.import_module(f"{__name__}.{module_of(name)}")
+    """The module of chapter ``name``. The chapters' modules (torch and the science) are imported
+    on the first call, not with this package, which one of them (the claims page) imports."""
+    module = module_of(name)
+    from raptor.book.chapters import (analyze, atlas, claims_page, dynamics,  # noqa: F401
+                                      finding_phases, functional_phases, phase_structure, raptor,
+                                      scaling, stochastic_depth)
+    return sys.modules[f"{__name__}.{module}"]
 
 
 def notebook_spec(module: ModuleType, values: Mapping[str, Any]):

@@ -28,7 +28,7 @@ from torch.utils.data import DataLoader, Dataset, Subset
 from raptor import analysis, paper, phases
 from raptor.book import plotting
 from raptor.book.chapters.phase_structure import c1_summary, excess_row, power_reps
-from raptor.book.claims import EXCESS_MIN, LEVEL, Claim, versus
+from raptor.book.claims import LEVEL, Claim
 from raptor.book.experiment import student_of, teacher_of
 from raptor.book.scope import DATASET_NAMES
 from raptor.book.specs.analyze import COMPANION, NAME, NOTEBOOK, PAPER, SMOKE, Spec  # noqa: F401
@@ -75,12 +75,6 @@ class Result:
     n_images: int
     test: PhaseTest  # C1's test: phases at some k of ``spec.k_values``, with d*
     dinov2b_test: PhaseTest
-
-    def verdict(self, k: int) -> str:
-        """The max-cut's excess at ``k`` over the warped decay against ``EXCESS_MIN`` (the
-        ladder; C1's verdict is :attr:`test`'s)."""
-        e = self.excess[k]
-        return versus(e.low, e.high, EXCESS_MIN.value)
 
 
 def model_of(spec: Spec):
@@ -158,14 +152,15 @@ def fit(spec: Spec, model, partition: Partition, kind: str, train_set: Dataset,
 
 
 def table(result: Result) -> pd.DataFrame:
-    """The max-cut's ladder at each k beside the paper's DINOv2-B matrix's, then C1's test
-    (:func:`~raptor.phase_test.phase_test`: phases at some k, d*) for both."""
+    """The max-cut's excess over each null of the ladder at each k (a description, not C1's
+    test) beside the paper's DINOv2-B matrix's, then C1's test
+    (:func:`~raptor.phase_test.phase_test`: phases at some k, d*) for both, which alone judges
+    phases."""
     rows = []
     for k, e in result.excess.items():
-        rows.append({"k": k, "model": "yours", **excess_row(e), "max-cut over warped decay":
-                     result.verdict(k)})
+        rows.append({"k": k, "model": "yours", **excess_row(e)})
         rows.append({"k": k, "model": "DINOv2-B (the paper's matrix)",
-                     **excess_row(result.dinov2b[k]), "max-cut over warped decay": "—"})
+                     **excess_row(result.dinov2b[k])})
     for model, t in (("yours", result.test), ("DINOv2-B (the paper's matrix)",
                                               result.dinov2b_test)):
         rows.append({"k": "some k", "model": model, **c1_summary(t)})
@@ -279,14 +274,14 @@ def findings(result: Result) -> dict[str, str]:
                   f"{DATASET_NAMES.get(result.spec.images, result.spec.images)}",
         "depth": str(result.depth),
         "cuts": "; ".join(f"k = {k}: {phases.format_partition(c)}" for k, c in result.cuts.items()),
-        "excess": "; ".join(f"k = {k}: {Interval(e.excess, e.low, e.high, e.level):+.3f} "
-                            f"({result.verdict(k)})" for k, e in result.excess.items()),
+        "excess": "; ".join(f"k = {k}: {Interval(e.excess, e.low, e.high, e.level):+.3f}"
+                            for k, e in result.excess.items()),
         "c1": f"{result.test.verdict()}: "
               f"{Interval(result.test.excess, *result.test.interval(), LEVEL):+.3f} at k = "
               f"{result.test.best().k} ({phases.format_partition(result.test.best().cut)}); "
               f"d* (the smallest step it detects with 80% probability) "
               f"{result.test.d_star:.2f}",
-        "dinov2b": "; ".join(f"k = {k}: {e.excess:+.3f}" for k, e in result.dinov2b.items()),
+        "dinov2b": f"{result.dinov2b_test.excess:+.3f} at k = {result.dinov2b_test.best().k}",
     }
     if result.fits:
         out["raptor"] = "; ".join(
@@ -323,7 +318,6 @@ def numbers(result: Result) -> dict[str, Any]:
         "cuts": {str(k): c for k, c in result.cuts.items()},
         "excess": {str(k): dataclasses.asdict(e) for k, e in result.excess.items()},
         "dinov2b": {str(k): dataclasses.asdict(e) for k, e in result.dinov2b.items()},
-        "c1": {str(k): result.verdict(k) for k in result.excess},
         "c1_test": {"verdict": result.test.verdict(), "excess": result.test.excess,
                     "interval": list(result.test.interval()), "best_k": result.test.best().k,
                     "d_star": result.test.d_star if math.isfinite(result.test.d_star) else None,

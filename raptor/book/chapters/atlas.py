@@ -26,13 +26,13 @@ from raptor import atlas, atlas_design, paper
 from raptor.atlas import Cell, CellResult
 from raptor.book import plotting
 from raptor.book.chapters.phase_structure import c1_summary, excess_row, power_reps
-from raptor.book.claims import (EXCESS_MIN, FAILS, HOLDS, INCONCLUSIVE, LEVEL, Claim,
+from raptor.book.claims import (FAILS, HOLDS, INCONCLUSIVE, LEVEL, Claim,
                                  across_seeds, claim, versus)
 from raptor.book.engine import over_seeds
 from raptor.book.specs.atlas import NAME, NOTEBOOK, PAPER, SMOKE, Spec  # noqa: F401
-from raptor.phase_test import PhaseTest, phase_test
+from raptor.phase_test import EXCESS_MIN, PhaseTest, phase_test
 from raptor.stats import Interval
-from raptor.structure import PhaseExcess, matrix_excess, phase_excesses
+from raptor.structure import PhaseExcess, phase_excesses
 from raptor.teachers import build_teacher
 
 
@@ -40,9 +40,8 @@ from raptor.teachers import build_teacher
 class Result:
     spec: Spec
     cells: list[CellResult]
-    excess: dict[str, dict[int, PhaseExcess]]  # cell name -> k -> C1's statistics
+    excess: dict[str, dict[int, PhaseExcess]]  # cell name -> k -> the max-cut's ladder
     missing: list[Cell]  # stage 1's cells not stored yet
-    dinov2b: dict[int, PhaseExcess]  # the paper's matrix, not cross-fitted
     tests: dict[str, PhaseTest]  # cell name -> C1's test over the k's of ``spec.k_values``
     dinov2b_test: PhaseTest
 
@@ -53,7 +52,7 @@ class Result:
 
 
 def compute(spec: Spec) -> Result:
-    """Every stored cell's :class:`~raptor.structure.PhaseExcess` at each k and its
+    """Every stored cell's max-cut ladder (:class:`~raptor.structure.PhaseExcess`) at each k and its
     :class:`~raptor.phase_test.PhaseTest` (resamples seeded by the cell's seed), and the paper's
     DINOv2-B matrix's."""
     cells = atlas.load(spec.folder)
@@ -63,8 +62,7 @@ def compute(spec: Spec) -> Result:
                                      power_reps=power_reps(spec.n_boot), seed=r.cell.seed)
              for r in cells}
     S = paper.dinov2b_block_similarity()
-    return Result(spec, cells, excess, atlas.missing(atlas_design.stage1(), spec.folder),
-                  {k: matrix_excess(S, k) for k in spec.k_values}, tests,
+    return Result(spec, cells, excess, atlas.missing(atlas_design.stage1(), spec.folder), tests,
                   phase_test(S, ks=spec.k_values))
 
 
@@ -258,8 +256,9 @@ def family(result: Result, seeds: int = 3) -> tuple[Cell | None, str]:
         why = (f"the max-cut's excess at k = {k} holds over the seeds of none of the "
                f"{len(cells)} cells measured on ≥ {seeds} seeds: the one of the largest mean "
                f"excess")
-    return chosen, (f"{chosen.name.removesuffix('-s0')} ({why}: {mean[chosen]:+.3f} at k = {k} "
-                    f"over {len(cells[chosen])} seeds, {cost[chosen]:.1f} core-minutes a teacher)")
+    return chosen, (f"the cell {chosen.name.removesuffix('-s0')} ({why}: {mean[chosen]:+.3f} at "
+                    f"k = {k} over {len(cells[chosen])} seeds, {cost[chosen]:.1f} core-minutes a "
+                    f"teacher)")
 
 
 def findings(result: Result) -> dict[str, str]:
@@ -292,7 +291,6 @@ def findings(result: Result) -> dict[str, str]:
         "best": f"{best.cell.name}, {Interval(t.excess, *t.interval(), LEVEL):+.3f} at k = "
                 f"{t.best().k}",
         "d-star": f"{min(d_stars):.2f} … {max(d_stars):.2f}",
-        "dinov2b": f"{result.dinov2b[k].excess:+.3f}",
         "dinov2b-chosen": f"{result.dinov2b_test.excess:+.3f} at k = "
                           f"{result.dinov2b_test.best().k}",
         "core-hours": f"{hours:.1f}", "missing": str(len(result.missing)),

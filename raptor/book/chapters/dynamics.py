@@ -12,13 +12,16 @@ import pandas as pd
 from raptor import dynamics, phases
 from raptor.book import plotting
 from raptor.book.chapters import dynamics_claims as judge
-from raptor.book.claims import Claim, rests_on_phases
-from raptor.book.experiment import images_of, student_of, teacher_of, trajectories_of, walk
+from raptor.book.claims import Claim, excess_text, rests_on_phases
+from raptor.book.experiment import (images_of, phases_of, student_of, teacher_of, trajectories_of,
+                                    walk)
 from raptor.book.specs.dynamics import NAME, NOTEBOOK, PAPER, SMOKE, Spec  # noqa: F401
 from raptor.loop import on_device, resolve_device
 from raptor.low_rank import coherence_rows
 from raptor.sphere import MeanStd, directions, updates
-from raptor.structure import PhaseExcess, boundaries
+from raptor.phase_test import PhaseTest
+from raptor.stats import HOLDS
+from raptor.structure import boundaries
 
 MODELS = ("teacher", "Raptor")
 
@@ -43,7 +46,7 @@ class SeedRun:
 
     seed: int
     partition: tuple[tuple[int, int], ...]
-    excess: PhaseExcess  # the max-cut's block excess over the warped-decay null (C1)
+    phases: PhaseTest  # C1's test of the teacher, as every chapter reads it
     flow: dict[str, Flow]
     effective_rank: dict[str, np.ndarray]
     stable_rank: dict[str, np.ndarray]
@@ -79,7 +82,7 @@ def compute(spec: Spec) -> Result:
 def _seed_run(spec: Spec, seed: int, device: str) -> SeedRun:
     depth, mid = spec.teacher.depth, spec.teacher.depth // 2
     w = walk(teacher_of(spec, spec.p, seed=seed), images_of(spec, spec.n_images, seed=seed),
-             cuts=(spec.k,), excess=(spec.k,), device=device)
+             cuts=(spec.k,), device=device)
     teacher, labels, traj, groups, partition = w.model, w.labels, w.traj, w.groups, w.cuts[spec.k]
     student, _ = student_of(spec, spec.p, partition, seed=seed)
     s_traj, _ = trajectories_of(student, w.images, labels, device=device)
@@ -102,7 +105,8 @@ def _seed_run(spec: Spec, seed: int, device: str) -> SeedRun:
     d = directions(traj)
     s = summary["teacher"]
     return SeedRun(
-        seed=seed, partition=tuple(partition), excess=w.excess[spec.k],
+        seed=seed, partition=tuple(partition),
+        phases=phases_of(spec, spec.p, seed=seed, device=device),
         flow={name: Flow(norms=_means(m.norms), convergence=_means(m.convergence),
                          speed=_means(m.speed)) for name, m in summary.items()},
         effective_rank={g: r.effective for g, r in s.ranks.items()},
@@ -259,13 +263,13 @@ def dmd_table(result: Result) -> pd.DataFrame:
 
 
 def seeds_table(result: Result) -> pd.DataFrame:
-    """Per seed: the teacher's max-cut, its block excess (C1) and the class-basin ratio within /
-    between at layers 1 and L (C18)."""
+    """Per seed: the teacher's max-cut, C1's largest block excess (its test as every chapter reads
+    it) and the class-basin ratio within / between at layers 1 and L (C18)."""
     def basins(run: SeedRun, at: int) -> float:
         return round(dynamics.basin_compactness(run.basin_dirs[:, at], run.labels).ratio, 3)
 
     return pd.DataFrame([{"seed": run.seed, "max-cut": phases.format_partition(run.partition),
-                          "block excess": round(run.excess.excess, 4),
+                          "C1 block excess": excess_text(run.phases),
                           "basins, layer 1": basins(run, 0), "basins, layer L": basins(run, 1)}
                          for run in result.runs])
 
@@ -285,8 +289,9 @@ def share_table(result: Result) -> pd.DataFrame:
 def claims(result: Result) -> list[Claim]:
     """C16–C24 declared over the seeds' teachers and judged by the claims engine (each seed's
     estimate one unit, :mod:`~raptor.book.chapters.dynamics_claims`); "late" is each seed's last
-    max-cut phase, and C21 rests on C1's excess of every seed's cut."""
-    runs, k = result.runs, result.spec.k
+    max-cut phase, and C21's jumps at its boundaries are judged on the seeds whose teacher has
+    phases by C1's test."""
+    runs = result.runs
     teachers = [run.flow["teacher"] for run in runs]
     bounds = [list(boundaries(run.partition)) for run in runs]
     return [
@@ -300,8 +305,10 @@ def claims(result: Result) -> list[Claim]:
                                   [run.eps_over_norm for run in runs],
                                   layer=runs[0].perturb_layer),
         judge.c20_sensitivity_by_depth([run.sensitivity_images for run in runs]),
-        judge.c21_angular_speed([t.speed for t in teachers], bounds, rests_on=rests_on_phases(
-            {f"seed {run.seed}, k={k}": run.excess for run in runs})),
+        judge.c21_angular_speed([t.speed for t in teachers], bounds,
+                                phased=[run.phases.verdict() == HOLDS for run in runs],
+                                rests_on=rests_on_phases({f"seed {run.seed}": run.phases
+                                                          for run in runs})),
         judge.c22_update_rank_falls([run.stable_rank for run in runs],
                                     [run.effective_rank for run in runs], bounds,
                                     width=result.spec.teacher.embed_dim),

@@ -5,12 +5,13 @@ the trained model the unit) and judged by :mod:`raptor.book.engine`; applied by
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
 
 from raptor import dynamics
-from raptor.book.claims import Claim, Threshold, claim
+from raptor.book.claims import MIN_PHASED, Claim, Threshold, claim
 from raptor.book.engine import Declaration, Part, judge, over_seeds
 from raptor.paper import FINAL_UPDATE_RANK
 from raptor.stats import (MID_TOL, aligned, chance_aligned, change_points, log_slope,
@@ -244,12 +245,14 @@ def c20_sensitivity_by_depth(sensitivity: Sequence[dict[str, np.ndarray]]) -> Cl
 
 
 def c21_angular_speed(speed: Sequence[dict[str, np.ndarray]], bounds: Sequence[list[int]], *,
-                      rests_on: str = "") -> Claim:
+                      phased: Sequence[bool] | None = None, rests_on: str = "") -> Claim:
     """C21 (§4, Fig. 11) over seeds: in seed i's last max-cut phase (inner boundaries
     ``bounds[i]``), the mean speed ``speed[i][g]`` ``(L,)`` orders registers < patches < cls,
     each step a ratio of speeds above 1 beyond ``SPEED_BAND`` (within it a tie); the patch
     speed's largest changes lie within ``ALIGN_TOL`` of more of the boundaries than chance
-    (:func:`raptor.stats.chance_aligned`: as many change points placed at random)."""
+    (:func:`raptor.stats.chance_aligned`: as many change points placed at random), judged on the
+    seeds whose teacher has phases (``phased``, C1; default all) and *not testable here* where
+    fewer than :data:`~raptor.book.claims.MIN_PHASED` have them, its numbers in the detail."""
     depth = len(next(iter(speed[0].values())))
     late = [{g: float(np.mean(s[_last_phase(b, depth)])) for g, s in seed.items()}
             for seed, b in zip(speed, bounds)]
@@ -259,21 +262,30 @@ def c21_angular_speed(speed: Sequence[dict[str, np.ndarray]], bounds: Sequence[l
                   what=f"the ratio of {b} to {a} speed in the last phase")
              for a, b in zip(order, order[1:])]
     tol = int(ALIGN_TOL.value)
-    if all(bounds):
-        chance = float(np.mean([chance_aligned(depth, b, tol) for b in bounds]))
+    phased = [True] * len(speed) if phased is None else list(phased)
+    jumps = [aligned(change_points(seed["patches"], len(b)), b, tol=tol) if b else math.nan
+             for seed, b in zip(speed, bounds)]
+    chances = [chance_aligned(depth, b, tol) if b else math.nan for b in bounds]
+    use = [i for i, ok in enumerate(phased) if ok and bounds[i]]
+    untested = ""
+    if len(use) >= MIN_PHASED:
         parts.append(Part(
             "jumps at boundaries",
-            over_seeds([aligned(change_points(seed["patches"], len(b)), b, tol=tol)
-                        for seed, b in zip(speed, bounds)],
-                       bounds=(0.0, 1.0), step=1 / max(len(b) for b in bounds)),
-            Threshold(chance, CHANCE_SOURCE), fmt=".2f",
+            over_seeds([jumps[i] for i in use], bounds=(0.0, 1.0),
+                       step=1 / max(len(bounds[i]) for i in use)),
+            Threshold(float(np.mean([chances[i] for i in use])), CHANCE_SOURCE), fmt=".2f",
             what=f"the share of boundaries with a patch speed jump within {tol} layer"))
+    elif all(bounds):
+        untested = (f"; jumps at boundaries not testable here: C1 finds phases in {sum(phased)} of "
+                    f"{len(phased)} teachers; measured on all, not counted: the share of "
+                    f"boundaries with a patch speed jump within {tol} layer "
+                    f"{np.mean(jumps):.2f} against chance {np.mean(chances):.2f}")
     return judge(Declaration(
         "C21", "late angular speed: registers < patches < cls; jumps at phase boundaries "
                "(Fig. 11)", parts, rests_on=rests_on,
         note=f"mean speed in each seed's last max-cut phase; the patch speed's largest changes, "
              f"as many as the seed's boundaries, within ±{tol} layer of one, against the share "
-             f"that change points at random reach"))
+             f"that change points at random reach{untested}"))
 
 
 def c22_update_rank_falls(stable: Sequence[dict[str, np.ndarray]],

@@ -13,20 +13,24 @@ from matplotlib.transforms import ScaledTranslation
 
 from raptor import paper, phases
 from raptor.book import plotting
-from raptor.book.claims import Claim, Threshold, rests_on_phases
-from raptor.book.engine import Declaration, Part, exact, judge, of_model
-from raptor.book.experiment import images_of, pretrained_walk, teacher_of, walk
+from raptor.book.claims import Claim, Threshold, on_phases
+from raptor.book.engine import Declaration, Part, exact, judge, of_model, over_seeds
+from raptor.book.experiment import (images_of, phase_matrices_of, phases_of, pretrained_walk,
+                                    teacher_of, walk)
 from raptor.book.specs.finding_phases import NAME, NOTEBOOK, PAPER, SMOKE, Spec  # noqa: F401
 from raptor.loop import resolve_device
+from raptor.novelty import HALF_WIDTH, PROMINENCE, coverage, novelty_peaks
+from raptor.phase_test import PhaseTest
 from raptor.phases import Partition
-from raptor.stats import wilson
-from raptor.structure import PhaseExcess, boundary_shift, subset_stability
+from raptor.stats import HOLDS, aligned, wilson
+from raptor.structure import boundaries, boundary_shift, subset_stability
 
 
 @dataclass
 class TeacherPhases:
-    """One teacher's phase matrix (blocks' outputs, tokens {cls, mean patch}), its max-cuts and
-    their block excess over the warped-decay null (C1)."""
+    """One teacher's phase matrix (blocks' outputs, tokens {cls, mean patch}), its max-cuts, the
+    boundaries Foote's novelty finds in it and C1's test of it (None for a pretrained ViT: C1
+    judges it in the chapter *Emergent phase structure*)."""
 
     label: str
     p: float | None  # None: DINOv2-B
@@ -34,16 +38,24 @@ class TeacherPhases:
     accuracy: float
     S: np.ndarray
     cuts: dict[int, Partition]
-    excess: dict[int, PhaseExcess]
+    novelty: list[int]
+    phases: PhaseTest | None
 
 
 @dataclass
 class Result:
+    """``stability``: per k and subset size, the share of held-out subsets reproducing the cut
+    of ``stable_teacher`` (the first rate's first teacher with phases, else its first)."""
+
     spec: Spec
     teachers: list[TeacherPhases]
     comparison: list[dict[str, object]]
-    seed_shift: dict[int, int]
+    stable_teacher: str
     stability: dict[int, dict[int, float]]
+
+    def first(self) -> list[TeacherPhases]:
+        """The first rate's teachers, one per seed: C2's models."""
+        return [te for te in self.teachers if te.p == self.spec.p_values[0]]
 
 
 def hierarchical_vs_dp(label: str, S: np.ndarray, eps_values: Sequence[float]
@@ -66,31 +78,33 @@ def hierarchical_vs_dp(label: str, S: np.ndarray, eps_values: Sequence[float]
 
 
 def compute(spec: Spec) -> Result:
-    """Phase matrices and max-cuts per teacher, DP vs hierarchical, and C2's stability."""
+    """Phase matrices, max-cuts and novelty boundaries per teacher, DP vs hierarchical, C1's test
+    of each teacher, and the cuts' stability on held-out image subsets (C2)."""
     spec.require_model()
     p0, seed0 = spec.p_values[0], spec.teacher_seeds[0]
-    images = images_of(spec, spec.n_images)
-    measure = dict(cuts=spec.k_values, excess=spec.k_values,
-                   device=resolve_device(spec.machine.device))
+    images = images_of(spec, spec.n_images + spec.held_out)
+    mine = tuple(x[:spec.n_images] for x in images)
+    device = resolve_device(spec.machine.device)
+    measure = dict(cuts=spec.k_values, device=device)
     teachers = []
     runs = sorted({(p, seed0) for p in spec.p_values} | {(p0, s) for s in spec.teacher_seeds})
     for p, s in runs:
-        w = walk(teacher_of(spec, p, seed=s), images, **measure)
-        teachers.append(TeacherPhases(f"p={p}, seed={s}", p, s, w.accuracy, w.S, w.cuts,
-                                      w.excess))
-        if (p, s) == (p0, seed0):
-            stability = subset_stability(w.traj, w.groups, spec.k_values, spec.image_counts,
-                                         spec.n_resamples)
+        w = walk(teacher_of(spec, p, seed=s), mine, **measure)
+        teachers.append(TeacherPhases(f"p={p}, seed {s}", p, s, w.accuracy, w.S, w.cuts,
+                                      novelty_peaks(w.S),
+                                      phases_of(spec, p, seed=s, device=device)))
     if spec.pretrained.weights is not None:
         w = pretrained_walk(spec.pretrained, spec.n_images, spec.machine.data_root, **measure)
         teachers.append(TeacherPhases(spec.pretrained.label, None, 0, w.accuracy, w.S, w.cuts,
-                                      w.excess))
+                                      novelty_peaks(w.S), None))
     comparison = [row for te in teachers
                   for row in hierarchical_vs_dp(te.label, te.S, spec.eps_values)]
-    plain = {te.seed: te.cuts for te in teachers if te.p == p0}
-    seed_shift = {k: max(boundary_shift(plain[seed0][k], plain[s][k]) for s in spec.teacher_seeds)
-                  for k in spec.k_values}
-    return Result(spec, teachers, comparison, seed_shift, stability)
+    first = [te for te in teachers if te.p == p0]
+    stable = next((te for te in first if te.phases.verdict() == HOLDS), first[0])
+    held_out = phase_matrices_of(teacher_of(spec, p0, seed=stable.seed)[0],
+                                 *(x[spec.n_images:] for x in images), device=device)
+    return Result(spec, teachers, comparison, stable.label,
+                  subset_stability(stable.cuts, held_out, spec.image_counts, spec.n_resamples))
 
 
 def maxcut_figure(result: Result) -> plt.Figure:
@@ -125,9 +139,9 @@ def stability_figure(result: Result) -> plt.Figure:
     ax.set_xticks(counts, counts)
     ax.minorticks_off()
     ax.set(ylim=(-0.05, 1.08), xlabel="images per subset",
-           ylabel="share of subsets giving\nthe full-data cut",
-           title=f"teacher p={s.p_values[0]}, seed {s.teacher_seeds[0]};\n"
-                 f"{s.n_resamples} subsets per size")
+           ylabel="share of subsets giving\nthe chapter's cut",
+           title=f"teacher {result.stable_teacher};\n"
+                 f"{s.n_resamples} held-out subsets per size")
     plotting.legend_below(fig, [ax], ncols=4)
     return fig
 
@@ -145,6 +159,10 @@ MAX_SHIFT = Threshold(1.5, "[ours] the paper shows boundaries on the visible blo
                            "layers) allows a tie between neighbours")
 STABLE_SHARE = Threshold(0.9, "[ours] a partition is stable when ≥ 90% of image subsets "
                               "reproduce it")
+ALIGN_TOL = 1  # layers: a max-cut boundary this close to a novelty boundary is on it [ours], as
+# MAX_SHIFT's tie between neighbours
+CHANCE_SOURCE = ("[ours] aligned beyond chance: more boundaries near a novelty boundary than "
+                 "boundaries placed at random reach (exact: the share of places near one)")
 
 
 def images_needed(stability: dict[int, dict[int, float]]) -> dict[int, int | None]:
@@ -154,36 +172,58 @@ def images_needed(stability: dict[int, dict[int, float]]) -> dict[int, int | Non
             for k, row in stability.items()}
 
 
-def c2_boundaries_stable(seed_shift: dict[int, int], reproduced: dict[int, float],
-                         excess: Mapping[str, PhaseExcess], *, images: int,
-                         teacher_seeds: Sequence[int], n_resamples: int) -> Claim:
-    """C2 (App. A.1, Figs. 2–3), as the paper states it: the max-cut boundaries are stable. Per k,
-    they move less than ``MAX_SHIFT`` layers across seeds (a count), and ``images``-image subsets
-    reproduce the cut in more than ``STABLE_SHARE`` of ``n_resamples`` draws (``reproduced``;
-    Wilson interval; a stable cut reproduces every time, the paper's effect for the power check).
-    Whether the cuts mark blocks at all is C1's block excess (``excess``), shown under *rests
-    on*, not judged again here."""
+def alignment(te: TeacherPhases) -> tuple[float, float]:
+    """The share of ``te``'s max-cut boundaries, over every k, within :data:`ALIGN_TOL` layers of
+    a boundary Foote's novelty finds in the same matrix, and the share that boundaries placed at
+    random reach (:func:`raptor.novelty.coverage`)."""
+    found = [aligned(te.novelty, list(boundaries(cut)), tol=ALIGN_TOL) * (len(cut) - 1)
+             for cut in te.cuts.values()] if te.novelty else [0.0]
+    count = sum(len(cut) - 1 for cut in te.cuts.values())
+    return sum(found) / count, coverage(te.novelty, len(te.S), ALIGN_TOL)
+
+
+def c2_boundaries(models: Sequence[TeacherPhases], reproduced: Mapping[int, float], *,
+                  images: int, n_resamples: int, stable: str) -> Claim:
+    """C2 (App. A.1, Figs. 2–3) on ``models`` (one per seed): (1) the max-cut boundaries align
+    with boundaries found without it — per model :func:`alignment`'s share against the random
+    placements' (a t interval over the models) — (2) per k they move less than ``MAX_SHIFT``
+    layers across the models, and (3) ``images``-image subsets held out from the cut's images
+    reproduce the cut of the model ``stable`` in more than ``STABLE_SHARE`` of ``n_resamples``
+    disjoint draws (``reproduced``, per k: independent draws, a Wilson interval)."""
+    shares, chances = zip(*(alignment(te) for te in models))
+    ks = list(models[0].cuts)
+    count = sum(k - 1 for k in ks)
     share = {k: wilson(f, n_resamples) for k, f in reproduced.items()}
     return judge(Declaration(
         "C2", paper="max-cut boundaries align with the visible blocks (Figs. 2–3)",
-        parts=[*(Part(f"shift k={k}", exact(d), MAX_SHIFT, side="below", fmt="g",
-                      what=f"the k={k} boundaries' largest move across seeds (layers)")
-                 for k, d in seed_shift.items()),
+        parts=[Part("aligned", over_seeds(shares, bounds=(0.0, 1.0), step=1 / count),
+                    Threshold(float(np.mean(chances)), CHANCE_SOURCE), fmt=".2f",
+                    what=f"the share of the max-cut boundaries within {ALIGN_TOL} layer of a "
+                         "novelty boundary"),
+               *(Part(f"shift k={k}", exact(max(boundary_shift(models[0].cuts[k], te.cuts[k])
+                                                for te in models)), MAX_SHIFT, side="below",
+                      fmt="g", what=f"the k={k} boundaries' largest move across seeds (layers)")
+                 for k in ks),
                *(Part(f"share k={k}", of_model(iv, n_resamples, "image subset"), STABLE_SHARE,
                       paper=1.0, fmt=".0%",
-                      what=f"the share of {images}-image subsets reproducing the k={k} cut")
+                      what=f"the share of held-out {images}-image subsets reproducing the k={k} "
+                           "cut")
                  for k, iv in share.items())],
-        rests_on=rests_on_phases(excess),
-        note=f"teacher seeds {list(teacher_seeds)}; {n_resamples} subsets of {images} images per "
-             "k, Wilson intervals"))
+        note=f"{len(models)} teachers; novelty: Foote's checkerboard kernel of half-width "
+             f"{HALF_WIDTH} layers on the phase matrix, its peaks of prominence ≥ {PROMINENCE} "
+             f"(per teacher: " + "; ".join(f"{te.label} {te.novelty}" for te in models)
+             + f"); {n_resamples} disjoint subsets of {images} held-out images per k, on "
+               f"{stable}, Wilson intervals"))
 
 
 def claims(result: Result) -> list[Claim]:
-    """C2 on the first rate's teachers (every seed), beside the evidence for their cuts (C1)."""
-    s = result.spec
+    """C2 on the first rate's teachers in which C1 finds phases (*not testable here* where fewer
+    than two have them), beside C1's test of each."""
+    s, first = result.spec, result.first()
     last = max(s.image_counts)
-    first = [te for te in result.teachers if te.p == s.p_values[0]]
-    excess = {f"{te.label}, k={k}": te.excess[k] for te in first for k in s.k_values}
-    return [c2_boundaries_stable(
-        result.seed_shift, {k: result.stability[k][last] for k in s.k_values}, excess,
-        images=last, teacher_seeds=s.teacher_seeds, n_resamples=s.n_resamples)]
+    by_seed = {te.seed: te for te in first}
+    return [on_phases(lambda seeds: c2_boundaries(
+        [by_seed[x] for x in seeds], {k: result.stability[k][last] for k in s.k_values},
+        images=last, n_resamples=s.n_resamples, stable=result.stable_teacher),
+        {te.seed: te.phases for te in first},
+        names={te.seed: te.label for te in first})]

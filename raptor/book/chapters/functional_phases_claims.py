@@ -6,7 +6,6 @@ function a claim, each with its named thresholds, declared on the claims engine 
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -60,7 +59,7 @@ def paired_margin(values: Sequence[float]) -> float:
 def c3_maxcut_beats_random(margins: Mapping[int, Sequence[float]], *,
                            counts: Mapping[int, int],
                            r2_margins: Mapping[str, Sequence[float]] | None = None,
-                           test_images: int | None = None, rests_on: str = "") -> Claim:
+                           test_images: int | None = None) -> Claim:
     """C3 (Fig. 3): for every k, max-cut's Raptor accuracy is ``SIGMA_MIN`` σ above that of the
     ``counts[k]`` random partitions, judged on the engine's t interval over the seeds' margins
     (``margins[k]``, one per seed, :func:`margin` of the accuracies on ``test_images`` test
@@ -75,9 +74,9 @@ def c3_maxcut_beats_random(margins: Mapping[int, Sequence[float]], *,
             + ("; beside it [ours], max-cut's R² minus the random partitions' mean, one per seed"
                if r2_margins else ""))
     if not all(np.isfinite(m).all() for m in margins.values()):
-        return replace(claim("C3", paper=paper_, ours="no σ on some seed", holds=None,
-                             detail=note + "; not testable: the random partitions' accuracies "
-                                           "do not vary on some seed (no σ)"), rests_on=rests_on)
+        return claim("C3", paper=paper_, ours="no σ on some seed", holds=None,
+                     detail=note + "; not testable: the random partitions' accuracies do not "
+                                   "vary on some seed (no σ)")
     return judge(Declaration("C3", paper_, [
         Part(f"k={k}", over_seeds(m), SIGMA_MIN, fmt="+.1f",
              what=f"the k={k} max-cut Raptor's margin over random partitions (σ)")
@@ -85,7 +84,7 @@ def c3_maxcut_beats_random(margins: Mapping[int, Sequence[float]], *,
         Part(name, over_seeds(m), R2_MARGIN_MIN, fmt="+.4f",
              what=f"the {name.split()[0]} max-cut Raptor's {name.split(maxsplit=1)[1]} R² over "
                   f"the random partitions' mean")
-        for name, m in (r2_margins or {}).items()], rests_on=rests_on, note=note))
+        for name, m in (r2_margins or {}).items()], note=note))
 
 
 def retained(swap_units: np.ndarray, teacher_units: np.ndarray, sizes: np.ndarray) -> float:
@@ -98,7 +97,7 @@ def retained(swap_units: np.ndarray, teacher_units: np.ndarray, sizes: np.ndarra
 
 
 def c4_swaps(intra: Mapping[int, Sequence[float]], inter: Mapping[int, Sequence[float]], *,
-             ceiling: float, rests_on: str = "") -> Claim:
+             ceiling: float) -> Claim:
     """C4 (§2, Fig. 15): for every number ``n`` of layers swapped, intra-phase swaps keep more
     than ``INTRA_KEEP_MIN`` of the teacher's accuracy and inter-phase ones less than
     ``INTER_KEEP_MAX``, each on the engine's t interval over the seeds' shares (``intra[n]``,
@@ -108,10 +107,10 @@ def c4_swaps(intra: Mapping[int, Sequence[float]], inter: Mapping[int, Sequence[
     paper_ = "intra-block swaps keep accuracy; inter-block swaps collapse it (Fig. 15)"
     if not intra or not inter or not all(np.isfinite(v).all()
                                          for v in (*intra.values(), *inter.values())):
-        return replace(claim("C4", paper=paper_, ours="no swap sets of both kinds for this "
-                             "partition, or a teacher with no image right", holds=None,
-                             detail="needs intra- and inter-phase swap sets and a teacher that "
-                                    "gets some image right on every seed"), rests_on=rests_on)
+        return claim("C4", paper=paper_, ours="no swap sets of both kinds for this partition, or "
+                     "a teacher with no image right", holds=None,
+                     detail="needs intra- and inter-phase swap sets and a teacher that gets some "
+                            "image right on every seed")
 
     def parts(kind: str, shares: Mapping[int, Sequence[float]], threshold: Threshold,
               side: str) -> list[Part]:
@@ -123,7 +122,6 @@ def c4_swaps(intra: Mapping[int, Sequence[float]], inter: Mapping[int, Sequence[
     return judge(Declaration(
         "C4", paper_, [*parts("intra", intra, INTRA_KEEP_MIN, "above"),
                        *parts("inter", inter, INTER_KEEP_MAX, "below")],
-        rests_on=rests_on,
         note="the share of the teacher's accuracy that swapped copies keep (their mean accuracy "
              "over swap sets over the teacher's, on the same validation images), one per seed"))
 

@@ -10,7 +10,7 @@ with each model's smallest detectable step d* beside its verdict.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import matplotlib.pyplot as plt
@@ -20,13 +20,13 @@ import pandas as pd
 from raptor import controls, paper, phases
 from raptor.catalog import dataset_info
 from raptor.book import plotting
-from raptor.book.claims import EXCESS_MIN, FAILS, HOLDS, LEVEL, Claim
+from raptor.book.claims import FAILS, HOLDS, LEVEL, Claim, excess_text
 from raptor.book.engine import Declaration, Part, judge, of_model
 from raptor.book.experiment import Walk, images_of, pretrained_walk, teacher_of, walk
 from raptor.book.specs.phase_structure import NAME, NOTEBOOK, PAPER, SMOKE, Spec  # noqa: F401
 from raptor.loop import resolve_device
-from raptor.phase_test import (K_TRIED, POWER, SPLITS, KExcess, PhaseTest, phase_test,
-                               smallest_step)
+from raptor.phase_test import (EXCESS_MIN, K_TRIED, POWER, SPLITS, KExcess, PhaseTest,
+                               phase_test, smallest_step)
 from raptor.stats import Interval
 from raptor.structure import (JUDGED_NULL, NULLS, WARP_ORIGINS, PhaseExcess, contrast,
                               matrix_excess, phase_excess, warped_decay_null)
@@ -144,7 +144,9 @@ PHASED = {name for name, (has_phases, _) in controls.CONTROLS.items() if has_pha
 def excess_figure(result: Result) -> plt.Figure:
     """C1's statistic — the excess at the best k of the partition chosen on the residual over the
     warped decay, cross-fitted, with its interval corrected for the k's tried — for every model
-    and control, against C1's threshold and the paper's DINOv2-B matrix."""
+    and control, against C1's threshold and the paper's DINOv2-B matrix. One row a group (a
+    rate's seeds, the untrained seeds, each kind of control; each model a series of the CSV),
+    so that the rows stay legible however many models a profile has."""
     tests = result.tests
     kinds = {"teacher": result.trained_tests(),
              "untrained": {n: t for n, t in tests.items() if n not in result.trained_tests()},
@@ -152,26 +154,38 @@ def excess_figure(result: Result) -> plt.Figure:
                                      if n in PHASED},
              "control without phases": {n: t for n, t in result.control_tests.items()
                                         if n not in PHASED}}
-    n = sum(map(len, kinds.values()))
-    # one row a model, top to bottom, so every name is printed at the book's smallest font
+    # one row a group (a rate's seeds, the untrained seeds, each kind of control), its models
+    # spread within it: one row a model needs 0.15 in each, more than the result box's height
+    colors = dict(zip(kinds, ("C0", "0.55", "C2", "C3")))
+    groups: dict[str, list[tuple[str, PhaseTest, str]]] = {}
+    for kind, models in kinds.items():
+        for name, t in models.items():
+            group = kind.replace("control", "controls") if kind.startswith("control") \
+                else name.split(", seed ")[0]
+            groups.setdefault(group, []).append((name, t, colors[kind]))
     fig, ((ax,),) = plotting.figure(width=plotting.BOX_WIDTH,
-                                    height=min(plotting.BOX_TALLEST, 1.9 + 0.15 * n))
-    names: list[str] = []
+                                    height=min(plotting.BOX_TALLEST, 1.9 + 0.3 * len(groups)))
     lows, highs = [], []
-    for (kind, models), color in zip(kinds.items(), ("C0", "0.55", "C2", "C3")):
-        y = np.arange(len(names), len(names) + len(models))
-        iv = [t.interval() for t in models.values()]
-        lows += [lo for lo, _ in iv]
-        highs += [hi for _, hi in iv]
-        ax.hlines(y, [lo for lo, _ in iv], [hi for _, hi in iv], color=color, label=f"_{kind}")
-        ax.scatter([t.excess for t in models.values()], y, s=16, color=color, label=kind)
-        names += list(models)
+    for row, members in enumerate(groups.values()):
+        spread = min(0.5, 0.15 * (len(members) - 1))  # rows stay apart: a gap of 0.5 at least
+        for j, (name, t, color) in enumerate(members):
+            y = row + (spread * (j / (len(members) - 1) - 0.5) if len(members) > 1 else 0.0)
+            lo, hi = t.interval()
+            lows.append(lo)
+            highs.append(hi)
+            ax.hlines(y, lo, hi, color=color, lw=1, label=f"_{name}")
+            ax.scatter(t.excess, y, s=10, color=color, label=f"_{name}")
+    for kind, color in colors.items():
+        ax.scatter([], [], s=10, color=color, label=kind)  # the legend's key, no data
     dinov2b = result.paper_test.excess
     ax.axvline(EXCESS_MIN.value, color="black", ls="--", lw=0.8, label="C1's threshold")
     ax.axvline(dinov2b, color="C3", ls=":",
                label="DINOv2-B (the paper's matrix,\nnot cross-fitted)")
-    ax.set_yticks(range(len(names)), names)
-    ax.set_ylim(len(names) - 0.5, -0.5)
+    ax.set_yticks(range(len(groups)), [
+        f"{group} ({len(members)})" if group.startswith("control") else group
+        if len(members) == 1 else f"{group}, {len(members)} seeds"
+        for group, members in groups.items()])
+    ax.set_ylim(len(groups) - 0.5, -0.5)
     ax.set_xscale("symlog", linthresh=SYMLOG_LINEAR, linscale=1.5)  # the threshold's scale visible
     low = 1.2 * min(-SYMLOG_LINEAR, dinov2b, *lows)
     high = 1.5 * max(EXCESS_MIN.value, dinov2b, *highs)
@@ -294,11 +308,13 @@ def findings(result: Result) -> dict[str, str]:
         "negative-max": f"{max(result.control_tests[n].best().excess for n in negative):+.3f}",
         "power": _span(list(result.power.values()), ".2f"),
         "teacher-excess": _span([b.excess for b in best.values()]),
+        "teacher-tests": "; ".join(f"{name} {excess_text(t)}" for name, t in tests.items()),
         "teacher-d-star": _span([t.d_star for t in tests.values()], ".2f"),
         "dinov2b-stationary": " / ".join(f"{e.ladder['stationary'].excess:+.3f}"
                                          for e in dinov2b.values()),
         "dinov2b-warped": " / ".join(f"{e.excess:+.3f}" for e in dinov2b.values()),
-        "dinov2b-k": " / ".join(str(k) for k in dinov2b),
+        "dinov2b-k": " / ".join(str(k) for k in paper_test.per_k),
+        "dinov2b-best": f"{paper_test.excess:+.3f} at k = {paper_test.best().k}",
         "dinov2b-above": _ks([k for k, e in dinov2b.items() if e.excess > EXCESS_MIN.value]),
         "dinov2b-below": _ks([k for k, e in dinov2b.items() if e.excess <= EXCESS_MIN.value]),
         "dinov2b-rmse": f"{next(iter(dinov2b.values())).fit_rmse:.3f}",
@@ -417,4 +433,6 @@ def c1_block_excess(tests: dict[str, PhaseTest], calibrated: str = "") -> Claim:
 def claims(result: Result) -> list[Claim]:
     """C1 on the trained models (the untrained ones and the controls are shown beside them, not
     judged: the paper finds untrained ViTs easier to reconstruct, C9)."""
-    return [c1_block_excess(result.trained_tests(), calibration(result))]
+    values = {name: [t.excess, *t.interval()] for name, t in result.trained_tests().items()}
+    values["DINOv2-B"] = [result.paper_test.excess, None, None]
+    return [replace(c1_block_excess(result.trained_tests(), calibration(result)), values=values)]

@@ -20,7 +20,9 @@ NOTEBOOK = "chapters/finding_phases.ipynb"
 class Spec:
     """Teachers with each rate in ``p_values`` (first seed), the first rate with every seed;
     ``eps_values``: the bisection's stopping thresholds; ``image_counts``: the stability test's
-    subset sizes; ``pretrained`` with its ``weights`` adds a timm ViT (DINOv2-B: Figs. 2–3)."""
+    subset sizes, ``n_resamples`` disjoint subsets of each drawn from ``held_out`` evaluation
+    images beyond the chapter's ``n_images`` (independent draws); ``pretrained`` with its
+    ``weights`` adds a timm ViT (DINOv2-B: Figs. 2–3)."""
 
     teacher: TeacherConfig = nested(TEACHER)
     train: TrainConfig = nested(TRAIN)
@@ -29,8 +31,9 @@ class Spec:
     n_images: int = 1000
     k_values: tuple[int, ...] = (2, 3, 4)
     eps_values: tuple[float, ...] = (0.2, 0.1, 0.09)
-    image_counts: tuple[int, ...] = (10, 25, 50, 100, 250, 500)
+    image_counts: tuple[int, ...] = (10, 25, 50, 100, 200)
     n_resamples: int = 40  # the fewest for which all subsets agreeing clears STABLE_SHARE
+    held_out: int = 9000  # the rest of Fashion-MNIST's 10,000 test images: the subsets' pool
     pretrained: Pretrained = nested(Pretrained)
     machine: Machine = nested(Machine)
 
@@ -46,11 +49,13 @@ class Spec:
                 f"a non-empty list of k in [1, L = {L}]", self.k_values)
         require(len(self.eps_values) >= 1 and all(0 < e < 1 for e in self.eps_values),
                 "eps_values", "a non-empty list in (0, 1)", self.eps_values)
-        require(len(self.image_counts) >= 1
-                and all(1 <= n < self.n_images for n in self.image_counts), "image_counts",
-                f"subset sizes in [1, n_images = {self.n_images}) (a subset, not the whole set)",
-                self.image_counts)
+        require(len(self.image_counts) >= 1 and all(n >= 1 for n in self.image_counts),
+                "image_counts", "a non-empty list of subset sizes ≥ 1", self.image_counts)
         require(self.n_resamples >= 1, "n_resamples", "≥ 1", self.n_resamples)
+        require(self.held_out >= 1, "held_out", "≥ 1", self.held_out)
+        require(self.n_resamples * max(self.image_counts) <= self.held_out, "image_counts",
+                f"sizes whose largest, times n_resamples = {self.n_resamples}, is at most "
+                f"held_out = {self.held_out} (disjoint subsets)", self.image_counts)
 
     def require_model(self) -> None:
         """The check that needs torch and timm: the pretrained ViT against its weights file."""
@@ -58,6 +63,7 @@ class Spec:
 
 
 SMOKE = dataclasses.replace(Spec(), teacher=SMOKE_TEACHER, train=SMOKE_TRAIN, n_images=64,
-                            k_values=(2, 3), image_counts=(16, 32), n_resamples=3)
-PAPER = dataclasses.replace(Spec(), teacher=PAPER_TEACHER, train=PAPER_TRAIN, n_images=10_000,
-                            image_counts=(100, 300, 1000, 3000, 5000))
+                            k_values=(2, 3), image_counts=(16, 32), n_resamples=3, held_out=96)
+# CIFAR-100's 10,000 test images: half for the cuts, half held out for 40 subsets of up to 125
+PAPER = dataclasses.replace(Spec(), teacher=PAPER_TEACHER, train=PAPER_TRAIN, n_images=5_000,
+                            image_counts=(25, 50, 100, 125), held_out=5_000)

@@ -11,10 +11,13 @@ from raptor import paper
 from raptor.book.profiles import (DISTILL, PAPER_DISTILL, PAPER_TEACHER, PAPER_TRAIN, SMOKE_DISTILL,
                                   SMOKE_TEACHER, SMOKE_TRAIN, TEACHER, TRAIN)
 from raptor.book.spec import Machine, nested, require, require_data, require_seeds
+from raptor.book.specs.finding_phases import PAPER as FINDING_PAPER, Spec as Finding
 from raptor.config import DistillConfig, TeacherConfig, TrainConfig
 
 NAME = "functional-phases"
 NOTEBOOK = "chapters/functional_phases.ipynb"
+
+FINDING = Finding()
 
 
 @dataclass(frozen=True)
@@ -26,7 +29,13 @@ class Spec:
     and on that max-cut untrained controls and layer swaps of ``swap_counts`` layers, at most
     ``max_swap_sets`` sets each (None: all). C3's accuracies are on ``test_images`` test images
     (all of Fashion-MNIST's 10,000: the paper's measure, where gaps of a tenth of a point between
-    partitions are the size of the noise on fewer), R² on the chapter's ``n_images``."""
+    partitions are the size of the noise on fewer), R² on the chapter's ``n_images``.
+
+    ``planted``: the positive control, a teacher per seed whose blocks are shared within groups
+    of these sizes (phases by construction), trained by the same recipe; the claims that
+    presuppose phases (C1–C4) are measured on it at ``k = len(planted)`` beside the teachers
+    above (None: no control). C2's stability: ``n_subsets`` disjoint subsets of ``subset_images``
+    of the test images beyond the chapter's ``n_images``."""
 
     teacher: TeacherConfig = nested(TEACHER)
     train: TrainConfig = nested(TRAIN)
@@ -44,6 +53,10 @@ class Spec:
     overfit_snapshots: tuple[int, ...] = (50, 150, 300, 600)
     swap_counts: tuple[int, ...] = paper.SWAP_COUNTS
     max_swap_sets: int | None = 20
+    # (): DINOv2-B's k = 3 partition (§3, Table 1) scaled to the depth, 7 | 3 | 2 at 12 blocks
+    planted: tuple[int, ...] | None = ()
+    subset_images: int = max(FINDING.image_counts)  # C2's stability, as chapter 3 judges it
+    n_subsets: int = FINDING.n_resamples
     machine: Machine = nested(Machine)
 
     def __post_init__(self) -> None:
@@ -68,6 +81,18 @@ class Spec:
                 "swap_counts", f"a non-empty list of counts in [1, L = {L}]", self.swap_counts)
         require(self.max_swap_sets is None or self.max_swap_sets >= 1, "max_swap_sets",
                 "None or ≥ 1", self.max_swap_sets)
+        require(self.subset_images >= 1 and self.n_subsets >= 1
+                and self.subset_images * self.n_subsets <= self.test_images - self.n_images,
+                "subset_images", f"≥ 1, with n_subsets × subset_images ≤ test_images − n_images "
+                f"= {self.test_images - self.n_images} (disjoint held-out subsets)",
+                self.subset_images)
+        if self.planted == ():
+            object.__setattr__(self, "planted",
+                               tuple(b - a for a, b in paper.paper_partition(L, 3)))
+        require(self.planted is None or (sum(self.planted) == L and min(self.planted) >= 1
+                                         and len(self.planted) in self.k_values), "planted",
+                f"None or group sizes ≥ 1 summing to L = {L}, as many as one of k_values = "
+                f"{list(self.k_values)}", self.planted)
 
     def overfit(self) -> dict[str, object]:
         """The overfitting run's changes to the teacher's training (Fig. 13; the paper reduces
@@ -80,8 +105,10 @@ class Spec:
 SMOKE = dataclasses.replace(Spec(), teacher=SMOKE_TEACHER, train=SMOKE_TRAIN, distill=SMOKE_DISTILL,
                             n_images=64, test_images=128, seeds=(0,), k_values=(2,), control_k=2, n_random=2,
                             overfit_limit=128, overfit_steps=20, overfit_snapshots=(10, 20),
-                            swap_counts=(1, 2), max_swap_sets=3)
+                            swap_counts=(1, 2), max_swap_sets=3, planted=(2, 2),
+                            subset_images=16, n_subsets=3)
 PAPER = dataclasses.replace(Spec(), teacher=PAPER_TEACHER, train=PAPER_TRAIN, distill=PAPER_DISTILL,
-                            n_images=10_000,
+                            n_images=FINDING_PAPER.n_images,
+                            subset_images=max(FINDING_PAPER.image_counts),
                             k_values=paper.K_VALUES, overfit_limit=5_000, overfit_steps=8_000,
                             overfit_snapshots=(500, 1_000, 2_000, 4_000, 8_000))
