@@ -17,10 +17,11 @@ from raptor.paper import RECIPE
 from raptor.atlas_design import Cell
 from raptor.config import DistillConfig
 
-# The atlas's family with the largest block excess on three seeds (chapter *Where do phases
-# appear?*; none passes C1): ViTs of 12 blocks of width 64 on 7 × 7-px patches with 2 registers
-# (DINOv2-B has registers, §3), stochastic depth 0.2, trained on 5,000 Fashion-MNIST images until
-# the validation loss stops improving (the atlas's criterion) [ours: a 2-core budget].
+# The recipe of one atlas cell, chosen before C1's test by the max-cut's excess at k = 3 (chapter
+# *Where do phases appear?* says why it stays: every Raptor is distilled from its teachers): ViTs
+# of 12 blocks of width 64 on 7 × 7-px patches with 2 registers (DINOv2-B has registers, §3),
+# stochastic depth 0.2, trained on 5,000 Fashion-MNIST images until the validation loss stops
+# improving (the atlas's criterion) [ours: a 2-core budget].
 FAMILY = Cell(depth=12, width=64, train_size=5000, p=0.2)
 TEACHER = FAMILY.teacher()
 # Weights rounded to float16 values: the artifact tier holds the book's models in half the bytes
