@@ -76,10 +76,12 @@ verify: setup
 # `raptor compare` checks the claims it wrote against the stored ones: verdicts exactly, every
 # number within one unit of its last printed digit (raptor/book/compare.py). Functional phases takes
 # a third of the book: it and Raptor in one stream, the other chapters in another, then the claims
-# page (it reads every chapter's claims).
+# page (it reads every chapter's claims). Functional phases' compute cell, with its positive control,
+# runs longer than nbval's default 2,000 s a cell on one thread beside the unit tests (EPYC-512,
+# 2026-12-06): a cell may take 4,500 s.
 NBVAL := ATEN_CPU_CAPABILITY=default ONEDNN_MAX_CPU_ISA=SSE41 MKL_CBWR=COMPATIBLE \
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env \
-	--nbval-sanitize-with tests/nbval_sanitize.cfg
+	--nbval-cell-timeout=4500 --nbval-sanitize-with tests/nbval_sanitize.cfg
 NBVAL_first := functional_phases raptor
 NBVAL_rest := $(filter-out $(NBVAL_first),$(basename $(notdir $(wildcard book/chapters/*.ipynb))))
 
