@@ -101,10 +101,11 @@ def compute(spec: Spec) -> Result:
                   for row in hierarchical_vs_dp(te.label, te.S, spec.eps_values)]
     first = [te for te in teachers if te.p == p0]
     stable = next((te for te in first if te.phases.verdict() == HOLDS), first[0])
-    held_out = phase_matrices_of(teacher_of(spec, p0, seed=stable.seed)[0],
-                                 *(x[spec.n_images:] for x in images), device=device)
-    return Result(spec, teachers, comparison, stable.label,
-                  subset_stability(stable.cuts, held_out, spec.image_counts, spec.n_resamples))
+    held = tuple(x[spec.n_images:] for x in images)  # none in a dry run's stand-in images
+    stability = subset_stability(stable.cuts, phase_matrices_of(
+        teacher_of(spec, p0, seed=stable.seed)[0], *held, device=device), spec.image_counts,
+        spec.n_resamples) if len(held[1]) else {}
+    return Result(spec, teachers, comparison, stable.label, stability)
 
 
 def maxcut_figure(result: Result) -> plt.Figure:

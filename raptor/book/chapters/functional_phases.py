@@ -117,9 +117,10 @@ def _seed_run(spec: Spec, seed: int, device: str, *, full: bool) -> SeedRun:
     w = walk(teacher_of(spec, p, seed=seed), tuple(x[:spec.n_images] for x in test),
              cuts=spec.k_values, device=device)
     units, cut = w.batches(UNIT_IMAGES), w.cuts[spec.control_k]
-    held_out = phase_matrices_of(w.model, *(x[spec.n_images:] for x in test), device=device)
+    held = tuple(x[spec.n_images:] for x in test)  # none in a dry run's stand-in images
     reproduced = {k: v[spec.subset_images] for k, v in subset_stability(
-        w.cuts, held_out, [spec.subset_images], spec.n_subsets).items()}
+        w.cuts, phase_matrices_of(w.model, *held, device=device), [spec.subset_images],
+        spec.n_subsets).items()} if len(held[1]) else {}
     test = batched(*test)
     partitions, test_acc, r2 = {}, {}, {}
     for k, maxcut in w.cuts.items():
