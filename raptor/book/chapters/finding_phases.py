@@ -178,7 +178,7 @@ def alignment(te: TeacherPhases) -> tuple[float, float]:
     a boundary Foote's novelty finds in the same matrix, and the share that boundaries placed at
     random reach (:func:`raptor.novelty.coverage`)."""
     found = [aligned(te.novelty, list(boundaries(cut)), tol=ALIGN_TOL) * (len(cut) - 1)
-             for cut in te.cuts.values()] if te.novelty else [0.0]
+             for cut in te.cuts.values()]
     count = sum(len(cut) - 1 for cut in te.cuts.values())
     return sum(found) / count, coverage(te.novelty, len(te.S), ALIGN_TOL)
 
