@@ -104,9 +104,10 @@ nbval-claims: setup
 build: setup
 	$(PY) -m raptor build
 
-# The built site in headless Chromium (after `build`; skips where chromium is missing).
+# The built site in headless Chromium and read as HTML (after `build`; Chromium's tests skip where it
+# is missing).
 browser: setup
-	$(PY) -m pytest -q -m browser tests/test_browser.py
+	$(PY) -m pytest -q -m browser tests/test_browser.py tests/test_site.py
 
 artifacts: setup
 	rm -f $(RAPTOR_CACHE)/used.log

@@ -161,16 +161,23 @@ def evaluate_student(student: nn.Module, teacher: nn.Module, batches: Iterable, 
 
 
 @torch.no_grad()
-def head_accuracy(model: nn.Module, batches: Iterable, *, device: str | torch.device = "cpu"
-                  ) -> float:
-    """Top-1 accuracy of a ViT or a Raptor through the (teacher's) final norm and head, computed
-    on ``device`` (:func:`~raptor.loop.on_device`)."""
-    correct = total = 0
+def head_correct(model: nn.Module, batches: Iterable, *, device: str | torch.device = "cpu"
+                 ) -> np.ndarray:
+    """Per image, in order, whether the top-1 class of a ViT or a Raptor through the (teacher's)
+    final norm and head is its label (a bool array), computed on ``device``
+    (:func:`~raptor.loop.on_device`). The same forward pass as :func:`evaluate_student`'s
+    ``student_correct``: images scored there need not be run again for an accuracy over more."""
+    correct = []
     with on_device(model, device) as device:
         for images, labels in batches:
             logits = head_logits(model, run_layers(model, embed(model, images.to(device)))[:, -1])
-            correct += (logits.argmax(-1).cpu() == labels).sum().item()
-            total += len(labels)
-    if total == 0:
+            correct.append((logits.argmax(-1).cpu() == labels.cpu()).numpy())
+    if not sum(len(c) for c in correct):
         raise ValueError("batches yielded no images")
-    return correct / total
+    return np.concatenate(correct)
+
+
+def head_accuracy(model: nn.Module, batches: Iterable, *, device: str | torch.device = "cpu"
+                  ) -> float:
+    """Top-1 accuracy of :func:`head_correct`: its share of correct images."""
+    return float(head_correct(model, batches, device=device).mean())

@@ -43,6 +43,7 @@ SHOTS = BOOK / "_build" / "screenshots"
 CHROMIUM, DRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 PHONE, DESKTOP = 420, 1280
 TOLERANCE = 2  # px of sub-pixel rounding
+FOLDED_LINES = 3  # a claim's sentence on a phone: two lines folded (raptor.css), and slack
 MIN_TEXT_PX = 8  # the smallest figure text a phone shows
 
 browser = pytest.mark.browser
@@ -246,6 +247,11 @@ for (const b of document.querySelectorAll('.rc-badge')) {
   const r = b.getBoundingClientRect();
   if (r.right > window.innerWidth + tol) out.badges.push(b.textContent);
 }
+out.tall = [];  // a claim's sentences, each at most a few lines until tapped
+for (const v of document.querySelectorAll('.rc-vals > *')) {
+  const lines = v.getBoundingClientRect().height / (parseFloat(getComputedStyle(v).lineHeight) || 20);
+  if (lines > arguments[1]) out.tall.push([Math.round(lines), v.textContent.slice(0, 50)]);
+}
 return out;
 """
 
@@ -342,12 +348,14 @@ def check_site(site: Path, base: str, driver, shots: Path | None = None,
             driver.save_screenshot(str(shots / f"{name.replace('/', '_')[:-5]}-desktop.png"))
         driver.set_window_size(PHONE, 900)
         settle(driver)
-        fit = driver.execute_script(PHONE_CHECK, TOLERANCE)
+        fit = driver.execute_script(PHONE_CHECK, TOLERANCE, FOLDED_LINES)
         if fit["scroll"] > fit["inner"] + TOLERANCE:
             problems.append(f"{name}: scrolls horizontally at {PHONE} px "
                             f"(scrollWidth {fit['scroll']} > innerWidth {fit['inner']})")
         problems += [f"{name}: text past the right edge at {PHONE} px: {t!r}" for t in fit["wide"]]
         problems += [f"{name}: verdict off-screen at {PHONE} px: {b!r}" for b in fit["badges"]]
+        problems += [f"{name}: a claim's sentence {n} lines tall at {PHONE} px, not folded: {t!r}"
+                     for n, t in fit["tall"]]
         problems += [f"{name}: figure wider than the screen at {PHONE} px: {src}"
                      for src in fit["figures"]]
         problems += figure_text(driver, name, "img", PHONE)
@@ -500,7 +508,9 @@ def test_a_missing_result_box_is_caught(tmp_path: Path, driver, serve) -> None:
      "a glued value in bold: '0.42'"),
     ('<p>Found <span class="pasted-text" style="font-weight:700">0.42</span>.</p>',
      "a glued value in bold: '0.42'"),
-    (FIGURE, "figure wider than the screen at 420 px: fig.svg"),  # though it scrolls in its box
+    (FIGURE, "figure wider than the screen at 420 px: fig.svg"),
+    ('<div class="rc-vals"><div>' + "a long sentence " * 60 + "</div></div>",
+     "a claim's sentence [0-9]+ lines tall at 420 px, not folded"),  # though it scrolls in its box
     ('<div class="rc-result-figure" style="overflow-x:auto"><img src="dot.png" '
      'style="width:600px;max-width:none"><a href="fig.csv">data</a></div>',
      "figure wider than the screen at 420 px: dot.png"),

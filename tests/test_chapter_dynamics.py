@@ -13,6 +13,7 @@ from raptor.book.chapters import dynamics_claims as ch
 from raptor.book.claims import FAILS, HOLDS, INCONCLUSIVE, UNTESTABLE, Claim
 from raptor.book.engine import ENGINE
 from raptor.stats import sigmoid_vs_linear
+from tests.test_chapter_notebooks import findings_keys
 from tests.test_prose import faults
 
 L = 8
@@ -195,7 +196,7 @@ def test_c19_self_correction_over_seeds() -> None:
     assert "cls rescaled" in c.detail and "not below +0.00000" in c.ours
     judged_well(c)
     drift = ch.c19_self_correction(bending([GROWS] * 3), rescaled, share, layer=4)
-    assert verdict(drift) == FAILS and "80% power to detect a true value" in drift.detail
+    assert verdict(drift) == FAILS and "80% power only for a true value of" in drift.detail
     # two seeds bend back, one keeps drifting
     split = ch.c19_self_correction(bending([BENDS, BENDS, GROWS]), rescaled, share, layer=4)
     assert verdict(split) == INCONCLUSIVE
@@ -552,3 +553,28 @@ def test_c21_jumps_are_judged_against_the_chance_rate() -> None:
         detail = ch.c21_angular_speed(seeds, [[2, 5]] * 10).detail
         held += bool(re.search(r"jumps at boundaries [^:]*: holds", detail))
     assert held <= 10
+
+
+@pytest.mark.slow
+def test_findings_of_the_smoke_run(smoke_result) -> None:
+    """``findings`` gives every key the notebook's Found sentence glues, each a clean phrase."""
+    result = smoke_result(chapter.NAME)
+    found = chapter.findings(result, chapter.claims(result))
+    assert set(found) == findings_keys(chapter.NOTEBOOK)
+    assert all(text and not faults(text) for text in found.values()), found
+
+
+@pytest.mark.slow
+def test_findings_group_the_phenomena_by_verdict(smoke_result) -> None:
+    """Each phenomenon once, under its verdict; a verb that agrees with one or several."""
+    result = smoke_result(chapter.NAME)
+    checks = chapter.claims(result)
+    verdicts = dict(C17=HOLDS, C19=HOLDS, C20=FAILS)
+    found = chapter.findings(result, [dataclasses.replace(c, verdict=verdicts.get(c.id, c.verdict))
+                                      for c in checks])
+    holds, fails, untestable = found["phenomena"].split("; ")
+    assert holds == f"{chapter.PHENOMENA['C17']} (C17) and {chapter.PHENOMENA['C19']} (C19) " \
+                    "hold at this scale"
+    assert fails == f"{chapter.PHENOMENA['C20']} (C20) is not reproduced at this scale"
+    assert untestable.endswith("(C24) are not testable here")
+    assert found["teachers"] == "1 teacher"

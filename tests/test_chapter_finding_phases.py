@@ -8,6 +8,8 @@ from raptor.book.chapters import finding_phases as chapter
 from raptor.book.claims import FAILS, HOLDS, INCONCLUSIVE, UNTESTABLE
 from raptor.book.experiment import C1
 from raptor.novelty import novelty_peaks
+from tests.test_chapter_notebooks import findings_keys
+from tests.test_prose import faults
 
 
 # --- claims and statistics on synthetic inputs ----------------------------------------------
@@ -99,6 +101,33 @@ def test_c2_needs_teachers_with_phases(planted, phase_test_on) -> None:
     assert c2.verdict == HOLDS and "judged on the 2 of 3 models with phases" in c2.detail
 
 
+def test_findings_say_where_the_cuts_lie_and_why_c2_is_not_testable(planted,
+                                                                     phase_test_on) -> None:
+    """The Found sentence's parts on three teachers of one planted matrix: the cut, its
+    stability, and C2's verdict with C1's count (none, one) or on whom it is judged (two)."""
+    with_phases, without = phase_test_on(0.1), phase_test_on(0.0, noise=0.05)
+    result = chapter.Result(chapter.Spec(), planted, [], "seed 0", {k: {200: 1.0} for k in KS})
+    said = {}
+    for n in (0, 1, 2):
+        for i, te in enumerate(planted):
+            te.phases = with_phases if i < n else without
+        said[n] = chapter.findings(result, chapter.claims(result))
+    cut = phases.format_partition(planted[0].cuts[2])
+    assert said[1] == {
+        "teachers": "3 teachers at p = 0.2",
+        "moves": f"stay in place from seed to seed (at k = 2: {cut})",
+        "stable": "held-out subsets of 200 images reproduce seed 0's cut in 100% of 40 draws at "
+                  "every k",
+        "c2": "C2, that the boundaries align with the visible blocks, is not testable here, since "
+              "C1 finds phases in 1 of the 3 teachers and a test over models needs 2"}
+    assert "C1 finds phases in none of the 3 teachers" in said[0]["c2"]
+    assert said[2]["c2"].endswith("holds at this scale on the teachers in which C1 finds phases "
+                                  "(2 of 3)")
+    result.stability = {2: {200: 1.0}, 3: {200: 0.95}, 4: {200: 0.8}}
+    assert chapter.findings(result, chapter.claims(result))["stable"].endswith(
+        "in 100%, 95% and 80% of 40 draws at k = 2, 3 and 4")
+
+
 def test_images_needed_is_the_first_count_stable_from_then_on() -> None:
     stability = {2: {10: 0.95, 25: 0.5, 50: 0.9, 100: 1.0}, 3: {10: 1.0, 25: 1.0, 50: 0.7}}
     assert chapter.images_needed(stability) == {2: 50, 3: None}
@@ -144,3 +173,12 @@ def test_smoke_result(smoke_result) -> None:
     assert {k: list(row) for k, row in result.stability.items()} == {2: [16, 32], 3: [16, 32]}
     (c2,) = chapter.claims(result)
     assert c2.id == "C2" and "C1 finds" in c2.rests_on
+
+
+@pytest.mark.slow
+def test_findings_of_the_smoke_run(smoke_result) -> None:
+    """``findings`` gives every key the notebook's Found sentence glues, each a clean phrase."""
+    result = smoke_result(chapter.NAME)
+    found = chapter.findings(result, chapter.claims(result))
+    assert set(found) == findings_keys(chapter.NOTEBOOK)
+    assert all(text and not faults(text) for text in found.values()), found

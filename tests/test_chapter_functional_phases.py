@@ -174,6 +174,9 @@ def test_c11_is_judged_over_seeds_each_from_its_own_minimum() -> None:
             "(minimum at 100)") in held.detail
     assert "cls R² up to the reference 0.953 [" in held.detail and ENGINE in held.detail
     assert "(per seed 0.950, 0.960, 0.950)" in held.detail
+    same = judge.c11_overfitting({s: 150 for s in best}, STEPS, {
+        s: run_of([0.96, 0.95, 0.93, 0.91], [0.70, 0.72, 0.70, 0.66]) for s in best})
+    assert "minimum: on every seed step 150 (minimum at 150), the last step" in same.detail
     # a seed whose minimum comes late: its reference is its own (step 300), so its R² at 300 is
     # "before overfitting" and must be high; here it is 0.80 on that seed alone
     late = judge.c11_overfitting({**best, 2: 300}, STEPS, {

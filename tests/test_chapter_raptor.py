@@ -5,6 +5,8 @@ import pytest
 
 from raptor.book.chapters import raptor as chapter
 from raptor.book.claims import BY_CONSTRUCTION, FAILS, HOLDS, INCONCLUSIVE, UNTESTABLE
+from tests.test_chapter_notebooks import findings_keys
+from tests.test_prose import faults
 
 
 # --- claims on synthetic inputs --------------------------------------------------------------
@@ -32,7 +34,7 @@ def test_c15_is_judged_over_seeds() -> None:
     # seeds spread this much do not show that Raptors trained this way stay below it
     stored = chapter.c15_cosine_high({2: [0.867, 0.824, 0.838], 3: [0.887, 0.885, 0.871]})
     assert stored.verdict == INCONCLUSIVE
-    assert "80% power to detect a true value 0.072 above 0.900" in stored.detail
+    assert "80% power only for a true value of 0.972 or more (0.072 above the bar 0.900)" in stored.detail
     one_seed = chapter.c15_cosine_high({2: [0.95]})
     assert one_seed.verdict == UNTESTABLE and "one seed has no spread" in one_seed.ours
 
@@ -88,3 +90,12 @@ def test_smoke_result(smoke_result) -> None:
     assert student.block_params < teacher.block_params
     assert [len(b["loss"]) for b in result.records[2]["stage1"]["blocks"]] == \
         [spec.distill.stage1_steps] * 2  # k = 2: each block its stage 1
+
+
+@pytest.mark.slow
+def test_findings_of_the_smoke_run(smoke_result) -> None:
+    """``findings`` gives every key the notebook's Found sentence glues, each a clean phrase."""
+    result = smoke_result(chapter.NAME)
+    found = chapter.findings(result, chapter.claims(result))
+    assert set(found) == findings_keys(chapter.NOTEBOOK)
+    assert all(text and not faults(text) for text in found.values()), found

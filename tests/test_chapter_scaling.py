@@ -17,6 +17,8 @@ from raptor.book.chapters import scaling as chapter
 from raptor.book.claims import FAILS, HOLDS, INCONCLUSIVE, UNTESTABLE, Claim
 from raptor.book.engine import ENGINE
 from raptor.book.result import load, save
+from tests.test_chapter_notebooks import findings_keys
+from tests.test_prose import faults
 
 # The paper's Table 2 (the ladder), as fractions.
 PAPER_RUNGS = [v / 100 for v in paper.TABLE2.values()]
@@ -106,7 +108,7 @@ def test_c13_is_judged_over_seeds() -> None:
     # points): the saturation holds, the rise is inconclusive (it would need more seeds).
     cpu = chapter.c13_saturates_at_k4(seeds((0.787, 0.784, 0.786), (0.777, 0.782, 0.783),
                                             (0.800, 0.804, 0.803)))
-    assert cpu.verdict == INCONCLUSIVE and "80% power to detect a true value" in cpu.detail
+    assert cpu.verdict == INCONCLUSIVE and "80% power only for a true value of" in cpu.detail
     # Seeds spread so widely that even Table 1's 0.2-point change could not fit the ±1-point
     # band: not testable, with the seeds it would need.
     wide = chapter.c13_saturates_at_k4(seeds((0.75, 0.80, 0.82), (0.75, 0.80, 0.78),
@@ -267,3 +269,12 @@ def test_smoke_compute_round_trips(smoke_cache: Path, tmp_path: Path) -> None:
     assert claims[0].verdict == UNTESTABLE and "not run at smoke" in claims[0].detail
     assert len(chapter.ladder_table(result)) == len(paper.TABLE2)
     plt.close(chapter.share_cosine_figure(result))
+
+
+@pytest.mark.slow
+def test_findings_of_the_smoke_run(smoke_result) -> None:
+    """``findings`` gives every key the notebook's Found sentence glues, each a clean phrase."""
+    result = smoke_result(chapter.NAME)
+    found = chapter.findings(result, chapter.claims(result, profile="smoke"))
+    assert set(found) == findings_keys(chapter.NOTEBOOK)
+    assert all(text and not faults(text) for text in found.values()), found

@@ -13,6 +13,8 @@ import pytest
 from raptor.book.chapters import stochastic_depth as chapter
 from raptor.book.claims import FAILS, HOLDS, INCONCLUSIVE, UNTESTABLE
 from raptor.book.engine import ENGINE
+from tests.test_chapter_notebooks import findings_keys
+from tests.test_prose import faults
 
 P = [0.0, 0.0, 0.2, 0.2, 0.4, 0.4, 0.6, 0.6, 0.8, 0.8]
 RISING = [0.70, 0.71, 0.74, 0.75, 0.78, 0.79, 0.82, 0.83, 0.86, 0.87]
@@ -35,7 +37,7 @@ def test_c5_similarity_rises_both_ways() -> None:
     assert weak.verdict == INCONCLUSIVE and "ρ 0.34 [-0.31, 0.77]" in weak.detail
     assert weak.ours.endswith("not clearly above 0.00 on 12 trained models")
     # beside the miss, the correlation the test detects with 80% power (Fisher's z, n = 12)
-    assert "80% power to detect a true value 0.74 above 0.00" in weak.detail
+    assert "80% power only for a true value of 0.74 or more (0.74 above the bar 0.00)" in weak.detail
     assert chapter.c5_similarity_rises(P, [0.8, 0.7] * 5).verdict == INCONCLUSIVE
     assert chapter.c5_similarity_rises(P[:4], RISING[:4]).verdict == UNTESTABLE
 
@@ -152,3 +154,27 @@ def test_similarity_figure_shows_the_first_seed() -> None:
     shown = [ax.images[0].get_array() for ax in fig.axes if ax.images]
     assert len(shown) == len(spec.p_values) and all(np.all(a == 0.75) for a in shown)
     plt.close(fig)
+
+
+@pytest.mark.slow
+def test_findings_of_the_smoke_run(smoke_result) -> None:
+    """``findings`` gives every key the notebook's Found sentence glues, each a clean phrase."""
+    result = smoke_result(chapter.NAME)
+    found = chapter.findings(result, chapter.claims(result))
+    assert set(found) == findings_keys(chapter.NOTEBOOK)
+    assert all(text and not faults(text) for text in found.values()), found
+
+
+@pytest.mark.slow
+def test_findings_say_what_each_verdict_says(smoke_result) -> None:
+    """A rise with p and the association are worded by the verdict, never typed."""
+    result = smoke_result(chapter.NAME)
+    checks = chapter.claims(result)
+    said = {v: chapter.findings(result, [dataclasses.replace(c, verdict=v) for c in checks])
+            for v in (HOLDS, FAILS, INCONCLUSIVE)}
+    assert [said[v]["similarity"].split(" with p")[0] for v in said] == \
+        ["rises", "does not rise", "does not clearly rise"]
+    assert [said[v]["accuracy"].split(" with p")[0] for v in said] == \
+        ["rise", "do not rise", "do not clearly rise"]
+    assert [said[v]["association"].split(" across")[0] for v in said] == \
+        ["go together", "do not go together", "are not clearly associated"]

@@ -15,8 +15,8 @@ from raptor.book.chapters import chapter
 from raptor.book.specs import MODULES
 from raptor.book.claims import (BADGES, BY_CONSTRUCTION, CLAIMS, FAILS, HOLDS,
                                 INCONCLUSIVE, SEEDS_ALPHA, UNTESTABLE, VERDICTS, Claim, Threshold,
-                                across_seeds, claim, excess_text, gather, on_phases, report,
-                                rests_on_phases, table, versus)
+                                across_seeds, claim, counted, excess_text, gather, listed,
+                                on_phases, report, rests_on_phases, scoped, stated, table, versus)
 
 
 def test_there_are_25_claims_c1_to_c25() -> None:
@@ -215,7 +215,7 @@ def test_claim_table_shows_badges_one_header_row_and_its_data(tmp_path: Path) ->
                chapter="stochastic-depth", profile="cpu", claims_dir=tmp_path)
     html = t._repr_html_()
     assert html.count("<tr>") == 3 and "<th>id</th><th>verdict</th><th>claim</th>" in html
-    assert '<span class="rc-badge rc-holds">✓ holds</span>' in html and "rc-fails" in html
+    assert '<span class="rc-badge rc-holds">✓ holds at this scale</span>' in html and "rc-fails" in html
     assert "&lt;ρ=0.9&gt;" in html and "<details><summary>detail</summary>n=12</details>" in html
     assert html.startswith('<div class="rc-scroll">')  # a wide table scrolls in its own box
     assert '<a href="../claims/stochastic-depth.json">' in html
@@ -245,9 +245,10 @@ def test_by_verdict_lists_each_claim_under_its_verdict(tmp_path: Path) -> None:
            chapter="stochastic-depth", profile="cpu", claims_dir=tmp_path)
     html = by_verdict(gather(tmp_path)).data
     assert html.count("<tr>") == 3  # holds, does not hold, not yet tested
-    assert "✓ holds · 2</span>" in html and "✗ does not hold · 1</span>" in html
+    assert "✓ holds at this scale · 2</span>" in html
+    assert "✗ not reproduced at this scale · 1</span>" in html
     assert "· not yet tested · 22</span>" in html
-    assert html.index('href="claims.html#C5"') < html.index("✗ does not hold")
+    assert html.index('href="claims.html#C5"') < html.index("✗ not reproduced at this scale")
     assert f'<a href="claims.html#C1"><b>C1</b></a> {CLAIMS["C1"]}' in html
 
 
@@ -262,12 +263,15 @@ def test_scale_names_seeds_and_images() -> None:
             ] == ["0 hold", "1 holds", "1 does not", "2 do not"]
 
 
-def test_every_verdict_has_its_own_symbol_and_word() -> None:
-    from raptor.book.claims import UNTESTED, badge
-    assert set(BADGES) == {*VERDICTS, UNTESTED}
+def test_every_verdict_has_its_own_symbol_and_scoped_words() -> None:
+    from raptor.book.claims import SCOPED, UNTESTED, badge
+    assert set(BADGES) == {*VERDICTS, UNTESTED} and set(SCOPED) == set(VERDICTS)
     assert len({symbol for symbol, _ in BADGES.values()}) == len(BADGES)
     for v in BADGES:
-        assert f"{BADGES[v][0]} {v}</span>" in badge(v)
+        assert f"{BADGES[v][0]} {scoped(v)}</span>" in badge(v)
+    assert scoped("does not hold") == "not reproduced at this scale"
+    assert scoped("not testable here") == "not testable here"
+    assert scoped("not yet tested") == "not yet tested"
 
 
 def test_claims_page_counts_links_and_folds(tmp_path: Path, phase_test_on) -> None:
@@ -300,7 +304,7 @@ def test_claims_page_counts_links_and_folds(tmp_path: Path, phase_test_on) -> No
 
     html = page.page(result, book=tmp_path).data
     for v in VERDICTS:
-        assert f"{BADGES[v][0]} {v} · 1</span>" in html  # the counts up front
+        assert f"{BADGES[v][0]} {scoped(v)} · 1</span>" in html  # the counts up front
     # every check: its ID links to the chapter's claims section; each claim has one anchor
     assert html.count('href="chapters/phase_structure.html#claims-phase-structure">C1</a>') == 1
     assert html.count('href="chapters/scaling.html#claims-scaling">C1</a>') == 1
@@ -395,3 +399,15 @@ def test_no_verdict_is_replaced_after_its_test() -> None:
     for path in stored.glob("*.json"):
         for c in json.loads(path.read_text()):
             assert c["verdict"] in VERDICTS and "set aside" not in c["detail"], (path.name, c["id"])
+
+
+def test_prose_helpers_agree_in_number() -> None:
+    assert [listed(x) for x in (["a"], ["a", "b"], ["a", "b", "c"])] == \
+        ["a", "a and b", "a, b and c"]
+    assert listed(["a", "b", "c"], "or") == "a, b or c"
+    assert [counted(n, "layer") for n in (0, 1, 2)] == ["0 layers", "1 layer", "2 layers"]
+    assert [stated(v) for v in (HOLDS, FAILS, INCONCLUSIVE, UNTESTABLE)] == \
+        ["holds at this scale", "is not reproduced at this scale", "is inconclusive",
+         "is not testable here"]
+    assert [stated(v, plural=True) for v in (HOLDS, FAILS)] == \
+        ["hold at this scale", "are not reproduced at this scale"]

@@ -89,7 +89,10 @@ def test_a_true_effect_holds_and_a_false_one_does_not() -> None:
     c = judge(Declaration("C15", "p", [Part("k=2", high, OURS), Part("k=3", low, OURS)]))
     assert c.verdict == FAILS and c.tests == 2
     assert c.ours.startswith("K=2 is 0.955, above 0.900; but k=3 is 0.830, not above 0.900")
-    assert "80% power to detect a true value" in c.detail and "[ours]" in c.detail
+    # the power line says the smallest true value detectable at these seeds, and its margin
+    margin = low.detectable(0.9)
+    assert (f"does not hold; with 3 seeds, 80% power only for a true value of {0.9 + margin:.3f} "
+            f"or more ({margin:.3f} above the bar 0.900)") in c.detail and "[ours]" in c.detail
     below = Part("k=2", low, OURS, side="below")
     assert judge(Declaration("C15", "p", [below])).verdict == HOLDS
 
@@ -126,7 +129,10 @@ def test_a_zero_spread_gets_its_power_line_from_the_evaluation_noise() -> None:
     p = Part("bends back", flat, ZERO, side="below", fmt="+.4f")
     assert flat.spread == 0 and flat.detectable(0.0, "below") > 0.002
     c = judge(Declaration("C19", "p", [p]))
-    assert c.verdict == FAILS and "80% power to detect a true value" in c.detail
+    # below a bar, a signed quantity: the value signed, the margin (a distance) not
+    margin = flat.detectable(0.0, "below")
+    assert c.verdict == FAILS and (f"80% power only for a true value of {-margin:+.4f} or less "
+                                   f"({margin:.4f} below the bar +0.0000)") in c.detail
 
 
 def test_an_unsettled_part_outranks_one_that_cannot_settle() -> None:

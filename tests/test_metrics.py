@@ -13,9 +13,10 @@ from hypothesis.extra.numpy import arrays
 from torch.utils.data import DataLoader, TensorDataset
 
 from raptor.metrics import (GlobalR2, LayerwiseMeans, Stat, cosine_vectors, evaluate_student,
-                            head_accuracy, r2_vectors)
+                            head_accuracy, head_correct, r2_vectors)
 from raptor.model import Raptor
-from raptor.trajectories import TokenGroups, collect_trajectories
+from raptor.trajectories import (TokenGroups, collect_trajectories, embed, head_logits,
+                                 run_layers)
 
 
 def ols_r2(y: np.ndarray, x: np.ndarray) -> float:
@@ -136,6 +137,39 @@ def test_accuracy_and_evaluation_of_an_exact_copy(tiny_teacher: Callable[..., to
     assert report["global_r2"] == pytest.approx(1.0, abs=1e-6)
     with pytest.raises(ValueError, match="max_images"):
         evaluate_student(copy, t, data, max_images=0)
+
+
+def counted_accuracy(model: torch.nn.Module, batches) -> float:
+    """The oracle: correct top-1 classes counted batch by batch, over the images counted."""
+    correct = total = 0
+    with torch.no_grad():
+        for images, labels in batches:
+            logits = head_logits(model, run_layers(model, embed(model, images))[:, -1])
+            correct += (logits.argmax(-1) == labels).sum().item()
+            total += len(labels)
+    return correct / total
+
+
+def test_an_accuracy_over_more_images_reuses_the_evaluations_predictions(
+        tiny_teacher: Callable[..., torch.nn.Module]) -> None:
+    """C3's accuracy on the test images from the R² evaluation's predictions on its first
+    images and :func:`head_correct` on the rest is :func:`head_accuracy` on all of them, to the
+    bit, and both the counted accuracy, wherever the batches fall alike."""
+    t = tiny_teacher()
+    student = Raptor(t, (2, 2), depth_scaling=False)
+    g = torch.Generator().manual_seed(3)
+    x, y = torch.randn(40, 1, 16, 16, generator=g), torch.randint(0, 10, (40,), generator=g)
+    batches = [(x[i:i + 8], y[i:i + 8]) for i in range(0, 40, 8)]
+    assert head_correct(t, batches).tolist() == (t(x).argmax(-1) == y).tolist()
+    for model in (t, student):
+        whole = head_accuracy(model, batches)
+        assert whole == counted_accuracy(model, batches)
+        for first in (1, 3):
+            seen = evaluate_student(model, t, batches[:first])["student_correct"]
+            rest = head_correct(model, batches[first:])
+            assert np.concatenate([seen, rest]).mean() == whole
+    with pytest.raises(ValueError, match="no images"):
+        head_correct(t, [(x[:0], y[:0])])
 
 
 def test_evaluation_from_the_teachers_stored_trajectories_is_bit_identical(

@@ -675,6 +675,17 @@ def test_a_table_has_one_header_row_and_one_format_a_column() -> None:
     assert plotting.table_html(columns).count("<tr>") == 2
 
 
+def test_a_table_writes_its_verdicts_in_the_books_words() -> None:
+    """A column of verdicts ("verdict", or named for a claim) reads as the badges do; a number or
+    a dash there, and a verdict word in any other column, stay as they are."""
+    frame = pd.DataFrame({"C1": ["holds", "does not hold", "— (no images)", float("nan")],
+                          "note": ["holds"] * 4})
+    rows = [re.findall(r"<td>(.*?)</td>", row)
+            for row in re.findall(r"<tr>(.*?)</tr>", plotting.table_html(frame))[1:]]
+    assert rows == [["holds at this scale", "holds"], ["not reproduced at this scale", "holds"],
+                    ["— (no images)", "holds"], ["—", "holds"]]
+
+
 def test_an_empty_claims_table_shows_nothing() -> None:
     from raptor.book.claims import claim, table
 

@@ -4,7 +4,7 @@ The paper's 25 checkable claims have stable IDs C1–C25 (:data:`CLAIMS`). A cha
 named function of its result with named :class:`Threshold` s; it returns a :class:`Claim`: the
 paper's number, this run's number and a verdict (:data:`VERDICTS`): ``holds`` / ``does not hold``,
 ``inconclusive`` when the number's interval spans the threshold (:func:`versus`), ``not testable
-at this profile``, or ``by construction`` for a property the model has by design, not by
+here``, or ``by construction`` for a property the model has by design, not by
 measurement. Chapters write their claims as JSON next to the book; the claims page gathers them.
 
 A claim is declared once, as data, and judged by :mod:`raptor.book.engine` (seeds the unit of
@@ -15,7 +15,7 @@ seeds' verdicts remains for the atlas's cells, which are not claims.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from html import escape
 from pathlib import Path
@@ -59,6 +59,15 @@ CLAIMS: dict[str, str] = {
 UNTESTABLE, BY_CONSTRUCTION = "not testable here", "by construction"
 VERDICTS = (HOLDS, FAILS, INCONCLUSIVE, UNTESTABLE, BY_CONSTRUCTION)
 UNTESTED = "not yet tested"  # on the claims page: no chapter has checked the claim
+# A verdict as the reader should take it: about the models tested here, not the paper's. Every
+# page shows these words (badges, tables, the README); the claims' JSON keeps the bare verdict.
+SCOPED: dict[str, str] = {
+    HOLDS: "holds at this scale",
+    FAILS: "not reproduced at this scale",
+    INCONCLUSIVE: "inconclusive",
+    UNTESTABLE: "not testable here",
+    BY_CONSTRUCTION: "holds by construction",
+}
 # Badge of each verdict: a symbol and the word carry it, the colour (book/_static/raptor.css)
 # only repeats it.
 BADGES: dict[str, tuple[str, str]] = {
@@ -212,10 +221,35 @@ def on_phases(made: Callable[[list[Any]], Claim], tests: Mapping[Any, PhaseTest]
                           + measured.detail)
 
 
+def scoped(verdict: str) -> str:
+    """``verdict`` (one of :data:`VERDICTS`) in the words of :data:`SCOPED`; any other label
+    (e.g. ``not yet tested``) unchanged."""
+    return SCOPED.get(verdict, verdict)
+
+
+def listed(items: Sequence[str], conjunction: str = "and") -> str:
+    """Items (at least one) as prose: ``a``, ``a and b``, ``a, b and c``."""
+    return items[-1] if len(items) < 2 else f"{', '.join(items[:-1])} {conjunction} {items[-1]}"
+
+
+def counted(n: int, noun: str) -> str:
+    """``n`` and a noun that agrees with it: ``1 teacher``, ``3 teachers``."""
+    return f"{n} {noun}{'s' * (n != 1)}"
+
+
+def stated(verdict: str, plural: bool = False) -> str:
+    """A verdict as a predicate in the words of :data:`SCOPED`: ``holds at this
+    scale``, ``is inconclusive``; ``plural``: of several subjects (``hold …``, ``are …``)."""
+    words = scoped(verdict)
+    if words.startswith("holds"):
+        return words.replace("holds", "hold", 1) if plural else words
+    return f"{'are' if plural else 'is'} {words}"
+
+
 def badge(verdict: str, suffix: str = "", label: str | None = None) -> str:
-    """A verdict as an HTML badge: its symbol and word (or ``label``), coloured."""
+    """A verdict as an HTML badge: its symbol and scoped words (or ``label``), coloured."""
     symbol, css = BADGES.get(verdict, ("", "untested"))
-    text = escape(verdict if label is None else label)
+    text = escape(scoped(verdict) if label is None else label)
     return f'<span class="rc-badge rc-{css}">{symbol} {text}{escape(suffix)}</span>'
 
 
@@ -245,10 +279,19 @@ class ClaimTable(pd.DataFrame):
                 f"<tbody>{rows}</tbody></table></div>{link}")
 
 
+def folded(text: str, label: str = "") -> str:
+    """``text`` (after ``label``, HTML) as a phone shows a long sentence: folded to its first two
+    lines until tapped (``.rc-fold``, book/_static/raptor.css); a wider screen shows it whole."""
+    return f'<details class="rc-fold"><summary>{label}{escape(text)}</summary></details>'
+
+
 def _cell(column: str, value: str) -> str:
-    """A claims-table cell as HTML: the verdict a badge, the detail folded."""
+    """A claims-table cell as HTML: the verdict a badge, our number folded on a phone, the
+    detail folded."""
     if column == "verdict":
         return badge(value)
+    if column == "ours":
+        return folded(value)
     if column == "detail" and value:
         return f"<details><summary>detail</summary>{escape(value)}</details>"
     return escape(value)

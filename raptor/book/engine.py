@@ -21,10 +21,12 @@ over them. A claim about one given model (DINOv2-B) has no seeds: its interval i
 could not clear its threshold (or fit in its band) even were the truth the paper's value, or whose
 smallest detectable effect lies beyond the quantity's range (a share past 1, a correlation past
 ±1), is *not testable here*, with the seeds (or images) it would need, unless its
-interval settles it all the same. Beside every part that does not hold, the smallest margin past
-its threshold that the test detects with 80% power (exact noncentral t, ``scipy.stats.nct``;
-normal for intervals over images), its spread at least the seeds' evaluation noise where the
-chapter gives it (seeds that agree exactly still carry it).
+interval settles it all the same. Beside every part that does not hold, the smallest true value
+that the test detects with 80% power at its seeds (or images), in the quantity's units, and its
+margin past the bar: "with 3 seeds, 80% power only for a true value of 0.58 or more (0.31 above
+the bar 0.27)" (exact noncentral t, ``scipy.stats.nct``; normal for intervals over images), its
+spread at least the seeds' evaluation noise where the chapter gives it (seeds that agree exactly
+still carry it).
 
 **Bounded quantities stay in their range.** A share, a correlation or a layer offset declares its
 range (``bounds``); over seeds its t interval and power line are built on the logit of its place
@@ -480,8 +482,10 @@ def _numbers(p: Part, verdict: str, m: int = 1) -> str:
     if not reach:
         return text + (f"; 80% power only past its range (it needs {need} {e.unit}s)" if need
                        else "; 80% power only past its range")
-    return text + (f"; 80% power to detect a true value {e.detectable(p.edge, p.side):{f}} "
-                   f"{p.side} {p.edge:{f}}")
+    margin = e.detectable(p.edge, p.side)  # a distance: printed unsigned
+    value, more = (p.edge + margin, "more") if p.side == "above" else (p.edge - margin, "less")
+    return text + (f"; with {e.unit_text()}, 80% power only for a true value of {value:{f}} or "
+                   f"{more} ({margin:{f.replace('+', '')}} {p.side} the bar {p.edge:{f}})")
 
 
 def _policy(e: Estimate) -> str:

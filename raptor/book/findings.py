@@ -19,12 +19,14 @@ class FindingsError(ValueError):
 
 def findings_table(claims: Path) -> str:
     """The markdown table of every claim stored in ``claims`` (``*.json``), by ID number."""
+    from raptor.book.claims import scoped  # not at the top: the command line imports this module
+
     rows = [c for f in sorted(claims.glob("*.json")) for c in json.loads(f.read_text())]
     if not rows:
         raise FindingsError(f"no claims in {claims}")
     rows.sort(key=lambda c: int(re.sub(r"\D", "", c["id"]) or 0))
-    cells = [f"| {c['id']} | {c['chapter']} | {c['claim'].replace('|', '/')} | {c['verdict']} |"
-             for c in rows]
+    cells = [f"| {c['id']} | {c['chapter']} | {c['claim'].replace('|', '/')} | "
+             f"{scoped(c['verdict'])} |" for c in rows]
     return "\n".join(["| claim | chapter | the paper says | the book finds |", "|---|---|---|---|",
                       *cells])
 

@@ -42,6 +42,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg
 from matplotlib.text import Text
 
 from raptor import paper as paper_text
+from raptor.book.claims import scoped
 from raptor.book.figure_data import figure_csv
 from raptor.book.specs import spec_for
 from raptor.book.spec import diff
@@ -98,6 +99,9 @@ def setup() -> None:
         shell.display_formatter.formatters["text/html"].for_type(pd.DataFrame, table_html)
 
 
+VERDICT_COLUMN = re.compile(r"verdict|C\d+")  # a table's columns of verdicts
+
+
 def cell(value: Any, decimals: int | None = None) -> str:
     """A table's value as a reader reads it: a missing one as "—", an integer with thousands
     separators, a float to ``decimals`` places (default: 4 significant digits), a large one to
@@ -139,7 +143,9 @@ def table_html(frame: pd.DataFrame) -> str:
     """A plain table as the book shows it: one header row (a named index's names head its
     columns; a default integer index is left out), every row (none elided), each column's
     values as :func:`cell` writes them to one number of decimals (:func:`decimals`), scrolling
-    in its own box on a narrow screen. A subclass with its own HTML (a claims table) keeps it."""
+    in its own box on a narrow screen; a verdict (in a column "verdict" or named for a claim,
+    "C1") in the words the book gives verdicts (:func:`~raptor.book.claims.scoped`). A subclass
+    with its own HTML (a claims table) keeps it."""
     if type(frame) is not pd.DataFrame:
         return frame._repr_html_()
     numbered = isinstance(frame.index, pd.RangeIndex) and frame.index.name is None
@@ -148,10 +154,12 @@ def table_html(frame: pd.DataFrame) -> str:
     names = [*(n or "" for n in ([] if numbered else frame.index.names)),
              *(" ".join(map(str, c)) if isinstance(c, tuple) else str(c) for c in frame.columns)]
     places = [decimals(shown.iloc[:, j]) for j in range(shown.shape[1])]
+    verdicts = [VERDICT_COLUMN.fullmatch(name) is not None for name in names]
     head = "".join(f"<th>{escape(name)}</th>" for name in names)
     rows = "".join("<tr>" + "".join(
-        f"<{tag}>{escape(cell(v, d))}</{tag}>"
-        for j, (v, d) in enumerate(zip(row, places)) for tag in ["th" if j < labels else "td"])
+        f"<{tag}>{escape(scoped(v) if verdict and isinstance(v, str) else cell(v, d))}</{tag}>"
+        for j, (v, d, verdict) in enumerate(zip(row, places, verdicts))
+        for tag in ["th" if j < labels else "td"])
         + "</tr>" for row in shown.itertuples(index=False))
     return (f'<div class="rc-scroll"><table class="dataframe"><thead><tr>{head}</tr></thead>'
             f"<tbody>{rows}</tbody></table></div>")

@@ -1,36 +1,20 @@
-"""What the book tested, at what scale: one sentence per profile, said before any verdict, and
-the verdict words scoped to it.
+"""What the book tested, at what scale: one sentence per profile, said before any verdict.
 
 The paper's claims are about ViT-B/14 teachers on CIFAR-100 and DINOv2-B on ImageNet (§2–§5);
 the committed book runs the ``cpu`` profile (:mod:`raptor.book.profiles`), far smaller. A
 reader meets :func:`sentence` first on the intro, the claims page and every chapter (the book's
-``scope`` directive, ``book/_ext/scope.py``), and reads each verdict as :data:`SCOPED` says it.
+``scope`` directive, ``book/_ext/scope.py``), and reads each verdict scoped to it
+(:data:`raptor.book.claims.SCOPED`).
 """
 
 from __future__ import annotations
 
-from raptor.book.claims import BY_CONSTRUCTION, FAILS, HOLDS, INCONCLUSIVE, UNTESTABLE
 from raptor.book.specs import PROFILES, ChapterError, spec_for
 from raptor.catalog import dataset_info
-
-# A verdict as the reader should take it: about this profile's models, not the paper's.
-SCOPED: dict[str, str] = {
-    HOLDS: "holds at this scale",
-    FAILS: "not reproduced at this scale",
-    INCONCLUSIVE: "inconclusive",
-    UNTESTABLE: "not testable here",
-    BY_CONSTRUCTION: "holds by construction",
-}
 
 DATASET_NAMES = {"fashion-mnist": "Fashion-MNIST", "cifar100": "CIFAR-100", "imagenet": "ImageNet"}
 # The chapter whose spec holds every configuration a profile sets: teacher, training, students.
 _SPEC_CHAPTER = "raptor"
-
-
-def scoped(verdict: str) -> str:
-    """``verdict`` (one of :data:`raptor.book.claims.VERDICTS`) in the words of :data:`SCOPED`;
-    any other label (e.g. ``not yet tested``) unchanged."""
-    return SCOPED.get(verdict, verdict)
 
 
 def _images(dataset: str, limit: int | None) -> str:

@@ -20,7 +20,7 @@ from IPython.display import HTML
 from raptor.book.chapters import chapter
 from raptor.book.claims import (BY_CONSTRUCTION, CLAIMS, FAILS, HOLDS, INCONCLUSIVE, LEVEL,
                                 SEEDS_ALPHA, SIDE_ERROR, UNTESTABLE, UNTESTED, VERDICTS, Claim,
-                                Threshold, badge, gather)
+                                Threshold, badge, folded, gather, scoped)
 from raptor.book.engine import ENGINE, POWER
 from raptor.book.specs import MODULES
 from raptor.book.specs.claims_page import NAME, NOTEBOOK, PAPER, SMOKE, Spec  # noqa: F401
@@ -139,10 +139,9 @@ def _claim_html(cid: str, row: pd.Series, anchored: bool) -> str:
     head = f'<div class="rc-line">{ident}{badge(row["verdict"])}<span>{escape(CLAIMS[cid])}</span></div>'
     if not tested:
         return f'<div class="rc-claim"{f" id={cid!r}" if anchored else ""}>{head}</div>'
-    vals = (f'<div class="rc-vals"><span><b>paper</b> {escape(row["paper"])}</span>'
-            f'<span><b>ours</b> {escape(row["ours"])}</span>'
-            + (f'<span><b>rests on</b> {escape(row["rests_on"])}</span>' if row["rests_on"] else "")
-            + '</div>')
+    shown = {"paper": row["paper"], "ours": row["ours"], "rests on": row["rests_on"]}
+    vals = ('<div class="rc-vals">' + "".join(f"<div>{folded(text, f'<b>{name}</b> ')}</div>"
+                                              for name, text in shown.items() if text) + "</div>")
     more = (f'<details><summary>details</summary>{escape(row["detail"] or "—")} · profile '
             f'<code>{escape(row["profile"])}</code></details>')
     return f'<div class="rc-claim"{f" id={cid!r}" if anchored else ""}>{head}{vals}{more}</div>'
@@ -154,7 +153,7 @@ def page(result: Result, book: Path = BOOK) -> HTML:
     s = summary(result)
     counts = "".join(badge(v, f" · {s[COUNT_KEYS[v]]}") for v in (*VERDICTS, UNTESTED)
                      if s[COUNT_KEYS[v]] or v in (HOLDS, FAILS))
-    strip = "".join(f'<a href="#{r.id}" title="{escape(r.chapter)}: {escape(r.verdict)}">'
+    strip = "".join(f'<a href="#{r.id}" title="{escape(r.chapter)}: {escape(scoped(r.verdict))}">'
                     f'{badge(r.verdict, label=r.id)}</a>' for r in t.itertuples())
     parts = ['<div class="rc">',
              f'<p><b>{s["n_checks"]}</b> checks of <b>{s["n_tested"]}</b> of the paper\'s '

@@ -3,6 +3,7 @@ Figs. 8–12; C16–C24)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
@@ -12,7 +13,8 @@ import pandas as pd
 from raptor import dynamics, phases
 from raptor.book import plotting
 from raptor.book.chapters import dynamics_claims as judge
-from raptor.book.claims import Claim, excess_text, rests_on_phases
+from raptor.book.claims import (VERDICTS, Claim, counted, excess_text, listed, rests_on_phases,
+                                stated)
 from raptor.book.experiment import (images_of, phases_of, student_of, teacher_of, trajectories_of,
                                     walk)
 from raptor.book.specs.dynamics import NAME, NOTEBOOK, PAPER, SMOKE, Spec  # noqa: F401
@@ -315,3 +317,29 @@ def claims(result: Result) -> list[Claim]:
         judge.c23_coherence_rises([run.coherence_images for run in runs], bounds),
         judge.c24_dmd_near_one([run.dmd for run in runs], rank=result.spec.dmd_rank),
     ]
+
+
+# Each claim's phenomenon (§4), a clause that agrees with a singular verb: the subject of its
+# verdict in the chapter's Found sentence.
+PHENOMENA = {
+    "C16": "directions converging along an S-shaped curve",
+    "C17": "feature norms growing with depth",
+    "C18": "trajectories entering class-dependent basins",
+    "C19": "perturbed trajectories bending back",
+    "C20": "sensitivity falling with injection depth for patches and rising late for cls",
+    "C21": "angular speeds ordering by token group and jumping at phase boundaries",
+    "C22": "update ranks falling with depth",
+    "C23": "patch coherence rising sharply late",
+    "C24": "DMD eigenvalues lying just inside the unit circle, nearest +1 for cls",
+}
+
+
+def findings(result: Result, checks: Sequence[Claim]) -> dict[str, str]:
+    """The *Found* sentence's parts, as glued text: the teachers, and the phenomena of §4 grouped
+    by their verdict (of ``checks``), in the order of :data:`raptor.book.claims.VERDICTS`."""
+    groups = [[f"{PHENOMENA[c.id]} ({c.id})" for c in checks if c.verdict == v] for v in VERDICTS]
+    return {
+        "teachers": counted(len(result.runs), "teacher"),
+        "phenomena": "; ".join(f"{listed(names)} {stated(v, plural=len(names) > 1)}"
+                               for v, names in zip(VERDICTS, groups) if names),
+    }

@@ -13,7 +13,7 @@ from matplotlib.transforms import ScaledTranslation
 
 from raptor import paper, phases
 from raptor.book import plotting
-from raptor.book.claims import Claim, Threshold, on_phases
+from raptor.book.claims import MIN_PHASED, Claim, Threshold, counted, listed, on_phases, stated
 from raptor.book.engine import Declaration, Part, exact, judge, of_model, over_seeds
 from raptor.book.experiment import (images_of, phase_matrices_of, phases_of, pretrained_walk,
                                     teacher_of, walk)
@@ -228,3 +228,33 @@ def claims(result: Result) -> list[Claim]:
         images=last, n_resamples=s.n_resamples, stable=result.stable_teacher),
         {te.seed: te.phases for te in first},
         names={te.seed: te.label for te in first})]
+
+
+def findings(result: Result, checks: Sequence[Claim]) -> dict[str, str]:
+    """The *Found* sentence's parts, as glued text: the first rate's teachers, how far their
+    max-cut boundaries move between any two seeds (and the cuts at the first k), how often held-out
+    subsets reproduce the cut at each k, and C2's verdict (of ``checks``) on the teachers with
+    phases, or why it is not testable."""
+    s, first = result.spec, result.first()
+    n, phased = len(first), sum(te.phases.verdict() == HOLDS for te in first)
+    move = max(boundary_shift(a.cuts[k], b.cuts[k])
+               for k in s.k_values for a in first for b in first)
+    k0, last = s.k_values[0], max(s.image_counts)
+    cuts = list(dict.fromkeys(phases.format_partition(te.cuts[k0]) for te in first))
+    shares = [f"{result.stability[k][last]:.0%}" for k in s.k_values]
+    seed = next(te.seed for te in first if te.label == result.stable_teacher)
+    (c2,) = checks
+    on = (f", since C1 finds phases in {phased or 'none'} of the {n} teachers and a test over "
+          f"models needs {MIN_PHASED}" if phased < MIN_PHASED
+          else f" on the teachers in which C1 finds phases ({phased} of {n})")
+    return {
+        "teachers": f"{counted(n, 'teacher')} at p = {s.p_values[0]}",
+        "moves": (f"move by at most {counted(move, 'layer')} from seed to seed" if move
+                  else "stay in place from seed to seed")
+                 + f" (at k = {k0}: {listed(cuts, 'or')})",
+        "stable": f"held-out subsets of {last} images reproduce seed {seed}'s cut in "
+                  + (f"{shares[0]} of {s.n_resamples} draws at every k" if len(set(shares)) == 1
+                     else f"{listed(shares)} of {s.n_resamples} draws at k = "
+                          + listed([str(k) for k in s.k_values])),
+        "c2": f"C2, that the boundaries align with the visible blocks, {stated(c2.verdict)}{on}",
+    }

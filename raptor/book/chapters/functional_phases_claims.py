@@ -193,10 +193,11 @@ def c11_overfitting(best: Mapping[int, int], steps: Sequence[int],
              *(Part(f"{name} falls", over_seeds(change[k]), FALLS, side="below", fmt="+.3f",
                     what=f"the change of {name} from the reference to the last snapshot")
                for name, k in (("cls R²", "cls"), ("accuracy", "acc")))]
+    at = {s: f"step {steps[r]} (minimum at {best[s]})" for s, r in refs.items()}
     return judge(Declaration(
         "C11", paper_, parts,
         note="the reference is each seed's first snapshot at or after its val-loss minimum: "
-             + ", ".join(f"seed {s} step {steps[r]} (minimum at {best[s]})"
-                         for s, r in refs.items())
+             + (f"on every seed {next(iter(at.values()))}" if len(set(at.values())) == 1
+                else ", ".join(f"seed {s} {where}" for s, where in at.items()))
              + f", the last step {steps[-1]}; the Raptor's mean R² over layers 1..L and the "
                "teacher's accuracy on the validation images, one per seed"))

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,7 +13,7 @@ import pandas as pd
 import torch
 
 from raptor.book import plotting
-from raptor.book.claims import BY_CONSTRUCTION, Claim, Threshold, claim
+from raptor.book.claims import BY_CONSTRUCTION, Claim, Threshold, claim, listed, stated
 from raptor.book.engine import Declaration, Part, judge, over_seeds
 from raptor.book.experiment import batched, images_of, probe_accuracy, student_of, teacher_of, walk
 from raptor.book.specs.raptor import NAME, NOTEBOOK, PAPER, SMOKE, Spec  # noqa: F401
@@ -181,3 +182,24 @@ def claims(result: Result) -> list[Claim]:
             c25_shorter_description(teacher.block_params, teacher.flops,
                                     {k: m.block_params for k, m in zip(ks, raptors)},
                                     {k: m.flops for k, m in zip(ks, raptors)})]
+
+
+def findings(result: Result, checks: Sequence[Claim]) -> dict[str, str]:
+    """The *Found* sentence's parts, as glued text, per k over the seeds: the Raptors' mean cls
+    and patch R² over layers 1..L, their head accuracy as a share of the teacher's (as
+    :func:`cost_table`), their lowest cosine to the teacher (C15's number) and C15's verdict (of
+    ``checks``)."""
+    ks = result.spec.k_values
+    r2 = [np.mean([run.evals[k]["r2"][g][1:] for run in result.runs for g in GROUPS]) for k in ks]
+    cosine = [np.mean([min_cosine(run.unit_cosine[k], run.unit_sizes) for run in result.runs])
+              for k in ks]
+    share = cost_table(result)["% of teacher (head)"].iloc[1:]
+    verdict = {c.id: c.verdict for c in checks}
+    return {
+        "ks": "k = " + listed([str(k) for k in ks]),
+        "r2": listed([f"{v:.2f}" for v in r2]),
+        "accuracy": listed([f"{v:.1f}%" for v in share]),
+        "c15": f"Their lowest cosine to the teacher at any layer is "
+               f"{listed([f'{v:.3f}' for v in cosine])}: C15, that it stays above "
+               f"{MIN_COSINE.value:g}, {stated(verdict['C15'])}",
+    }

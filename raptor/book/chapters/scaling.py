@@ -16,10 +16,11 @@ import torch
 
 from raptor import paper, phases
 from raptor.book import plotting
-from raptor.book.claims import Claim, Threshold, claim
+from raptor.book.claims import Claim, Threshold, claim, listed, stated
 from raptor.book.engine import Declaration, Part, judge, of_model, over_seeds
 from raptor.book.experiment import (batched, images_of, probe_accuracy, probe_correct, student_of,
                                     teacher_of, walk)
+from raptor.book.scope import DATASET_NAMES
 from raptor.book.specs.scaling import NAME, NOTEBOOK, PAPER, SMOKE, Spec  # noqa: F401
 from raptor.loop import resolve_device
 from raptor.phases import Partition
@@ -299,3 +300,33 @@ def claims(result: Result, profile: str = "cpu") -> list[Claim]:
                                  dinov2=pipeline_shares(result.pipeline)),
             c13_saturates_at_k4([run.probe_correct for run in runs]),
             c14_ladder([list(run.ladder_correct.values()) for run in runs], k=s.ladder_k)]
+
+
+def findings(result: Result, checks: Sequence[Claim]) -> dict[str, str]:
+    """The *Found* sentence's parts, as glued text: per k the Raptors' head accuracy as a share of
+    the teacher's (C12's analogue, mean over seeds), Table 2's ladder (TF only's share of the full
+    recipe's accuracy, as C14 reads it, and the rung that gains most, on the mean over seeds), and
+    the verdicts of C12–C14 (of ``checks``)."""
+    s, runs, verdict = result.spec, result.runs, {c.id: c.verdict for c in checks}
+    share = [np.mean([run.head_acc[k] / run.teacher_acc for run in runs]) for k in s.k_values]
+    rungs = [[float(np.mean(c)) for c in run.ladder_correct.values()] for run in runs]
+    names = [name.removeprefix("+ ") for name in runs[0].ladder_correct]
+    gains = np.diff(np.mean(rungs, axis=0))
+    best = int(np.argmax(gains))
+    paper_tf = paper.TABLE2["TF only"] / paper.TABLE2["+ second stage"]
+    tf_only = (f"teacher forcing alone keeps {np.mean([a[0] / a[-2] for a in rungs]):.1%} of the "
+               f"full recipe's accuracy (the paper's: {paper_tf:.1%})"
+               if all(a[-2] for a in rungs) else "the full recipe gets no image right on some seed")
+    return {
+        "dataset": DATASET_NAMES.get(s.train.dataset, s.train.dataset),
+        "ks": "k = " + listed([str(k) for k in s.k_values]),
+        "share": listed([f"{v:.1%}" for v in share]),
+        "c12": f"C12, about DINOv2-B on ImageNet, {stated(verdict['C12'])}",
+        "c13": f"C13, that accuracy rises from k = 2 to 3 and saturates at 4, "
+               f"{stated(verdict['C13'])}",
+        "ladder-k": f"k = {s.ladder_k}",
+        "tf-only": tf_only,
+        "largest": (f"adding the {names[best + 1]} gains the most ({100 * gains[best]:+.1f} "
+                    f"points)" if gains[best] > 0 else "no rung gains over the one before"),
+        "c14": f"C14, that each part of the recipe adds, {stated(verdict['C14'])}",
+    }

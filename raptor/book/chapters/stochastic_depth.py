@@ -12,7 +12,8 @@ import pandas as pd
 
 from raptor import paper, phases
 from raptor.book import plotting
-from raptor.book.claims import Claim, Threshold, claim
+from raptor.book.claims import (FAILS, HOLDS, INCONCLUSIVE, UNTESTABLE, Claim, Threshold,
+                                claim, counted, listed)
 from raptor.book.engine import Declaration, Part, correlation_over_models, judge
 from raptor.book.experiment import images_of, student_of, teacher_of, walk
 from raptor.book.specs.stochastic_depth import NAME, NOTEBOOK, PAPER, SMOKE, Spec  # noqa: F401
@@ -214,3 +215,44 @@ def claims(result: Result) -> list[Claim]:
     return [c5_similarity_rises(p, sim), c6_r2_rises(p, r2),
             c7_accuracy_rises(p, list(s["teacher acc"]), list(s["student acc"])),
             c8_similarity_predicts_r2(p, sim, r2)]
+
+
+# What a verdict says of a rise with p (C5–C7), of one subject and of several.
+RISE_WORDS = {HOLDS: ("rises", "rise"), FAILS: ("does not rise", "do not rise"),
+              INCONCLUSIVE: ("does not clearly rise", "do not clearly rise"),
+              UNTESTABLE: ("cannot be tested for a rise", "cannot be tested for a rise")}
+# What C8's verdict says of similarity and R² across the teachers.
+ASSOCIATION_WORDS = {HOLDS: "go together", FAILS: "do not go together",
+                     INCONCLUSIVE: "are not clearly associated",
+                     UNTESTABLE: "cannot be tested for an association"}
+
+
+def findings(result: Result, checks: Sequence[Claim]) -> dict[str, str]:
+    """The *Found* sentence's parts, as glued text: the sweep's teachers, and in the words of each
+    verdict (of ``checks``) whether similarity, R² and accuracy rise with p (C5–C7) and similarity
+    goes with R² (C8), each with its statistic where there are teachers enough for it."""
+    s, verdict = sweep_table(result), {c.id: c.verdict for c in checks}
+    low = s[s["p"] <= RISE_UP_TO.value]
+    up_to = "" if len(low) == len(s) else f" up to p = {RISE_UP_TO.value:g}"
+
+    def rho(table: pd.DataFrame, columns: dict[str, str]) -> str:
+        """Spearman's ρ with p of each column (named for the reader), in parentheses."""
+        if len(table) < MIN_TEACHERS:
+            n = counted(len(table), "teacher")
+            return f" (on {n}: a rank correlation needs {MIN_TEACHERS})"
+        values = [f"{rank_correlation(table[c], table['p']).r:.2f}{name}"
+                  for c, name in columns.items()]
+        return f" (Spearman's ρ = {listed(values)})"
+
+    return {
+        "teachers": f"{counted(len(s), 'teacher')} at p = "
+                    f"{listed([str(v) for v in result.spec.p_values])} "
+                    f"({counted(len(result.spec.seeds), 'seed')} each)",
+        "similarity": f"{RISE_WORDS[verdict['C5']][0]} with p"
+                      f"{rho(s, {'mean similarity': ''})}",
+        "r2": f"{RISE_WORDS[verdict['C6']][0]} with p{rho(s, {'R²': ''})}",
+        "accuracy": f"{RISE_WORDS[verdict['C7']][1]} with p{up_to}" + rho(
+            low, {"teacher acc": " for the teachers", "student acc": " for the Raptors"}),
+        "association": f"{ASSOCIATION_WORDS[verdict['C8']]} across the teachers (Pearson's r = "
+                       f"{correlation(s['mean similarity'], s['R²']).r:.2f})",
+    }
