@@ -13,7 +13,6 @@ from raptor.book.chapters import dynamics_claims as ch
 from raptor.book.claims import FAILS, HOLDS, INCONCLUSIVE, UNTESTABLE, Claim
 from raptor.book.engine import ENGINE
 from raptor.stats import sigmoid_vs_linear
-from tests.test_chapter_notebooks import findings_keys
 from tests.test_prose import faults
 
 L = 8
@@ -553,15 +552,6 @@ def test_c21_jumps_are_judged_against_the_chance_rate() -> None:
         detail = ch.c21_angular_speed(seeds, [[2, 5]] * 10).detail
         held += bool(re.search(r"jumps at boundaries [^:]*: holds", detail))
     assert held <= 10
-
-
-@pytest.mark.slow
-def test_findings_of_the_smoke_run(smoke_result) -> None:
-    """``findings`` gives every key the notebook's Found sentence glues, each a clean phrase."""
-    result = smoke_result(chapter.NAME)
-    found = chapter.findings(result, chapter.claims(result))
-    assert set(found) == findings_keys(chapter.NOTEBOOK)
-    assert all(text and not faults(text) for text in found.values()), found
 
 
 @pytest.mark.slow

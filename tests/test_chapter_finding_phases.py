@@ -8,8 +8,6 @@ from raptor.book.chapters import finding_phases as chapter
 from raptor.book.claims import FAILS, HOLDS, INCONCLUSIVE, UNTESTABLE
 from raptor.book.experiment import C1
 from raptor.novelty import novelty_peaks
-from tests.test_chapter_notebooks import findings_keys
-from tests.test_prose import faults
 
 
 # --- claims and statistics on synthetic inputs ----------------------------------------------
@@ -174,11 +172,3 @@ def test_smoke_result(smoke_result) -> None:
     (c2,) = chapter.claims(result)
     assert c2.id == "C2" and "C1 finds" in c2.rests_on
 
-
-@pytest.mark.slow
-def test_findings_of_the_smoke_run(smoke_result) -> None:
-    """``findings`` gives every key the notebook's Found sentence glues, each a clean phrase."""
-    result = smoke_result(chapter.NAME)
-    found = chapter.findings(result, chapter.claims(result))
-    assert set(found) == findings_keys(chapter.NOTEBOOK)
-    assert all(text and not faults(text) for text in found.values()), found

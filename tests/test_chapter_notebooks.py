@@ -1,6 +1,6 @@
 """Every name a chapter notebook's prose glues is glued by one of its code cells: by name, or by
-the loop that glues its chapter's findings (``glue(f"<chapter>-{key}", …)``), whose keys each
-chapter's test checks on its smoke run (:func:`findings_keys`)."""
+the loop that glues its chapter's findings (``glue(f"<chapter>-{key}", …)``), whose keys are
+checked on each chapter's smoke run (:func:`findings_keys`)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,9 @@ from pathlib import Path
 
 import nbformat
 import pytest
+
+from raptor.book.chapters import chapter
+from tests.test_prose import faults
 
 BOOK = Path(__file__).resolve().parents[1] / "book"
 NOTEBOOKS = sorted((BOOK / "chapters").glob("*.ipynb"))
@@ -68,3 +71,17 @@ def test_a_name_glued_nowhere_is_caught(tmp_path: Path) -> None:
     assert used(tmp_path / "x.ipynb") == {"x-a", "x-b", "x-c", "y-d", "fig-x"}
     assert unglued(tmp_path / "x.ipynb") == {"y-d"}
     assert findings_keys(str(tmp_path / "x.ipynb")) == {"a", "c"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, options", [
+    ("finding-phases", {}), ("raptor", {}), ("stochastic-depth", {}), ("dynamics", {}),
+    ("scaling", {"profile": "smoke"})])
+def test_findings_of_the_smoke_run(smoke_result, name: str, options: dict) -> None:
+    """A chapter's ``findings`` gives every key its notebook's Found sentence glues, each a clean
+    phrase."""
+    module = chapter(name)
+    result = smoke_result(name)
+    found = module.findings(result, module.claims(result, **options))
+    assert set(found) == findings_keys(module.NOTEBOOK)
+    assert all(text and not faults(text) for text in found.values()), found

@@ -5,8 +5,6 @@ import pytest
 
 from raptor.book.chapters import raptor as chapter
 from raptor.book.claims import BY_CONSTRUCTION, FAILS, HOLDS, INCONCLUSIVE, UNTESTABLE
-from tests.test_chapter_notebooks import findings_keys
-from tests.test_prose import faults
 
 
 # --- claims on synthetic inputs --------------------------------------------------------------
@@ -91,11 +89,3 @@ def test_smoke_result(smoke_result) -> None:
     assert [len(b["loss"]) for b in result.records[2]["stage1"]["blocks"]] == \
         [spec.distill.stage1_steps] * 2  # k = 2: each block its stage 1
 
-
-@pytest.mark.slow
-def test_findings_of_the_smoke_run(smoke_result) -> None:
-    """``findings`` gives every key the notebook's Found sentence glues, each a clean phrase."""
-    result = smoke_result(chapter.NAME)
-    found = chapter.findings(result, chapter.claims(result))
-    assert set(found) == findings_keys(chapter.NOTEBOOK)
-    assert all(text and not faults(text) for text in found.values()), found

@@ -17,8 +17,6 @@ from raptor.book.chapters import scaling as chapter
 from raptor.book.claims import FAILS, HOLDS, INCONCLUSIVE, UNTESTABLE, Claim
 from raptor.book.engine import ENGINE
 from raptor.book.result import load, save
-from tests.test_chapter_notebooks import findings_keys
-from tests.test_prose import faults
 
 # The paper's Table 2 (the ladder), as fractions.
 PAPER_RUNGS = [v / 100 for v in paper.TABLE2.values()]
@@ -270,11 +268,3 @@ def test_smoke_compute_round_trips(smoke_cache: Path, tmp_path: Path) -> None:
     assert len(chapter.ladder_table(result)) == len(paper.TABLE2)
     plt.close(chapter.share_cosine_figure(result))
 
-
-@pytest.mark.slow
-def test_findings_of_the_smoke_run(smoke_result) -> None:
-    """``findings`` gives every key the notebook's Found sentence glues, each a clean phrase."""
-    result = smoke_result(chapter.NAME)
-    found = chapter.findings(result, chapter.claims(result, profile="smoke"))
-    assert set(found) == findings_keys(chapter.NOTEBOOK)
-    assert all(text and not faults(text) for text in found.values()), found
