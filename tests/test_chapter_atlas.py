@@ -66,7 +66,13 @@ def test_table_figures_and_findings(stored, result) -> None:
                                                       str(len(controls.CONTROLS) - positive),
                                                       str(len(controls.CONTROLS)))
     design = set(atlas_design.stage1())
-    assert f["missing"] == str(len(design - set(stored[1]))) and chapter.claims(result) == []
+    missing = len(design - set(stored[1]))
+    assert f["missing"] == str(missing) and chapter.claims(result) == []
+    n = len(controls.CONTROLS)
+    assert f["measured"].startswith(f"{n} teachers are measured: {len(design) - missing} of the "
+                                    f"{len(design)} cells of the design's first stage")
+    assert f["unmeasured"].startswith(f"The first stage's other {missing} cells")
+    assert " 1 are" not in f["measured"] + f["unmeasured"]
     assert np.isfinite(result.dinov2b_test.excess)
 
 

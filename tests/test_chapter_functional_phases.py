@@ -311,6 +311,11 @@ def test_claims_that_presuppose_phases_are_not_testable_without_them(phase_test_
         "C1": FAILS, "C2": UNTESTABLE, "C3": UNTESTABLE, "C4": UNTESTABLE}
     assert {c: v["planted"].verdict for c, v in control.items()} == {
         "C1": HOLDS, "C2": HOLDS, "C3": HOLDS, "C4": HOLDS}
+    table = chapter.control_table(result).set_index("claim")
+    assert table.loc["C1", "the book's teachers"].startswith("not reproduced at this scale: The ")
+    assert table.loc["C3", "the book's teachers"].startswith("not testable here: the teachers ")
+    assert chapter.findings(result)["planted"] == "; ".join(
+        f"{c} holds at this scale" for c in ("C1", "C2", "C3", "C4"))
 
 
 # --- the chapter at smoke --------------------------------------------------------------------

@@ -144,13 +144,13 @@ def test_c14_is_judged_over_seeds() -> None:
     assert c.paper == ("TF alone collapses (3.9); AR with annealed TF recovers (72.7); each "
                        "later step adds (Table 2)")
     assert c.detail.startswith("k=3; rungs 1–5 through the teacher's head, rung 6 a fresh linear "
-                               "probe; accuracy on 1000 images per seed")
-    assert "loss 4→5 -6.3% [" in c.detail and ENGINE in c.detail and "[ours]" in c.detail
+                               "probe; accuracy on 1,000 images per seed")
+    assert "rung 4→5 +6.3% [" in c.detail and ENGINE in c.detail and "[ours]" in c.detail
     # A rung that loses 5 points on every seed does not hold
     loses = [a[:3] + [a[3] - 0.065] + a[4:] for a in paper_seeds]
     failed = chapter.c14_ladder(ladders(*loses), k=3)
     assert failed.verdict == FAILS
-    assert "the accuracy lost from rung 3 to rung 4 is +5." in failed.ours
+    assert "the accuracy rung 4 adds to rung 3 is -5." in failed.ours
     # Seeds that disagree on TF only's collapse (35%, 60%, 50% of the full recipe): inconclusive
     spread = [[r * a[4]] + a[1:] for r, a in zip((0.35, 0.60, 0.50), paper_seeds)]
     assert chapter.c14_ladder(ladders(*spread), k=3).verdict == INCONCLUSIVE

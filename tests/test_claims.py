@@ -274,6 +274,16 @@ def test_every_verdict_has_its_own_symbol_and_scoped_words() -> None:
     assert scoped("not yet tested") == "not yet tested"
 
 
+@pytest.mark.parametrize("tested, checks, said", [
+    (25, 25, "Every one of the paper's 25 claims is checked here, once each."),
+    (1, 1, "1 of the paper's 25 claims is checked here, once each."),
+    (24, 26, "24 of the paper's 25 claims are checked here, in 26 checks."),
+])
+def test_coverage_reads_as_a_sentence(tested: int, checks: int, said: str) -> None:
+    from raptor.book.chapters.claims_page import coverage
+    assert coverage(25, tested, checks) == said
+
+
 def test_claims_page_counts_links_and_folds(tmp_path: Path, phase_test_on) -> None:
     from raptor.book.chapters import claims_page as page
     d = tmp_path / "claims"
@@ -288,6 +298,7 @@ def test_claims_page_counts_links_and_folds(tmp_path: Path, phase_test_on) -> No
     result = page.compute(page.Spec(), claims_dir=str(d))
     s = page.summary(result)
     assert (s["n_checks"], s["n_tested"], s["n_claims"], s["n_chapters"]) == (5, 4, 25, 2)
+    assert s["coverage"] == "4 of the paper's 25 claims are checked here, in 5 checks."
     assert (s["n_holds"], s["n_fails"], s["n_inconclusive"], s["n_untestable"],
             s["n_by_construction"], s["n_untested"]) == (1, 1, 1, 1, 1, 21)
     assert "alpha" not in s and (s["level"], s["side_error"]) == ("95%", "2.5%")

@@ -11,6 +11,8 @@
 - No table has pandas' index-name header row (a second header row naming the index, the rest
   empty).
 - No claims table (``rc-table``, or a table with a column of verdicts) is empty, header only.
+- No two works are cited in the same words (the paper and its code: "Jacobs et al., 2026a" and
+  "2026b", as the references list them).
 
 Planted snippets prove each check catches its fault. The site's checks are marked ``browser``:
 they run after ``make build`` with the browser tests, the site built first unless it is fresh
@@ -117,8 +119,19 @@ def empty_claims_faults(soup: BeautifulSoup) -> list[str]:
             for t in tables.values() if not any(tr.find("td") for tr in t.find_all("tr"))]
 
 
+def citation_faults(soup: BeautifulSoup) -> list[str]:
+    """In-text citations (sphinxcontrib-bibtex's ``bibtex-citation`` links) whose words also
+    cite another work."""
+    cited: dict[str, set[str]] = {}
+    for link in soup.select(".bibtex-citation a[href]"):
+        cited.setdefault(text(link), set()).add(link["href"])
+    return [f"{words!r} cites {len(works)} works" for words, works in cited.items()
+            if len(works) > 1]
+
+
 CHECKS: dict[str, Callable[[BeautifulSoup], list[str]]] = {
-    "verdict": verdict_faults, "index": index_row_faults, "empty": empty_claims_faults}
+    "verdict": verdict_faults, "index": index_row_faults, "empty": empty_claims_faults,
+    "citation": citation_faults}
 
 
 def notebook_faults(nb: dict) -> list[str]:
@@ -179,6 +192,10 @@ def _badge(verdict: str, words: str) -> str:
     return f'<span class="rc-badge rc-{css}">{symbol} {words}</span>'
 
 
+def _cite(href: str, words: str) -> str:
+    return f'<span class="bibtex-citation">[<a href="bibliography.html{href}">{words}</a>]</span>'
+
+
 CLEAN = (
     f'<p>{_badge(HOLDS, TERMS[HOLDS] + " · 7")}{_badge(UNTESTED, TERMS[UNTESTED])}'
     f'<a title="raptor: {TERMS[FAILS]}">{_badge(FAILS, "C4")}</a></p>'
@@ -189,7 +206,9 @@ CLEAN = (
     '<table><thead><tr><th>cell</th><th>C1</th></tr></thead><tbody><tr><td>a</td>'
     f'<td>{TERMS[HOLDS]}</td></tr><tr><td>b</td><td>— (no images)</td></tr></tbody></table>'
     '<table><thead><tr><th></th><th colspan="2">a</th></tr><tr><th>level</th><th>x</th>'
-    '<th>y</th></tr></thead><tbody><tr><th>0</th><td>1</td><td>2</td></tr></tbody></table>')
+    '<th>y</th></tr></thead><tbody><tr><th>0</th><td>1</td><td>2</td></tr></tbody></table>'
+    + _cite("#id2", "Jacobs <em>et al.</em>, 2026a") + _cite("#id3", "Jacobs et al., 2026b")
+    + _cite("#id2", "Jacobs et al., 2026a"))
 
 
 def test_a_clean_page_passes() -> None:
@@ -219,6 +238,7 @@ def test_a_clean_page_passes() -> None:
               '<tbody></tbody></table>', r"an empty claims table headed \['id', 'verdict'\]"),
     ("empty", "<table><thead><tr><th>verdict</th><th>claims</th></tr></thead></table>",
      "an empty claims table"),
+    ("citation", _cite("#id3", "Jacobs et al., 2026a"), "'Jacobs et al., 2026a' cites 2 works"),
 ])
 def test_planted_faults_are_caught(check: str, plant: str, expect: str) -> None:
     problems = CHECKS[check](BeautifulSoup(CLEAN + plant, "html.parser"))

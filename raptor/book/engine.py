@@ -215,7 +215,7 @@ class Estimate:
         return False, next((n for n in ns if self.attainable(self._reach(edge, side, n))), None)
 
     def unit_text(self) -> str:
-        return f"{self.n} {self.unit}{'s' * (self.n != 1)}"
+        return f"{self.n:,} {self.unit}{'s' * (self.n != 1)}"
 
 
 def over_seeds(values: Sequence[float], *, bounds: tuple[float, float] | None = None,

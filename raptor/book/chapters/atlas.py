@@ -27,7 +27,7 @@ from raptor.atlas import Cell, CellResult
 from raptor.book import plotting
 from raptor.book.chapters.phase_structure import c1_summary, excess_row, power_reps
 from raptor.book.claims import (FAILS, HOLDS, INCONCLUSIVE, LEVEL, Claim,
-                                 across_seeds, claim, versus)
+                                 across_seeds, claim, counted, versus)
 from raptor.book.engine import over_seeds
 from raptor.book.specs.atlas import NAME, NOTEBOOK, PAPER, SMOKE, Spec  # noqa: F401
 from raptor.phase_test import EXCESS_MIN, PhaseTest, phase_test
@@ -250,15 +250,14 @@ def family(result: Result, seeds: int = 3) -> tuple[Cell | None, str]:
     if passing:
         chosen = min(passing, key=cost.__getitem__)
         why = (f"the cheapest of the {len(passing)} cells over whose seeds the max-cut's excess "
-               f"at k = {k} holds")
+               f"at k = {k} holds, {mean[chosen]:+.3f} over {len(cells[chosen])} seeds")
     else:
         chosen = max(mean, key=mean.__getitem__)
-        why = (f"the max-cut's excess at k = {k} holds over the seeds of none of the "
-               f"{len(cells)} cells measured on ≥ {seeds} seeds: the one of the largest mean "
-               f"excess")
-    return chosen, (f"the cell {chosen.name.removesuffix('-s0')} ({why}: {mean[chosen]:+.3f} at "
-                    f"k = {k} over {len(cells[chosen])} seeds, {cost[chosen]:.1f} core-minutes a "
-                    f"teacher)")
+        why = (f"the one of the largest mean max-cut excess at k = {k}, {mean[chosen]:+.3f} over "
+               f"{len(cells[chosen])} seeds: over the seeds of none of the {len(cells)} cells "
+               f"measured on {seeds} or more does that excess hold")
+    return chosen, (f"the cell {chosen.name.removesuffix('-s0')} ({why}; "
+                    f"{cost[chosen]:.1f} core-minutes a teacher)")
 
 
 def findings(result: Result) -> dict[str, str]:
@@ -271,6 +270,10 @@ def findings(result: Result) -> dict[str, str]:
     hours = sum(r.summary["train_seconds"] * r.summary["machine"]["threads"]
                 for r in result.cells) / 3600
     waiting = [c for c in result.missing if c.train_size is None]
+    design = len(atlas_design.stage1())
+    first = design - len(result.missing)
+    more = len(result.cells) - first
+    converged = sum(r.summary["converged"] for r in result.cells)
     at_k = [result.excess[r.cell.name][k] for r in result.cells]
     every = [e.excess for by_k in result.excess.values() for e in by_k.values()]
     passing = [r.cell.name for r, v in zip(result.cells, verdicts) if v == HOLDS]
@@ -284,8 +287,14 @@ def findings(result: Result) -> dict[str, str]:
         "span-all": f"{min(every):+.3f} … {max(every):+.3f}",
         "stationary-max": f"{max(e.ladder['stationary'].excess for e in at_k):+.3f}",
         "k": str(k), "cells": str(len(result.cells)),
-        "design": str(len(atlas_design.stage1())),
-        "converged": str(sum(r.summary["converged"] for r in result.cells)),
+        "measured": (f"{counted(len(result.cells), 'teacher')} "
+                     f"{'is' if len(result.cells) == 1 else 'are'} measured: {first} of the "
+                     f"{design} cells of the design's first stage"
+                     + (f" and {more} more seeds of the cells its second stage revisits"
+                        if more else "")
+                     + (", every one trained until the convergence criterion fired"
+                        if converged == len(result.cells) else
+                        f"; {converged} of them met the convergence criterion within their budget")),
         "holds": str(verdicts.count(HOLDS)), "fails": str(verdicts.count(FAILS)),
         "inconclusive": str(verdicts.count(INCONCLUSIVE)),
         "best": f"{best.cell.name}, {Interval(t.excess, *t.interval(), LEVEL):+.3f} at k = "
@@ -294,7 +303,14 @@ def findings(result: Result) -> dict[str, str]:
         "dinov2b-chosen": f"{result.dinov2b_test.excess:+.3f} at k = "
                           f"{result.dinov2b_test.best().k}",
         "core-hours": f"{hours:.1f}", "missing": str(len(result.missing)),
-        "waiting": str(len(waiting)),
+        "unmeasured": ("Every cell of the first stage is measured" if not result.missing else
+                       f"The first stage's other {counted(len(result.missing), 'cell')}"
+                       + ("" if not waiting else
+                          ", trained on the whole training set," if len(waiting) == len(
+                              result.missing) else
+                          f" ({len(waiting)} of them on the whole training set)")
+                       + f" {'is' if len(result.missing) == 1 else 'are'} not measured yet: "
+                       "the widest need a GPU or hours of a CPU"),
         "seeds": (f"{len(over)} {'cell is' if len(over) == 1 else 'cells are'} measured on "
                   f"several seeds; over their seeds C1's test "
                   f"holds for {over.count(HOLDS)}, does not hold for {over.count(FAILS)} and is "

@@ -20,7 +20,7 @@ from IPython.display import HTML
 from raptor.book.chapters import chapter
 from raptor.book.claims import (BY_CONSTRUCTION, CLAIMS, FAILS, HOLDS, INCONCLUSIVE, LEVEL,
                                 SEEDS_ALPHA, SIDE_ERROR, UNTESTABLE, UNTESTED, VERDICTS, Claim,
-                                Threshold, badge, folded, gather, scoped)
+                                Threshold, badge, counted, folded, gather, scoped)
 from raptor.book.engine import ENGINE, POWER
 from raptor.book.specs import MODULES
 from raptor.book.specs.claims_page import NAME, NOTEBOOK, PAPER, SMOKE, Spec  # noqa: F401
@@ -64,6 +64,14 @@ def ours_thresholds() -> dict[str, Threshold]:
     return found
 
 
+def coverage(n_claims: int, n_tested: int, n_checks: int) -> str:
+    """How many of the paper's claims the book checks, and how often, as a sentence."""
+    which = (f"Every one of the paper's {n_claims} claims is" if n_tested == n_claims else
+             f"{n_tested} of the paper's {n_claims} claims {'is' if n_tested == 1 else 'are'}")
+    how = "once each" if n_checks == n_tested else f"in {counted(n_checks, 'check')}"
+    return f"{which} checked here, {how}."
+
+
 def summary(result: Result) -> dict[str, int | float | str]:
     """The page's numbers, for the intro: checks run, claims tested, a count per verdict, the
     sub-tests behind the verdicts and their error rates (``error_rates``, a sentence)."""
@@ -80,6 +88,7 @@ def summary(result: Result) -> dict[str, int | float | str]:
     }
     for verdict, key in COUNT_KEYS.items():
         out[key] = int(counts.get(verdict, 0)) if verdict != UNTESTED else len(CLAIMS) - out["n_tested"]
+    out["coverage"] = coverage(out["n_claims"], out["n_tested"], out["n_checks"])
     engine = sorted(set(checks.index[checks["detail"].str.contains(ENGINE, regex=False)]),
                     key=lambda c: int(c[1:]))
     voted = sorted(set(checks.index[checks["detail"].str.contains("binomial test", regex=False)]),
@@ -156,9 +165,8 @@ def page(result: Result, book: Path = BOOK) -> HTML:
     strip = "".join(f'<a href="#{r.id}" title="{escape(r.chapter)}: {escape(scoped(r.verdict))}">'
                     f'{badge(r.verdict, label=r.id)}</a>' for r in t.itertuples())
     parts = ['<div class="rc">',
-             f'<p><b>{s["n_checks"]}</b> checks of <b>{s["n_tested"]}</b> of the paper\'s '
-             f'{s["n_claims"]} claims (<a href="{PAPER_URL}">arXiv 2512.19941</a>), run at profile '
-             f'<code>{escape(str(s["profile"]))}</code>:</p>',
+             f'<p>{escape(s["coverage"])} Profile <code>{escape(str(s["profile"]))}</code>; '
+             f'the paper: <a href="{PAPER_URL}">arXiv 2512.19941</a>.</p>',
              f'<div class="rc-counts">{counts}</div>', f'<div class="rc-strip">{strip}</div>']
     seen: set[str] = set()
     rank = {name: i for i, name in enumerate(MODULES)}

@@ -20,7 +20,7 @@ from raptor.book.chapters import functional_phases_claims as judge
 from raptor.book.chapters.functional_phases_claims import GROUPS, UNIT_IMAGES
 from raptor.book.chapters.finding_phases import ALIGN_TOL, TeacherPhases, c2_boundaries
 from raptor.book.chapters.phase_structure import c1_block_excess
-from raptor.book.claims import Claim, excess_text, first_line, on_phases
+from raptor.book.claims import Claim, excess_text, first_line, on_phases, scoped, stated
 from raptor.book.experiment import (Walk, batched, images_of, phase_matrices_of, phases_of,
                                     snapshot_of, student_of, teacher_of, walk)
 from raptor.book.specs.functional_phases import NAME, NOTEBOOK, PAPER, SMOKE, Spec  # noqa: F401
@@ -387,8 +387,8 @@ def control_table(result: Result) -> pd.DataFrame:
     names = {"book": "the book's teachers",
              "planted": f"planted phases {controls.partition_name(result.spec.planted or ())}"}
     def cell(c: Claim) -> str:
-        ours = first_line(c.ours).split(" (measured on all")[0]
-        return ours if ours.startswith(c.verdict) else f"{c.verdict}: {ours}"
+        ours, words = first_line(c.ours).split(" (measured on all")[0], scoped(c.verdict)
+        return ours if ours.startswith(words) else f"{words}: {ours}"
 
     return pd.DataFrame([{"claim": cid, **{names[kind]: cell(c)
                                            for kind, c in by_kind.items()}}
@@ -422,6 +422,6 @@ def findings(result: Result) -> dict[str, str]:
         return {"phased": f"{len(book)} of {len(result.seeds)}",
                 "planted": "none (`planted` is None)", "planted-sizes": "none"}
     return {"phased": f"{len(book)} of {len(result.seeds)}",
-            "planted": "; ".join(f"{cid} {by_kind['planted'].verdict}"
+            "planted": "; ".join(f"{cid} {stated(by_kind['planted'].verdict)}"
                                  for cid, by_kind in positive_control(result).items()),
             "planted-sizes": controls.partition_name(result.spec.planted)}

@@ -20,7 +20,7 @@ import pandas as pd
 from raptor import controls, paper, phases
 from raptor.catalog import dataset_info
 from raptor.book import plotting
-from raptor.book.claims import FAILS, HOLDS, LEVEL, Claim, excess_text
+from raptor.book.claims import FAILS, HOLDS, LEVEL, Claim, excess_text, stated
 from raptor.book.engine import Declaration, Part, judge, of_model
 from raptor.book.experiment import Walk, images_of, pretrained_walk, teacher_of, walk
 from raptor.book.specs.phase_structure import NAME, NOTEBOOK, PAPER, SMOKE, Spec  # noqa: F401
@@ -323,7 +323,7 @@ def findings(result: Result) -> dict[str, str]:
         "dinov2b-d-star": _step(paper_test.d_star),
         "dinov2b-steps": f"{paper_test.steps[6]:.2f} (blocks 7–8) and {paper_test.steps[9]:.2f} "
                          f"(10–11)",
-        "verdict": claims(result)[0].verdict,
+        "verdict": stated(claims(result)[0].verdict),
         "covered": _covered(result),
         "untrained-pass": _passing({n: t for n, t in result.tests.items()
                                     if n not in result.trained_tests()}),
