@@ -131,7 +131,8 @@ def _parser() -> argparse.ArgumentParser:
     p_find.add_argument("--claims", type=Path, default=BOOK / "claims")
     p_art = sub.add_parser("artifacts", help="fill or check the artifact tier (artifacts/)")
     p_art.add_argument("action", choices=["export", "verify", "compare", "stage", "unstage"],
-                       help="stage: add the cache's students to the tier at --root (models "
+                       help="stage: add the cache's students distilled to the convergence "
+                       "criterion that the book's tier lacks to the tier at --root (models "
                        "trained over sessions); unstage: write that tier's entries into the cache")
     p_art.add_argument("--log", type=Path, help="export: the $RAPTOR_CACHE_LOG of a book run")
     p_art.add_argument("--root", type=Path, default=Path("artifacts"))

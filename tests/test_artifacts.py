@@ -351,30 +351,42 @@ def test_every_tier_student_loads_under_its_content_key(monkeypatch, tmp_path):
     assert list(tmp_path.rglob("*.safetensors")) == []  # nothing was trained
 
 
+CRITERION = {"distill": {"patience": 4}}
+CONVERGED_0 = {"s": 0, **CRITERION}
+
+
 def test_staged_students_accumulate_over_sessions_and_resume_in_a_new_cache(tmp_path, monkeypatch):
-    """Each session's students join the staging tier beside the earlier ones (teachers stay out);
-    a fresh cache unstaged from it holds them bit for bit, refilling a tier from that cache writes
-    the staged files' very bytes, and a changed staged file is refused."""
+    """Each session's converged students join the staging tier beside the earlier ones (teachers,
+    students without the convergence criterion and those the book's tier holds stay out); a fresh
+    cache unstaged from it holds them bit for bit, refilling a tier from that cache writes the
+    staged files' very bytes, and a changed staged file is refused."""
     stage_root = tmp_path / "staged"
     monkeypatch.setenv("RAPTOR_ARTIFACTS", "")
+    monkeypatch.setenv("RAPTOR_CACHE", str(tmp_path / "book"))
+    get_or_build("student", CONVERGED_0, _build(0.0))  # a student of the book's tier: not staged
+    export([entry_name("student", CONVERGED_0)], tmp_path / "tier")
+    monkeypatch.setenv("RAPTOR_ARTIFACTS", str(tmp_path / "tier"))
     for session, value in ((1, 1.0), (2, 2.0)):
         monkeypatch.setenv("RAPTOR_CACHE", str(tmp_path / f"cache{session}"))
         get_or_build("teacher", {"t": session}, _build(value))
-        get_or_build("student", {"s": session}, _build(value))
+        get_or_build("student", {"s": session, **CRITERION}, _build(value))
+        get_or_build("student", CONVERGED_0, _build(0.0))
+        get_or_build("student", {"s": session, "distill": {"patience": None}}, _build(value))
         for work in ("x.work.safetensors", "x.work.best.safetensors"):  # a build in progress
             (tmp_path / f"cache{session}" / "student" / work).write_bytes(b"partial")
         manifest = artifacts.stage(stage_root)
-    names = {entry_name("student", {"s": s}) for s in (1, 2)}
+    names = {entry_name("student", {"s": s, **CRITERION}) for s in (1, 2)}
     assert set(manifest["entries"]) == names and verify(stage_root) == 2
     monkeypatch.setenv("RAPTOR_CACHE", str(tmp_path / "fresh"))
     assert artifacts.unstage(stage_root) == 2 and artifacts.unstage(stage_root) == 0
     for s in (1, 2):
-        got = get_or_build("student", {"s": s}, lambda _work: pytest.fail("must not build"))
+        got = get_or_build("student", {"s": s, **CRITERION},
+                           lambda _work: pytest.fail("must not build"))
         assert torch.equal(got[0]["w"], torch.full((3, 2), float(s)))
     refilled = export(names, tmp_path / "artifacts")["entries"]  # the tier's later refill
     assert {n: e["sha256"] for n, e in refilled.items()} == \
         {n: e["sha256"] for n, e in manifest["entries"].items()}  # the same bytes: one blob each
-    victim = stage_root / (entry_name("student", {"s": 1}) + ".xz")
+    victim = stage_root / (entry_name("student", {"s": 1, **CRITERION}) + ".xz")
     victim.write_bytes(victim.read_bytes()[:-1] + b"\0")
     monkeypatch.setenv("RAPTOR_CACHE", str(tmp_path / "another"))
     with pytest.raises(ArtifactError, match="sha256"):

@@ -178,12 +178,21 @@ def export(names: Iterable[str], root: Path, *, source: Path | None = None) -> d
 
 
 def stage(root: Path, kind: str = "student") -> dict[str, Any]:
-    """Add every ``kind`` entry of the cache to the tier at ``root``, keeping the entries it holds:
-    models trained in stages (over sessions, or on another machine) gathered in a tier of their own
-    until all are final, then moved into the book's tier at once. Returns the manifest."""
-    cache = cache_root()
-    built = [str(p.relative_to(cache)) for p in (cache / kind).glob("*.safetensors")
-             if finished(p)]
+    """Add every ``kind`` entry of the cache distilled under the convergence criterion (its
+    ``distill`` configuration has a ``patience``) that the book's tier lacks to the tier at
+    ``root``, keeping the entries it holds: models trained in stages (over sessions, or on another
+    machine) gathered in a tier of their own until all are final, then moved into the book's tier
+    at once. Returns the manifest."""
+    cache, book = cache_root(), artifacts_root()
+    stored = set(read_manifest(book)) if book is not None else set()
+
+    def converged(path: Path) -> bool:
+        config = json.loads(metadata(path.read_bytes())["config"])
+        return config.get("distill", {}).get("patience") is not None
+
+    built = [name for p in (cache / kind).glob("*.safetensors")
+             if finished(p) and (name := str(p.relative_to(cache))) not in stored
+             and converged(p)]
     kept = list(read_manifest(root)) if (root / MANIFEST).is_file() else []
     return export([*built, *kept], root)
 
