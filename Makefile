@@ -70,18 +70,21 @@ verify: setup
 
 # The stored book is what the code produces, on any machine: nbval executes a copy of it (in
 # runs/nbval/, so the stored files stay as they are) with other CPU kernels than the ones it was
-# executed with (no vectorised ATen or oneDNN kernels beyond SSE4.1, MKL in compatible mode: 1.8–3.4×
-# the default kernels' time, bench/bench_kernels.py) and one thread a stream, checks each chapter's
-# claims cell against the stored notebook (decimals masked: tests/nbval_sanitize.cfg), then
-# `raptor compare` checks the claims it wrote against the stored ones: verdicts exactly, every
-# number within one unit of its last printed digit (raptor/book/compare.py). Functional phases takes
-# a third of the book: it and Raptor in one stream, the other chapters in another, then the claims
-# page (it reads every chapter's claims). Functional phases' compute cell, with its positive control,
-# runs longer than nbval's default 2,000 s a cell on one thread beside the unit tests (EPYC-512,
-# 2026-12-06): a cell may take 4,500 s.
-NBVAL := ATEN_CPU_CAPABILITY=default ONEDNN_MAX_CPU_ISA=SSE41 MKL_CBWR=COMPATIBLE \
-	OMP_NUM_THREADS=1 $(PY) -m pytest -q -p no:cacheprovider --nbval-lax --nbval-current-env \
-	--nbval-cell-timeout=4500 --nbval-sanitize-with tests/nbval_sanitize.cfg
+# executed with, oneDNN's (the linear layers') one instruction set below the machine's best: AVX2
+# on an AVX-512 core, SSE4.1 on an AVX2 one (other logits at 1.2–1.3× the default kernels' time;
+# scalar ATen with MKL's compatible mode took 2.6×: bench/bench_kernels.py), one thread a stream.
+# It checks each chapter's claims cell against the stored notebook (decimals masked:
+# tests/nbval_sanitize.cfg), then `raptor compare` checks the claims it wrote against the stored
+# ones: verdicts exactly, every number within one unit of its last printed digit
+# (raptor/book/compare.py). Functional phases takes a third of the book: it and Raptor in one
+# stream, the other chapters in another, then the claims page (it reads every chapter's claims).
+# Functional phases' compute cell, with its positive control, ran past nbval's default 2,000 s a
+# cell on one thread beside the unit tests under the slower kernels (EPYC-512, 2026-12-06): a cell
+# may take 4,500 s.
+NBVAL_ISA := $(shell grep -qw avx512f /proc/cpuinfo && echo AVX2 || echo SSE41)
+NBVAL := ONEDNN_MAX_CPU_ISA=$(NBVAL_ISA) OMP_NUM_THREADS=1 $(PY) -m pytest -q -p no:cacheprovider \
+	--nbval-lax --nbval-current-env --nbval-cell-timeout=4500 \
+	--nbval-sanitize-with tests/nbval_sanitize.cfg
 NBVAL_first := functional_phases raptor
 NBVAL_rest := $(filter-out $(NBVAL_first),$(basename $(notdir $(wildcard book/chapters/*.ipynb))))
 

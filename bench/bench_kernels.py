@@ -24,6 +24,11 @@ SETTINGS = {
     "MKL dispatch SSE4.2": {"MKL_ENABLE_INSTRUCTIONS": "SSE4_2"},
     "all three (make nbval)": {"ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": "SSE41",
                                "MKL_CBWR": "COMPATIBLE"},
+    "ATen AVX2": {"ATEN_CPU_CAPABILITY": "avx2"},
+    "oneDNN AVX2": {"ONEDNN_MAX_CPU_ISA": "AVX2"},
+    "MKL AVX2": {"MKL_CBWR": "AVX2"},
+    "all three at AVX2": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2",
+                          "MKL_CBWR": "AVX2"},
 }
 
 PASS = """

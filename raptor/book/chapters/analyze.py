@@ -48,7 +48,7 @@ from raptor.trajectories import TokenGroups
 @dataclass(frozen=True)
 class Fit:
     """A Raptor distilled on ``partition`` (``kind``: ``"max-cut"`` or ``"random"``) against the
-    model on the analysed images: per group and layer 0..L the mean cosine and R² (§3, Fig. 5),
+    model on the analysed images: per group and layer 0..L the mean cosine and R² (§3, Fig. 14),
     the authors' global R² at the last layer, and the top-1 agreement of the two through the
     model's head (``None`` for a model without one)."""
 
@@ -229,7 +229,7 @@ def flow_table(result: Result) -> pd.DataFrame:
 
 def fit_figure(result: Result) -> plt.Figure:
     """Each k's Raptor against the model, layer by layer: the mean cosine of the cls token (or
-    the mean patch without one) for the max-cut and each random partition (Fig. 5); a note in
+    the mean patch without one) for the max-cut and each random partition (Fig. 14); a note in
     place of the panels where no Raptor was fitted."""
     if not result.fits:
         fig, axes = plotting.figure(1, 1, height=1.0)
