@@ -441,8 +441,8 @@ def layer_curves(curves: Mapping[str, np.ndarray], *, ylabel: str, title: str = 
 
 def training_curves(records: Mapping[str, Mapping], smooth: int = 10) -> plt.Figure:
     """Raptor's two training stages (App. A): each stage-1 block's loss with the teacher-forcing
-    weight λ, then the stage-2 loss; under the convergence criterion each curve's plateau (○)
-    and stop (×) on its held-out loss.
+    weight λ, then the stage-2 loss; under the convergence criterion each curve's held-out loss
+    (dashed), on which the rule reads its plateau (○), and its stop (×).
 
     ``records`` maps a label (e.g. ``"k=3"``) to the record of :func:`raptor.train.distill`.
     Losses are shown as running means over ``smooth`` steps, on a log scale.
@@ -462,6 +462,8 @@ def training_curves(records: Mapping[str, Mapping], smooth: int = 10) -> plt.Fig
                     loss, np.ones(width) / width, mode="valid"), color=color,
                     label=label if i == 0 else None)
                 val = {v["step"]: v["loss"] for v in curve.get("val", [])}
+                if val:
+                    ax.plot(list(val), list(val.values()), color=color, ls="--", lw=0.8)
                 for step, marker in ((curve.get("plateau"), "o"), (curve.get("stopped"), "x")):
                     if step in val:
                         ax.plot(step, val[step], marker=marker, color=color, ms=6,
@@ -471,7 +473,8 @@ def training_curves(records: Mapping[str, Mapping], smooth: int = 10) -> plt.Fig
     lam_ax.plot([], [], color="grey", ls=":", label="λ (right axis)")
     if any(c.get("plateau") for rec in records.values() for st in ("stage1", "stage2")
            for c in stage_curves(rec, st)):
-        lam_ax.plot([], [], "o", color="grey", mfc="none", label="plateau (held-out)")
+        lam_ax.plot([], [], color="grey", ls="--", lw=0.8, label="held-out loss")
+        lam_ax.plot([], [], "o", color="grey", mfc="none", label="plateau")
         lam_ax.plot([], [], "x", color="grey", label="stop")
     lam_ax.set_ylabel("teacher-forcing weight λ")
     lam_ax.set_ylim(-0.05, 1.05)

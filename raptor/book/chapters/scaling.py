@@ -259,8 +259,8 @@ def c14_ladder(correct: Sequence[Sequence[np.ndarray]], *, k: int) -> Claim:
     """C14 (§3, Table 2) over seeds: per seed, Table 2's per-image correctness in rung order (the
     fine-tuned probe last), on the same images. TF only keeps less than ``COLLAPSE`` of the full
     recipe's (rung 5) accuracy, AR recovers (a gain above ``RECOVERS``) and each later rung adds
-    more than ``RUNG_FLOOR`` (no loss beyond a point), each on the engine's t interval over the seeds' ratios or
-    differences; Table 2's own are the effects for the power check."""
+    more than ``RUNG_FLOOR`` (no loss beyond a point), each on the engine's t interval over the
+    seeds' ratios or differences; Table 2's own are the effects for the power check."""
     tf, ar = paper.TABLE2["TF only"], paper.TABLE2["+ AR with annealed TF"]
     paper_ = f"TF alone collapses ({tf}); AR with annealed TF recovers ({ar}); each later step " \
              "adds (Table 2)"
