@@ -248,7 +248,7 @@ for (const b of document.querySelectorAll('.rc-badge')) {
   if (r.right > window.innerWidth + tol) out.badges.push(b.textContent);
 }
 out.tall = [];  // a claim's sentences, each at most a few lines until tapped
-for (const v of document.querySelectorAll('.rc-vals > *')) {
+for (const v of document.querySelectorAll('.rc-vals > *, .rc-result-ours')) {
   const lines = v.getBoundingClientRect().height / (parseFloat(getComputedStyle(v).lineHeight) || 20);
   if (lines > arguments[1]) out.tall.push([Math.round(lines), v.textContent.slice(0, 50)]);
 }
@@ -511,6 +511,9 @@ def test_a_missing_result_box_is_caught(tmp_path: Path, driver, serve) -> None:
     (FIGURE, "figure wider than the screen at 420 px: fig.svg"),
     ('<div class="rc-vals"><div>' + "a long sentence " * 60 + "</div></div>",
      "a claim's sentence [0-9]+ lines tall at 420 px, not folded"),  # though it scrolls in its box
+    ('<div class="rc-result"><div class="rc-result-row"><span class="rc-result-ours" '
+     'style="display:block;-webkit-line-clamp:none">' + "a long sentence " * 60 + "</span></div>"
+     "</div>", "a claim's sentence [0-9]+ lines tall at 420 px, not folded"),
     ('<div class="rc-result-figure" style="overflow-x:auto"><img src="dot.png" '
      'style="width:600px;max-width:none"><a href="fig.csv">data</a></div>',
      "figure wider than the screen at 420 px: dot.png"),
