@@ -246,6 +246,22 @@ def test_every_chapter_package_is_registered_once_with_its_modules() -> None:
         assert set(CHAPTER_MODULES) <= modules <= {*CHAPTER_MODULES, "figures"}, (name, modules)
 
 
+def test_science_imports_every_chapters_modules() -> None:
+    """:func:`~raptor.book.chapters.science` gives every chapter with each of its modules
+    imported (a new chapter's too), in a fresh interpreter."""
+    script = ("import pathlib\n"
+              "from raptor.book import chapters\n"
+              "for package in chapters.CHAPTERS:\n"
+              "    folder = pathlib.Path(package.__file__).parent\n"
+              "    loaded = chapters.science(package.NAME)\n"
+              "    missing = [p.stem for p in folder.glob('*.py')\n"
+              "               if p.stem != '__init__' and not hasattr(loaded, p.stem)]\n"
+              "    assert not missing, (package.NAME, missing)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=PACKAGE.parent)
+    assert done.returncode == 0, done.stderr
+
+
 def test_the_chapters_registry_and_specs_import_no_torch() -> None:
     """The registry and every chapter's package and spec, imported alone, import no torch: a
     run's parameters are checked before the science is imported."""

@@ -15,8 +15,8 @@ contract), in ``raptor/book/chapters/<package>/``:
   :mod:`raptor.book.engine` where it can be) and ``findings``, the prose that quotes them;
 - ``figures.py`` (where the chapter has any): its figures and tables, drawn from a ``Result``;
   a module imports only those before it in this list (figures draw the claims' thresholds);
-- its one registration, the package in :data:`CHAPTERS` (book order; the table of contents is
-  written from it: :func:`toc`);
+- its registration here: the package in :data:`CHAPTERS` (book order; the table of contents is
+  written from it: :func:`toc`) and its modules in :func:`science`;
 - the notebook ``book/<NOTEBOOK>``: a ``parameters`` cell naming only the profile and the claims
   folder (no default copied: the runner injects the resolved spec's parameters after it),
   ``compute`` on the spec (:func:`notebook_spec`), its figures and its claims table, executed and
