@@ -257,10 +257,10 @@ def test_c21_angular_speed_over_seeds() -> None:
     assert "the share of boundaries with a patch speed jump within 1 layer is 1.00" in c.ours
     judged_well(c)
     assert verdict(claims.c21_angular_speed([speeds(0.05, registers=0.9, seed=s) for s in SEEDS],
-                                        [[2, 5]] * 3)) == FAILS
+                                            [[2, 5]] * 3)) == FAILS
     late_jump = np.r_[np.full(6, 0.3), 0.5, 0.5]  # jumps at 6 only, boundary at 2
     assert verdict(claims.c21_angular_speed([speeds(0.9, patches=late_jump, seed=s) for s in SEEDS],
-                                        [[2]] * 3)) == FAILS
+                                            [[2]] * 3)) == FAILS
     # cls 5% faster than the patches on every seed: within the band, a tie, so no order
     tie = claims.c21_angular_speed([speeds(0.63, seed=s) for s in SEEDS], [[2, 5]] * 3)
     assert verdict(tie) == FAILS and "a tie within ±0.10" in tie.ours
@@ -320,7 +320,7 @@ EARLY = JUMP[[0, 6, 7, 7, 7, 7, 7, 7]] + np.linspace(0, 0.01, L)  # sharp, but a
 
 def coherence(*means: np.ndarray) -> Claim:
     return claims.c23_coherence_rises([kappa_images(m, 0.02, seed=s) for s, m in enumerate(means)],
-                                  [[2, 5]] * len(means))
+                                      [[2, 5]] * len(means))
 
 
 def test_c23_sharp_late_rise_over_seeds() -> None:
@@ -519,11 +519,11 @@ def _power_inputs(effect: bool) -> dict[str, Claim]:
     return {"C16": claims.c16_directions_converge(c16), "C17": claims.c17_norms_grow(seeds["norms"]),
             "C18": claims.c18_class_basins(seeds["first"], seeds["last"], seeds["labels"]),
             "C19": claims.c19_self_correction(seeds["dev"], seeds["dev"],
-                                          [{g: 0.1 for g in groups}] * 3, layer=4),
+                                              [{g: 0.1 for g in groups}] * 3, layer=4),
             "C20": claims.c20_sensitivity_by_depth(seeds["sens"]),
             "C21": claims.c21_angular_speed(seeds["speed"], BOUNDS),
             "C22": claims.c22_update_rank_falls(ranks, [{g: v + 3 for g, v in r.items()}
-                                                    for r in ranks], BOUNDS, width=64),
+                                                        for r in ranks], BOUNDS, width=64),
             "C23": claims.c23_coherence_rises(seeds["kappa"], BOUNDS),
             "C24": claims.c24_dmd_near_one(seeds["lam"], rank=10)}
 
@@ -561,7 +561,7 @@ def test_findings_group_the_phenomena_by_verdict(smoke_result) -> None:
     checks = claims.claims(result)
     verdicts = dict(C17=HOLDS, C19=HOLDS, C20=FAILS)
     found = claims.findings(result, [dataclasses.replace(c, verdict=verdicts.get(c.id, c.verdict))
-                                      for c in checks])
+                                     for c in checks])
     holds, fails, untestable = found["phenomena"].split("; ")
     assert holds == f"{claims.PHENOMENA['C17']} (C17) and {claims.PHENOMENA['C19']} (C19) " \
                     "hold at this scale"

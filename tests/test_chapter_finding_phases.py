@@ -32,7 +32,7 @@ def planted(planted_blocks):
 
 def test_c2_holds_where_the_cuts_sit_on_the_novelty_boundaries(planted) -> None:
     c = claims.c2_boundaries(planted, {k: 1.0 for k in KS}, images=200, n_resamples=40,
-                              stable="seed 0")
+                             stable="seed 0")
     assert c.verdict == HOLDS and c.tests == 1 + 2 * len(KS)
     share, chance = claims.alignment(planted[0])
     assert planted[0].novelty == [4, 7, 10]
@@ -48,7 +48,7 @@ def test_c2_fails_where_the_cuts_miss_them(planted_blocks) -> None:
     shares = [claims.alignment(_teacher(S, s, wrong))[0] for s in range(3)]
     assert max(shares) <= 0.5
     c = claims.c2_boundaries([_teacher(S, s, wrong) for s in range(3)], {k: 1.0 for k in KS},
-                              images=200, n_resamples=40, stable="seed 0")
+                             images=200, n_resamples=40, stable="seed 0")
     assert c.verdict == FAILS
 
 
@@ -58,10 +58,10 @@ def test_c2_stability_can_hold_at_the_profiles_subsets(planted, profile: str) ->
     above STABLE_SHARE; 10 subsets cannot show it (not testable, with what it would need)."""
     n = chapter.Spec().n_resamples if profile == "cpu" else chapter.PAPER.n_resamples
     ideal = claims.c2_boundaries(planted, {k: 1.0 for k in KS}, images=200, n_resamples=n,
-                                  stable="seed 0")
+                                 stable="seed 0")
     assert ideal.verdict == HOLDS
     few = claims.c2_boundaries(planted, {k: 1.0 for k in KS}, images=200, n_resamples=10,
-                                stable="seed 0")
+                               stable="seed 0")
     assert few.verdict == UNTESTABLE and "cannot be tested on 10 image subsets (it needs" in few.ours
 
 
@@ -78,7 +78,7 @@ def test_c2_on_unstable_boundaries(planted, reproduced: dict[int, float], n: int
 def test_c2_boundaries_moving_across_seeds_fail(planted, planted_blocks) -> None:
     moved = _teacher(planted_blocks([2, 5, 3, 2]), 3)
     assert claims.c2_boundaries([*planted, moved], {k: 1.0 for k in KS}, images=200,
-                                 n_resamples=40, stable="seed 0").verdict == FAILS
+                                n_resamples=40, stable="seed 0").verdict == FAILS
 
 
 def test_c2_needs_teachers_with_phases(planted, phase_test_on) -> None:

@@ -23,7 +23,7 @@ def test_margin_is_in_sample_standard_deviations() -> None:
 
 def test_c3_is_judged_over_seeds() -> None:
     held = claims.c3_maxcut_beats_random({2: [1.5, 1.6, 1.7], 3: [2.0, 2.2, 2.1]},
-                                        counts={2: 6, 3: 10})
+                                         counts={2: 6, 3: 10})
     assert held.verdict == HOLDS and held.tests == 2
     assert held.ours.startswith("The k=2 max-cut Raptor's margin over random partitions (σ) is "
                                 "+1.6, above +1.0")
@@ -34,7 +34,7 @@ def test_c3_is_judged_over_seeds() -> None:
     # the stored cpu seeds: at k=2 (-0.7 / +2.8 / +0.3 σ) too spread to tell, at k=3 (+0.2 /
     # -0.1 / -0.2 σ) wholly below 1σ even at the Bonferroni level: it does not hold
     cpu = claims.c3_maxcut_beats_random({2: [-0.7, 2.8, 0.3], 3: [0.2, -0.1, -0.2]},
-                                       counts={2: 10, 3: 10})
+                                        counts={2: 10, 3: 10})
     assert cpu.verdict == FAILS
     assert "k=2 +0.8 [-3.7, +5.3]" in cpu.detail and "k=3 -0.0 [-0.6, +0.5]" in cpu.detail
     # no σ on some seed, or one seed: not testable
@@ -46,8 +46,8 @@ def test_c3_is_judged_over_seeds() -> None:
 def test_c3_shows_the_r2_margin_beside_its_verdict() -> None:
     """The [ours] R² margin is reported with its own verdict and does not enter C3's."""
     c3 = claims.c3_maxcut_beats_random({2: [-0.2, 0.1, 0.0]}, counts={2: 10},
-                                      r2_margins={"k=2 patch": [0.004, 0.006, 0.005]},
-                                      test_images=10_000)
+                                       r2_margins={"k=2 patch": [0.004, 0.006, 0.005]},
+                                       test_images=10_000)
     assert c3.verdict == FAILS
     assert "on all 10,000 test images" in c3.detail and "k=2 patch" in c3.detail
     assert claims.paired_margin([0.95, 0.9, 0.92, 0.94]) == pytest.approx(0.03)
@@ -75,7 +75,7 @@ def test_retained_is_the_share_kept_on_all_the_images() -> None:
 
 def test_c4_is_judged_over_seeds() -> None:
     held = claims.c4_swaps({1: [0.99, 0.98, 0.99], 2: [0.96, 0.95, 0.97]},
-                          {1: [0.30, 0.35, 0.32], 2: [0.20, 0.25, 0.22]}, ceiling=1.25)
+                           {1: [0.30, 0.35, 0.32], 2: [0.20, 0.25, 0.22]}, ceiling=1.25)
     assert held.verdict == HOLDS and held.tests == 4
     assert held.ours.startswith("The share of the teacher's accuracy kept by intra-phase swaps "
                                 "of 1 layer is 98.7%, above 90.0%")
@@ -91,7 +91,7 @@ def test_c4_is_judged_over_seeds() -> None:
     assert claims.c4_swaps({}, {1: [0.5, 0.4, 0.6]}, ceiling=1.25).verdict == UNTESTABLE
     nan = float("nan")
     assert claims.c4_swaps({1: [nan, 0.9, 0.9]}, {1: [0.3, 0.2, 0.4]},
-                          ceiling=1.25).verdict == UNTESTABLE
+                           ceiling=1.25).verdict == UNTESTABLE
     assert claims.c4_swaps({1: [0.99]}, {1: [0.3]}, ceiling=1.25).verdict == UNTESTABLE
 
 
@@ -115,7 +115,7 @@ def test_c4_power_at_the_cpu_profile() -> None:
 
     def shares(keep: float, flip: float) -> dict[int, list[float]]:
         return {n: [claims.retained(_swap_units(keep, flip, 20, rng, t),
-                                   t.reshape(20, 50).mean(axis=1), SIZES) for t in teachers]
+                                    t.reshape(20, 50).mean(axis=1), SIZES) for t in teachers]
                 for n in (1, 2, 3)}
 
     intra = shares(1.0, 0.1)
@@ -127,7 +127,7 @@ def test_c9_is_judged_over_seeds() -> None:
     trained = {"cls": [0.877, 0.904, 0.858], "patches": [0.922, 0.947, 0.924]}
     # the stored cpu seeds: untrained teachers easier on every seed, by 0.05–0.10
     held = claims.c9_untrained_easier({"cls": [0.951, 0.950, 0.958],
-                                      "patches": [0.998, 0.998, 0.998]}, trained)
+                                       "patches": [0.998, 0.998, 0.998]}, trained)
     assert held.verdict == HOLDS and held.tests == 2
     assert held.ours.startswith("The untrained teacher's Raptor's cls R² minus the trained one's "
                                 "is +0.073, above +0.000")

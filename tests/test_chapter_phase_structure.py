@@ -33,7 +33,7 @@ def judged(value: float, half_width: float = 0.002, others: float = -0.05) -> Ph
 def test_c1_holds_only_when_every_models_best_k_clears_the_threshold() -> None:
     t = claims.EXCESS_MIN.value
     assert claims.c1_block_excess({"a": judged(t + 0.02), "b": judged(t + 0.01)}
-                                   ).verdict == HOLDS
+                                  ).verdict == HOLDS
     assert claims.c1_block_excess({"a": judged(t + 0.02), "b": judged(0.0)}).verdict == FAILS
     c = claims.c1_block_excess({"a": judged(t + 0.02), "b": judged(t, 0.005)})
     assert c.verdict == INCONCLUSIVE and "the block excess of b is +0.010, not clearly" in c.ours
@@ -81,7 +81,7 @@ def test_c1_judges_the_trained_models_alone(smoke_result) -> None:
     (c1,) = claims.claims(r)
     calibration = claims.calibration(r)
     assert dataclasses.replace(c1, values={}) == claims.c1_block_excess(r.trained_tests(),
-                                                                          calibration)
+                                                                         calibration)
     assert c1.values == {**{name: [t.excess, *t.interval()]
                             for name, t in r.trained_tests().items()},
                          "DINOv2-B": [r.paper_test.excess, None, None]}  # what other pages quote

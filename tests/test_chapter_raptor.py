@@ -40,7 +40,7 @@ def test_c15_is_judged_over_seeds() -> None:
 
 def test_c25_shorter_description() -> None:
     held = claims.c25_shorter_description(399872, 15681536, {2: 106560, 3: 159840},
-                                           {2: 15730944, 3: 15730944})
+                                          {2: 15730944, 3: 15730944})
     assert held.verdict == BY_CONSTRUCTION
     assert held.ours == ("k=2: 0.27× the bits, 1.003× the FLOPs, k=3: 0.40× the bits, "
                          "1.003× the FLOPs")

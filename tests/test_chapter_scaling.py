@@ -34,8 +34,8 @@ def dinov2_results(k: int, raptor: float, teacher: float = 84.5) -> dict:
 
 def test_c12_is_untestable_at_cpu_and_shows_head_and_probe() -> None:
     c = claims.c12_share_of_teacher({2: [95.4], 3: [96.0]},
-                                     {2: [97.86], 3: [99.12], 4: [100.0]},
-                                     dataset="fashion-mnist", profile="cpu")
+                                    {2: [97.86], 3: [99.12], 4: [100.0]},
+                                    dataset="fashion-mnist", profile="cpu")
     assert c.verdict == UNTESTABLE and c.paper == ("k=2 ≈ 96%, k=3 ≈ 98% of DINOv2-B (IN-1k, "
                                                    "Table 1)")
     assert c.ours == ("fashion-mnist analogue (not the claim): head k=2 95.4%, k=3 96.0%; "
@@ -43,7 +43,7 @@ def test_c12_is_untestable_at_cpu_and_shows_head_and_probe() -> None:
     assert "not run at cpu" in c.detail and "1 teacher seed(s)" in c.detail
     # Over seeds: the mean, and the seeds' range.
     seeds = claims.c12_share_of_teacher({2: [94.0, 96.0, 95.0]}, {2: [97.0, 99.0, 98.0]},
-                                         dataset="fashion-mnist", profile="cpu")
+                                        dataset="fashion-mnist", profile="cpu")
     assert seeds.verdict == UNTESTABLE and seeds.ours == (
         "fashion-mnist analogue (not the claim): head k=2 95.0% (94.0–96.0); "
         "probe k=2 98.0% (97.0–99.0) of the teacher")
@@ -51,7 +51,7 @@ def test_c12_is_untestable_at_cpu_and_shows_head_and_probe() -> None:
     # Pipeline results with only one k stay untestable.
     one = claims.pipeline_shares([dinov2_results(2, 81.2)])
     assert claims.c12_share_of_teacher({}, {}, dataset="imagenet", profile="paper",
-                                        dinov2=one).verdict == UNTESTABLE
+                                       dinov2=one).verdict == UNTESTABLE
 
 
 def test_c12_on_dinov2_pipeline_results_both_ways() -> None:
@@ -67,10 +67,10 @@ def test_c12_on_dinov2_pipeline_results_both_ways() -> None:
     # ... 78.0 / 84.5 = 92.3% does not, and 80.7 / 84.5 = 95.5% sits on the threshold.
     low = claims.pipeline_shares([dinov2_results(2, 78.0), dinov2_results(3, 83.0)])
     assert claims.c12_share_of_teacher({}, {}, dataset="imagenet", profile="paper",
-                                        dinov2=low).verdict == FAILS
+                                       dinov2=low).verdict == FAILS
     edge = claims.pipeline_shares([dinov2_results(2, 80.7), dinov2_results(3, 83.0)])
     assert claims.c12_share_of_teacher({}, {}, dataset="imagenet", profile="paper",
-                                        dinov2=edge).verdict == INCONCLUSIVE
+                                       dinov2=edge).verdict == INCONCLUSIVE
 
 
 def nested(n: int, *accs: float) -> list[np.ndarray]:
@@ -92,26 +92,26 @@ def seeds(*per_seed: tuple[float, float, float], n: int = 1000) -> list[dict[int
 def test_c13_is_judged_over_seeds() -> None:
     # A 5-point rise and a flat k=3 → 4 on three seeds that agree within a fraction of a point
     held = claims.c13_saturates_at_k4(seeds((0.75, 0.80, 0.80), (0.752, 0.801, 0.802),
-                                             (0.749, 0.799, 0.797)))
+                                            (0.749, 0.799, 0.797)))
     assert held.verdict == HOLDS and held.tests == 2
     assert held.ours.startswith("The probe accuracy gain from k=2 to k=3 is +5.0%, above +0.0%; "
                                 "the gain from k=3 to k=4 is -0.0%, between -1.0% and +1.0%")
     assert "k=2 / 3 / 4 per seed: 75.0% / 80.0% / 80.0%" in held.detail
     # A fall from k=2 to 3 on every seed does not hold; so does a 5-point gain from 3 to 4.
     fall = claims.c13_saturates_at_k4(seeds((0.80, 0.75, 0.75), (0.81, 0.755, 0.755),
-                                             (0.79, 0.745, 0.745)))
+                                            (0.79, 0.745, 0.745)))
     assert fall.verdict == FAILS
     gain = seeds((0.75, 0.80, 0.85), (0.752, 0.801, 0.851), (0.749, 0.799, 0.849))
     assert claims.c13_saturates_at_k4(gain).verdict == FAILS
     # The committed cpu run's seeds (rise -0.3 / +0.5 / +0.4, k=3 → 4 +0.2 / +0.1 / -0.1
     # points): the saturation holds, the rise is inconclusive (it would need more seeds).
     cpu = claims.c13_saturates_at_k4(seeds((0.787, 0.784, 0.786), (0.777, 0.782, 0.783),
-                                            (0.800, 0.804, 0.803)))
+                                           (0.800, 0.804, 0.803)))
     assert cpu.verdict == INCONCLUSIVE and "80% power only for a true value of" in cpu.detail
     # Seeds spread so widely that even Table 1's 0.2-point change could not fit the ±1-point
     # band: not testable, with the seeds it would need.
     wide = claims.c13_saturates_at_k4(seeds((0.75, 0.80, 0.82), (0.75, 0.80, 0.78),
-                                             (0.75, 0.80, 0.80)))
+                                            (0.75, 0.80, 0.80)))
     assert wide.verdict == UNTESTABLE and "it needs" in wide.ours and " seeds)" in wide.ours
     # One seed, or a missing k: not testable.
     assert claims.c13_saturates_at_k4(seeds((0.75, 0.80, 0.80))).verdict == UNTESTABLE

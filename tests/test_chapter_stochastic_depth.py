@@ -69,7 +69,7 @@ def test_c8_judges_the_pooled_association_fig_4e_plots() -> None:
     """C8 is judged on Pearson's r over the teachers, the statistic Fig. 4E plots and its title
     gives; the correlation within rates is reported beside it, not deciding."""
     c = claims.c8_similarity_predicts_r2(P12, BASE + DEV, 0.5 * BASE + 0.5 * DEV
-                                          + np.array([0, 0.001, -0.001] * 4))
+                                         + np.array([0, 0.001, -0.001] * 4))
     assert c.verdict == HOLDS and "r 1.00 [" in c.detail and "also r within p 0.98 [" in c.detail
     assert "partial correlation given p" in c.detail
     # against the rate: pooled r < 0
@@ -79,7 +79,7 @@ def test_c8_judges_the_pooled_association_fig_4e_plots() -> None:
     # nothing either way, said beside it.
     rng = np.random.default_rng(0)
     driven = claims.c8_similarity_predicts_r2(P12, BASE + 0.01 * rng.normal(size=12),
-                                               0.5 * BASE + 0.01 * rng.normal(size=12))
+                                              0.5 * BASE + 0.01 * rng.normal(size=12))
     assert driven.verdict == HOLDS and "r 0.98 [0.92, 0.99]" in driven.detail
     assert "within the 4 rates is" in driven.ours and "not clearly above" in driven.ours
     # One teacher per rate: the pooled r is judged, nothing within rates to measure.
@@ -94,7 +94,7 @@ def test_c8_judges_the_pooled_association_fig_4e_plots() -> None:
     fig = figures.sweep_figure(sweep)
     table = compute.sweep_table(sweep)
     c8 = claims.c8_similarity_predicts_r2(list(table["p"]), list(table["mean similarity"]),
-                                           list(table["R²"]))
+                                          list(table["R²"]))
     shown = re.search(r"r = (\S+ \[\S+, \S+\])", fig.axes[2].get_title()).group(1)
     assert f"r {shown}" in c8.detail
     plt.close(fig)

@@ -215,7 +215,7 @@ def _c3(result: Result, runs: list[SeedRun]) -> Claim:
          for k in test_acc},
         counts={k: len(a) - 1 for k, a in test_acc.items()},
         r2_margins={f"k={k} {TOKEN[g]}": [paired_margin(run.student_r2[k][g])
-                                                for run in runs]
+                                          for run in runs]
                     for k in test_acc for g in GROUPS},
         test_images=result.spec.test_images)
 
@@ -224,7 +224,7 @@ def _c4(result: Result, runs: list[SeedRun]) -> Claim:
     """C4 on ``runs``: the share of accuracy that intra- and inter-phase swaps keep."""
     spec, sizes = result.spec, result.unit_sizes
     kept = {kind: {n: [retained(run.swap_units[kind][n],
-                                      run.control_units["trained"]["acc"], sizes)
+                                run.control_units["trained"]["acc"], sizes)
                        for run in runs if n in run.swap_units[kind]]
                    for n in spec.swap_counts if any(n in run.swap_units[kind] for run in runs)}
             for kind in KINDS}
@@ -262,12 +262,12 @@ def claims(result: Result) -> list[Claim]:
     return [
         _on_phases(result, runs, _c3), _on_phases(result, runs, _c4),
         c9_untrained_easier({g: control("untrained", g) for g in GROUPS},
-                                  {g: control("trained", g) for g in GROUPS}),
+                            {g: control("trained", g) for g in GROUPS}),
         c10_skip_removal(control("untrained", "patches"),
-                               control("untrained, no skip", "patches")),
+                         control("untrained, no skip", "patches")),
         c11_overfitting({run.seed: best_step(run) for run in runs}, spec.overfit_snapshots,
-                              {run.seed: {key: pooled(u) for key, u in run.snapshot_units.items()}
-                               for run in runs}),
+                        {run.seed: {key: pooled(u) for key, u in run.snapshot_units.items()}
+                         for run in runs}),
     ]
 
 

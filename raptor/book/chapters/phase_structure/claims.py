@@ -140,8 +140,8 @@ def c1_block_excess(tests: dict[str, PhaseTest], calibrated: str = "") -> Claim:
              f"often) and d* (the step, a drop of "
              f"similarity across a boundary, planted at {phases.format_partition(first.planted)}"
              f" into the model's own null and noise, detected with {POWER:.0%} probability): "
-             + "; ".join(f"{name} k = {t.best().k} ({cut_text(t.best())}), d* {step_text(t.d_star)}"
-                         for name, t in tests.items())
+             + "; ".join(f"{name} k = {t.best().k} ({cut_text(t.best())}), "
+                         f"d* {step_text(t.d_star)}" for name, t in tests.items())
              + (f"; {calibrated}" if calibrated else "")))
 
 
