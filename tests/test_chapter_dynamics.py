@@ -398,7 +398,7 @@ def test_smoke_result(smoke_result) -> None:
     assert list(tables[1]["seed"]) == list(chapter.SMOKE.seeds)
     assert list(tables[2]["metric"]) == ["convergence", "speed", "norms"]
     assert all(isinstance(t.index, pd.RangeIndex) for t in tables)  # the book shows no index
-    checks = claims.checks(result)
+    checks = claims.claims(result)
     assert [c.id for c in checks] == [f"C{i}" for i in range(16, 25)]
     assert all(c.verdict == UNTESTABLE for c in checks), [(c.id, c.verdict, c.ours) for c in checks]
     assert all(c.tests >= 1 for c in checks) and checks[1].tests == len(groups)  # C17 per group

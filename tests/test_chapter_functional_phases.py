@@ -258,7 +258,7 @@ def test_claims_are_declared_over_seeds_on_the_engine(phase_test_on) -> None:
     with_phases = phase_test_on(0.1)
     result = compute.Result(chapter.Spec(), SIZES, [_run(s, with_phases) for s in (0, 10, 20)],
                             [])
-    checks = {c.id: c for c in claims.checks(result)}
+    checks = {c.id: c for c in claims.claims(result)}
     assert [c.id for c in checks.values()] == ["C3", "C4", "C9", "C10", "C11"]
     assert all(c.verdict == HOLDS and ENGINE in c.detail and "(per seed " in c.detail
                for c in checks.values())
@@ -268,12 +268,12 @@ def test_claims_are_declared_over_seeds_on_the_engine(phase_test_on) -> None:
     assert checks["C4"].rests_on.startswith("C1 finds phases in seed 0 +0.04")
     assert "seed 10 +0.04" in checks["C4"].rests_on
     result.seeds[1] = _run(10, with_phases, untrained_cls=0.90)
-    checks = {c.id: c.verdict for c in claims.checks(result)}
+    checks = {c.id: c.verdict for c in claims.claims(result)}
     assert checks == {"C3": HOLDS, "C4": HOLDS, "C9": INCONCLUSIVE, "C10": HOLDS, "C11": HOLDS}
     result.seeds = [_run(s, with_phases, untrained_cls=0.90) for s in (0, 10, 20)]
-    assert claims.checks(result)[2].verdict == FAILS
+    assert claims.claims(result)[2].verdict == FAILS
     result.seeds[2] = _run(20, with_phases, loss=(1.0, 0.9, 0.8, 0.7))
-    c11 = claims.checks(result)[4]
+    c11 = claims.claims(result)[4]
     assert c11.verdict == UNTESTABLE and c11.ours.endswith("seed 20 (minimum at step 600)")
 
 
@@ -282,12 +282,12 @@ def test_claims_judge_c3_over_seeds(phase_test_on) -> None:
     max-cut Raptor is no better than the random ones leaves it inconclusive, two make it fail."""
     t = phase_test_on(0.1)
     result = compute.Result(chapter.Spec(), SIZES, [_run(0, t), _run(10, t)], [])
-    checks = {c.id: c for c in claims.checks(result)}
+    checks = {c.id: c for c in claims.claims(result)}
     assert checks["C3"].verdict == HOLDS and "(per seed " in checks["C3"].detail
     result.seeds[1] = _run(10, t, maxcut_acc=0.6)
-    assert claims.checks(result)[0].verdict == INCONCLUSIVE
+    assert claims.claims(result)[0].verdict == INCONCLUSIVE
     result.seeds[0] = _run(0, t, maxcut_acc=0.6)
-    assert claims.checks(result)[0].verdict == FAILS
+    assert claims.claims(result)[0].verdict == FAILS
 
 
 def test_claims_that_presuppose_phases_are_not_testable_without_them(phase_test_on) -> None:
@@ -297,7 +297,7 @@ def test_claims_that_presuppose_phases_are_not_testable_without_them(phase_test_
     none, some = phase_test_on(0.0, noise=0.05), phase_test_on(0.1)
     result = compute.Result(chapter.Spec(), SIZES, [_run(s, none) for s in (0, 10, 20)],
                             [_run(s, some) for s in (0, 10, 20)])
-    checks = {c.id: c for c in claims.checks(result)}
+    checks = {c.id: c for c in claims.claims(result)}
     for cid in ("C3", "C4"):
         assert checks[cid].verdict == UNTESTABLE
         assert checks[cid].ours.startswith("not testable here: the teachers have no phases: C1 "
@@ -366,7 +366,7 @@ def test_every_seed_gets_its_own_partitions_and_overfitting_run(
     np.testing.assert_array_equal(only.test_acc[2], first.test_acc[2])
     assert figures.snapshots_table(result).index.get_level_values("seed").unique().tolist() \
         == [0, 1]
-    checks = {c.id: c for c in claims.checks(result)}
+    checks = {c.id: c for c in claims.claims(result)}
     assert all(ENGINE in checks[i].detail for i in ("C9", "C10"))
     assert "(per seed " in checks["C9"].detail and checks["C9"].tests == 2
     assert checks["C3"].tests == len(spec.k_values) and "(per seed " in checks["C3"].detail

@@ -261,10 +261,10 @@ def test_smoke_compute_round_trips(smoke_cache: Path, tmp_path: Path) -> None:
                for k in spec.k_values for g in run.cosine[k])
     assert figures.run_table(again).equals(table)
     assert figures.share_cosine_figure(result).axes
-    checks = claims.checks(result, profile="smoke")
+    checks = claims.claims(result, profile="smoke")
     assert [c.id for c in checks] == ["C12", "C13", "C14"]
     assert all(isinstance(c, Claim) for c in checks)
-    assert claims.checks(again, profile="smoke") == checks
+    assert claims.claims(again, profile="smoke") == checks
     assert checks[0].verdict == UNTESTABLE and "not run at smoke" in checks[0].detail
     assert len(figures.ladder_table(result)) == len(paper.TABLE2)
     plt.close(figures.share_cosine_figure(result))

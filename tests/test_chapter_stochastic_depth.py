@@ -119,7 +119,7 @@ def test_claims_of_the_committed_cpu_run() -> None:
     runs = [compute.Run(p, i % 2, np.array([[0, s], [s, 0]]), ((0, 2), (2, 5), (5, 8)),
                         {"cls": np.array([0, rc]), "patches": np.array([0, rp])}, ta, sa)
             for i, (p, s, ta, sa, rc, rp) in enumerate(rows)]
-    checks = claims.checks(compute.Result(chapter.Spec(), runs))
+    checks = claims.claims(compute.Result(chapter.Spec(), runs))
     assert [c.verdict for c in checks] == [HOLDS, INCONCLUSIVE, FAILS, HOLDS]
     for c, shown in zip(checks, ("ρ 0.98 [0.81, 1.00]", "ρ 0.68 [-0.14, 0.95]",
                                  "teacher ρ -0.88 [-0.98, -0.32]", "r 0.80 [0.22, 0.96]")):
