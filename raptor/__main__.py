@@ -21,7 +21,7 @@ from raptor import atlas_design
 from raptor.book.compare import REPRODUCE_ATOL, REPRODUCE_RTOL, compare
 from raptor.book.findings import FindingsError, with_findings
 from raptor.book.runner import BOOK, RunnerError, build_book, parse_value, run
-from raptor.book.specs import MODULES, PROFILES, toc
+from raptor.book.chapters import PROFILES, names, toc
 from raptor.config import check_device
 from raptor.job_options import EXECUTORS, Options
 from raptor.storage.manifest import MANIFEST, RETRAIN_MISSING, ArtifactError, read_manifest
@@ -50,7 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     p_run = sub.add_parser("run", help="execute chapters with papermill, then build the book")
     p_run.add_argument("--profile", default="cpu", help=f"one of {', '.join(PROFILES)}")
     p_run.add_argument("--chapter", action="append", dest="chapters",
-                       help=f"repeatable; default all: {', '.join(MODULES)}")
+                       help=f"repeatable; default all: {', '.join(names())}")
     p_run.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                        help="override a papermill parameter (Python literal or string)")
     p_run.add_argument("--update-book", action="store_true",
@@ -70,7 +70,7 @@ def _parser() -> argparse.ArgumentParser:
                        f"{REPRODUCE_RTOL:g} of their value + {REPRODUCE_ATOL:g} as well")
     p_sweep = sub.add_parser("sweep", help="train a chapter's teachers and students as jobs "
                              "(submitit: local processes or a SLURM cluster)")
-    p_sweep.add_argument("--chapter", required=True, help=f"one of {', '.join(MODULES)}")
+    p_sweep.add_argument("--chapter", required=True, help=f"one of {', '.join(names())}")
     p_sweep.add_argument("--profile", default="cpu", help=f"one of {', '.join(PROFILES)}")
     p_sweep.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                          help="override a chapter parameter (as for run)")

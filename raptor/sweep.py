@@ -39,11 +39,10 @@ import pandas as pd
 import torch
 
 from raptor import atlas, atlas_design, gpu_cost
-from raptor.book.chapters import chapter
+from raptor.book.chapters import names, science
 from raptor.book.experiment import DRY_BOOT, planned_record
 from raptor.book.inputs import missing_inputs
 from raptor.book.runner import RunnerError, model_refusals, resolve
-from raptor.book.specs import MODULES
 from raptor.book.spec import Machine
 from raptor.planning import planning
 from raptor.storage.cache import Tensors, entry_name, load_entry
@@ -230,7 +229,7 @@ def plan(name: str, profile: str, overrides: Mapping[str, Any] | None = None, *,
     threads = 1 if dry else torch.get_num_threads()
     with planning(stand_in, _dry_images if dry else None, fresh=fresh), _threads(threads):
         try:
-            chapter(name).compute(spec)
+            science(name).compute.compute(spec)
         except Exception as err:
             if not dry:
                 raise
@@ -249,7 +248,7 @@ def missing_students(profile: str, chapters: Sequence[str] | None = None,
     ``overrides`` that the cache lacks, each once, for :mod:`raptor.student_batch`; their teachers
     must be cached."""
     found: dict[str, StudentRequest] = {}
-    for name in chapters or MODULES:
+    for name in chapters or names():
         for job in plan(name, profile, overrides)[0]:
             if job.kind != "student":
                 continue
@@ -448,8 +447,8 @@ def atlas_job(cell: atlas_design.Cell, folder: Path, data_root: str | None, devi
 
 def atlas_stage2(results: Path) -> list[atlas_design.Cell]:
     """Stage 2's cells, chosen by the atlas chapter's C1 test on the cells in ``results``."""
-    page = chapter("atlas")
-    return page.stage2(page.compute(page.Spec(results=str(results.resolve()))))
+    page = science("atlas")
+    return page.compute.stage2(page.compute.compute(page.Spec(results=str(results.resolve()))))
 
 
 def atlas_sweep(cells: Sequence[atlas_design.Cell], opts: Options = Options(), *,

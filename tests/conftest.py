@@ -307,7 +307,7 @@ def smoke_result(smoke_cache: Path, tmp_path_factory: pytest.TempPathFactory
                  ) -> Callable[[str], Any]:
     """``smoke_result(name)``: chapter ``name``'s ``compute(SMOKE)``, computed once a run and
     kept pickled for the other workers."""
-    from raptor.book.chapters import chapter
+    from raptor.book.chapters import science
     from raptor.storage.cache import entry_lock
     from raptor.storage.checkpoint import atomic_write
 
@@ -318,10 +318,10 @@ def smoke_result(smoke_cache: Path, tmp_path_factory: pytest.TempPathFactory
             path = folder / f"{name}.pickle"
             with entry_lock(path):
                 if not path.exists():
-                    mod = chapter(name)
+                    mod = science(name)
                     with pytest.MonkeyPatch.context() as mp:
                         mp.setenv("RAPTOR_CACHE", str(smoke_cache))
-                        data = pickle.dumps(mod.compute(mod.SMOKE))
+                        data = pickle.dumps(mod.compute.compute(mod.SMOKE))
                     atomic_write(path, lambda tmp: Path(tmp).write_bytes(data))
             results[name] = pickle.loads(path.read_bytes())
         return results[name]

@@ -19,7 +19,8 @@ from PIL import Image
 from safetensors.torch import save_file
 
 from raptor import analysis, dynamics
-from raptor.book.chapters import analyze as chapter
+from raptor.book.chapters import own_vit as chapter
+from raptor.book.chapters.own_vit import claims, compute, figures
 from raptor.book.experiment import pretrained_walk, student_of
 from raptor.book.pretrained import Pretrained
 from raptor.book.spec import Machine, SpecError
@@ -79,7 +80,7 @@ def direct(name: str, size: int, files: dict[str, Path], folder: Path
 @pytest.mark.parametrize("name, size", SHAPES)
 def test_the_command_gives_the_package_functions_numbers(name: str, size: int, weights,
                                                          image_folder: Path) -> None:
-    result = chapter.compute(spec_for(name, size, weights, image_folder))
+    result = compute.compute(spec_for(name, size, weights, image_folder))
     model, traj, groups = direct(name, size, weights, image_folder)
     assert result.n_images == 12 and result.depth == len(model.blocks)
     np.testing.assert_allclose(result.S, phase_matrix(layer_similarity(traj, groups)), atol=1e-6)
@@ -88,7 +89,7 @@ def test_the_command_gives_the_package_functions_numbers(name: str, size: int, w
         want = phase_excess(per_image, k, growth=growth, n_boot=10)
         assert result.excess[k].cut == want.cut
         assert result.excess[k].excess == pytest.approx(want.excess, abs=1e-5)
-    json.dumps(chapter.numbers(result), allow_nan=False)  # every number, valid JSON
+    json.dumps(compute.numbers(result), allow_nan=False)  # every number, valid JSON
 
 
 @pytest.mark.parametrize("chapter_name", ["phase_structure", "finding_phases"])
@@ -101,7 +102,7 @@ def test_the_chapters_walk_any_pretrained_vit_as_this_one_does(chapter_name: str
     assert module.Spec(pretrained=pretrained).pretrained == pretrained
     walked = pretrained_walk(pretrained, spec.n_images, cuts=(2,), excess=(2,), n_boot=10,
                              device="cpu")
-    np.testing.assert_allclose(walked.S, chapter.compute(spec).S, atol=1e-6)
+    np.testing.assert_allclose(walked.S, compute.compute(spec).S, atol=1e-6)
     assert pretrained.label == name and Pretrained().label == "DINOv2-B"
 
 
@@ -128,7 +129,7 @@ def bad(changes: dict, weights, folder: Path) -> str:
     (the model against its weights), from ``compute`` before any work."""
     t0 = time.perf_counter()
     with pytest.raises(SpecError) as err:
-        chapter.compute(spec_for("vit_tiny_patch16_224", 32, weights, folder, **changes))
+        compute.compute(spec_for("vit_tiny_patch16_224", 32, weights, folder, **changes))
     assert time.perf_counter() - t0 < 1.0, "the check must come before any work"
     return str(err.value)
 
@@ -153,16 +154,16 @@ def test_bad_inputs_are_clear_errors_in_under_a_second(weights, image_folder: Pa
     empty.mkdir()
     spec = spec_for("vit_tiny_patch16_224", 32, weights, empty)
     with pytest.raises(ValueError, match="holds no image files"):
-        chapter.compute(spec)
+        compute.compute(spec)
 
 
 def test_smoke_result(smoke_result) -> None:
     r = smoke_result("analyze")
     assert r.depth == r.spec.teacher.depth and set(r.excess) == set(r.spec.k_values) == set(r.cuts)
-    for fig in (chapter.similarity_figure(r), chapter.flow_figure(r), chapter.fit_figure(r)):
+    for fig in (figures.similarity_figure(r), figures.flow_figure(r), figures.fit_figure(r)):
         assert fig.axes
-    assert set(chapter.findings(r)) >= {"cuts", "excess", "dinov2b", "raptor"}
-    assert chapter.flow_table(r).shape == (3, 7)
+    assert set(claims.findings(r)) >= {"cuts", "excess", "dinov2b", "raptor"}
+    assert figures.flow_table(r).shape == (3, 7)
     assert [[f.kind for f in fits] for fits in r.fits.values()] == [["max-cut", "random"]] * 2
 
 
@@ -181,15 +182,15 @@ def test_the_companions_raptor_is_the_cached_student_the_chapters_share(smoke_re
 
 def test_the_page_names_the_model_and_keeps_its_titles_apart(smoke_result) -> None:
     r = smoke_result("analyze")
-    assert chapter.findings(r)["model"] == chapter.model_name(r.spec)
-    assert chapter.model_name(r.spec).startswith(
+    assert claims.findings(r)["model"] == compute.model_name(r.spec)
+    assert compute.model_name(r.spec).startswith(
         f"the book's own teacher (a ViT of {r.spec.teacher.depth} blocks of width "
         f"{r.spec.teacher.embed_dim}")
-    assert "companion" not in chapter.findings(r)["model"]
+    assert "companion" not in claims.findings(r)["model"]
     named = types.SimpleNamespace(model="vit_tiny_patch16_224")  # any model but the companion
-    assert chapter.model_name(named) == "vit_tiny_patch16_224"
-    for fig, n in ((chapter.similarity_figure(r), len(r.cuts) + 1),  # and DINOv2-B's matrix
-                   (chapter.fit_figure(r), len(r.fits))):
+    assert compute.model_name(named) == "vit_tiny_patch16_224"
+    for fig, n in ((figures.similarity_figure(r), len(r.cuts) + 1),  # and DINOv2-B's matrix
+                   (figures.fit_figure(r), len(r.fits))):
         panels = [ax for ax in fig.axes if ax.get_title()]
         assert len(panels) == n
         assert len({round(ax.get_position().x0, 3) for ax in panels}) <= 2  # two panels a row
@@ -205,7 +206,7 @@ def test_the_page_names_the_model_and_keeps_its_titles_apart(smoke_result) -> No
 def test_the_flow_is_the_dynamics_functions_on_the_same_images(weights,
                                                                image_folder: Path) -> None:
     name, size = SHAPES[2]
-    result = chapter.compute(spec_for(name, size, weights, image_folder))
+    result = compute.compute(spec_for(name, size, weights, image_folder))
     model, traj, groups = direct(name, size, weights, image_folder)
     for metric, want in (("convergence", dynamics.directional_convergence(traj, groups)),
                          ("speed", dynamics.angular_speed(traj, groups)),
@@ -218,8 +219,8 @@ def test_the_flow_is_the_dynamics_functions_on_the_same_images(weights,
 
 def test_bf16_gives_the_float32_phases_to_bf16_precision(weights, image_folder: Path) -> None:
     name, size = SHAPES[0]
-    exact = chapter.compute(spec_for(name, size, weights, image_folder))
-    half = chapter.compute(spec_for(name, size, weights, image_folder, bf16=True))
+    exact = compute.compute(spec_for(name, size, weights, image_folder))
+    half = compute.compute(spec_for(name, size, weights, image_folder, bf16=True))
     np.testing.assert_allclose(half.S, exact.S, atol=0.02)
     assert not np.array_equal(half.S, exact.S)  # it did run in bfloat16
 
@@ -234,7 +235,7 @@ def test_a_raptor_is_fitted_on_each_max_cut_and_on_random_partitions(weights, tm
     spec = spec_for(name, size, weights, tmp_path, fit_raptor=True, random_partitions=2,
                     distill=dataclasses.replace(chapter.SMOKE.distill, stage1_steps=2,
                                                 stage2_steps=1, batch_size=8))
-    result = chapter.compute(spec)
+    result = compute.compute(spec)
     for k, fits in result.fits.items():
         assert [f.kind for f in fits] == ["max-cut", "random", "random"]
         assert fits[0].partition == result.cuts[k]
@@ -243,8 +244,8 @@ def test_a_raptor_is_fitted_on_each_max_cut_and_on_random_partitions(weights, tm
             assert f.cosine["cls"][0] == pytest.approx(1.0, abs=1e-6)
             assert len(f.cosine["cls"]) == len(result.S) + 1 and f.steps == 3
             assert f.agreement is None  # the model has no head
-    assert chapter.fit_table(result).shape[0] == 6 and chapter.fit_figure(result).axes
-    json.dumps(chapter.numbers(result), allow_nan=False)
+    assert figures.fit_table(result).shape[0] == 6 and figures.fit_figure(result).axes
+    json.dumps(compute.numbers(result), allow_nan=False)
 
 
 @pytest.mark.slow
@@ -258,7 +259,7 @@ def test_the_command_writes_the_executed_chapter_and_every_number(weights, image
                  "--n-boot", "10", "--batch-size", "5", "--device", "cpu",
                  "--out", str(tmp_path)]) == 0
     numbers = json.loads((tmp_path / "chapters" / "analysis.json").read_text())
-    direct = chapter.compute(spec_for(name, 32, weights, image_folder))
+    direct = compute.compute(spec_for(name, 32, weights, image_folder))
     assert numbers["excess"]["3"]["excess"] == pytest.approx(direct.excess[3].excess, abs=1e-9)
     assert numbers["c1_test"]["per_k"].keys() == {"2", "3"}
     assert (tmp_path / "chapters" / "analyze.ipynb").is_file()
@@ -275,7 +276,7 @@ def test_a_torch_state_dict_is_checked_by_its_shapes_alone(weights, image_folder
     state = timm.create_model(name, pretrained=False, img_size=32, num_classes=5).state_dict()
     torch.save({"model": state}, tmp_path / "good.pth")
     spec = spec_for(name, 32, {name: tmp_path / "good.pth"}, image_folder)
-    assert chapter.model_of(spec).num_classes == 5  # the head the file holds
+    assert compute.model_of(spec).num_classes == 5  # the head the file holds
     del state["blocks.3.mlp.fc1.weight"]
     torch.save(state, tmp_path / "bad.pth")
     with pytest.raises(SpecError, match=r"1 missing keys \['blocks.3.mlp.fc1.weight'\]"):

@@ -13,6 +13,7 @@ import scipy.stats as st
 from raptor import atlas, atlas_design, controls
 from raptor.atlas import Cell
 from raptor.book.chapters import atlas as chapter
+from raptor.book.chapters.atlas import claims, compute, figures
 from raptor.book.claims import FAILS, HOLDS, INCONCLUSIVE
 from raptor.phase_test import EXCESS_MIN
 from raptor.book.spec import SpecError
@@ -42,8 +43,8 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[Cell, b
 
 
 @pytest.fixture(scope="module")
-def result(stored) -> chapter.Result:
-    return chapter.compute(dataclasses.replace(chapter.Spec(), results=str(stored[0]),
+def result(stored) -> compute.Result:
+    return compute.compute(dataclasses.replace(chapter.Spec(), results=str(stored[0]),
                                                k_values=(3,), n_boot=20))
 
 
@@ -54,20 +55,20 @@ def test_the_controls_stored_as_cells_get_their_built_in_verdicts(stored, result
 
 
 def test_table_figures_and_findings(stored, result) -> None:
-    t = chapter.table(result)
+    t = figures.table(result)
     assert len(t) == len(controls.CONTROLS) and set(t["C1"]) == {HOLDS, FAILS}
     assert all(d != "—" for d in t["d*"])
     assert (t["params / image"] > 0).all() and (t["train core-min"] == 1.0).all()
-    for fig in (chapter.factor_figure(result), chapter.convergence_figure(result)):
+    for fig in (figures.factor_figure(result), figures.convergence_figure(result)):
         assert fig.axes
-    f = chapter.findings(result)
+    f = claims.findings(result)
     positive = sum(phased for phased, _ in controls.CONTROLS.values())
     assert (f["holds"], f["fails"], f["cells"]) == (str(positive),
                                                       str(len(controls.CONTROLS) - positive),
                                                       str(len(controls.CONTROLS)))
     design = set(atlas_design.stage1())
     missing = len(design - set(stored[1]))
-    assert f["missing"] == str(missing) and chapter.claims(result) == []
+    assert f["missing"] == str(missing) and claims.claims(result) == []
     n = len(controls.CONTROLS)
     assert f["measured"].startswith(f"{n} teachers are measured: {len(design) - missing} of the "
                                     f"{len(design)} cells of the design's first stage")
@@ -91,7 +92,7 @@ def test_seeds_of_one_cell_are_combined_on_a_t_interval_over_seeds(stored, resul
     seeds the mean excess on the t interval of their spread (scipy's t, the oracle), each trained
     model one unit, against C1's threshold."""
     _, answers = stored
-    table = chapter.seeds_table(result)
+    table = compute.seeds_table(result)
     n = len(answers)
     seeds = sorted(answers, key=lambda c: c.seed)
     assert list(table.index) == [("L12-D64-n1000-p0-P7", s) for s in
@@ -115,30 +116,30 @@ def test_seeds_of_one_cell_are_combined_on_a_t_interval_over_seeds(stored, resul
                                                                    boots=e.boots * 0 + 0.2)
                                             for k, e in x.per_k.items()})
         for i, (name, x) in enumerate(result.tests.items())})
-    held = chapter.seeds_table(planted)
+    held = compute.seeds_table(planted)
     assert set(held["C1"]) == {HOLDS} and set(held.iloc[:, 2]) == {"—"}
-    assert chapter.findings(result)["seeds"].startswith("1 cell is measured on several seeds; ")
+    assert claims.findings(result)["seeds"].startswith("1 cell is measured on several seeds; ")
     one = dataclasses.replace(result, cells=result.cells[:1])
-    assert chapter.seeds_table(one).empty  # a single seed is no row
-    assert chapter.findings(one)["seeds"] == "No cell is measured on several seeds yet"
-    assert chapter.family(one) == (None, "none yet: no cell is measured on 3 seeds")
-    chosen, why = chapter.family(result)  # one cell, on seven seeds
+    assert compute.seeds_table(one).empty  # a single seed is no row
+    assert claims.findings(one)["seeds"] == "No cell is measured on several seeds yet"
+    assert claims.family(one) == (None, "none yet: no cell is measured on 3 seeds")
+    chosen, why = claims.family(result)  # one cell, on seven seeds
     assert chosen == seeds[0] and why.startswith("the cell L12-D64-n1000-p0-P7 (")
-    by_max_cut = chapter.across_seeds({c.seed: chapter.claim(
-        "C1", paper="", ours="", holds=chapter.max_cut_verdict(result, c)) for c in seeds})
+    by_max_cut = claims.across_seeds({c.seed: claims.claim(
+        "C1", paper="", ours="", holds=compute.max_cut_verdict(result, c)) for c in seeds})
     assert ("the cheapest" in why) == (by_max_cut.verdict == HOLDS)
 
 
 def test_the_books_teachers_are_the_family_the_stored_atlas_chooses(smoke_result) -> None:
     """The ``cpu`` profile's teachers (:data:`raptor.book.profiles.FAMILY`) are the cell the
-    repository's atlas chooses by the rule of :func:`chapter.family` (at ``smoke``: the stored
+    repository's atlas chooses by the rule of :func:`claims.family` (at ``smoke``: the stored
     cells, the chosen k alone)."""
     from raptor.book.profiles import FAMILY
 
     result = smoke_result("atlas")
     assert result.spec.results == chapter.Spec().results and \
         result.spec.k_values == (chapter.Spec().k,)
-    assert chapter.family(result)[0] == FAMILY
+    assert claims.family(result)[0] == FAMILY
 
 
 def test_a_folder_without_results_is_refused_by_name(tmp_path: Path) -> None:
@@ -151,4 +152,4 @@ def test_a_folder_without_results_is_refused_by_name(tmp_path: Path) -> None:
 def test_smoke_result(smoke_result) -> None:
     r = smoke_result("atlas")
     assert r.cells and len(r.excess) == len(r.cells)
-    assert len(chapter.table(r)) == len(r.cells)
+    assert len(figures.table(r)) == len(r.cells)

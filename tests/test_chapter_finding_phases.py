@@ -5,6 +5,7 @@ import pytest
 
 from raptor import phases
 from raptor.book.chapters import finding_phases as chapter
+from raptor.book.chapters.finding_phases import claims, compute, figures
 from raptor.book.claims import FAILS, HOLDS, INCONCLUSIVE, UNTESTABLE
 from raptor.book.experiment import C1
 from raptor.novelty import novelty_peaks
@@ -15,9 +16,9 @@ from raptor.novelty import novelty_peaks
 KS = (2, 3, 4)
 
 
-def _teacher(S: np.ndarray, seed: int = 0, cuts: dict | None = None) -> chapter.TeacherPhases:
+def _teacher(S: np.ndarray, seed: int = 0, cuts: dict | None = None) -> compute.TeacherPhases:
     """A teacher of phase matrix ``S``: its max-cuts (or ``cuts``) and novelty boundaries."""
-    return chapter.TeacherPhases(f"seed {seed}", 0.2, seed, 0.8, S,
+    return compute.TeacherPhases(f"seed {seed}", 0.2, seed, 0.8, S,
                                  cuts or {k: phases.maxcut(S, k) for k in KS},
                                  novelty_peaks(S), None)
 
@@ -30,10 +31,10 @@ def planted(planted_blocks):
 
 
 def test_c2_holds_where_the_cuts_sit_on_the_novelty_boundaries(planted) -> None:
-    c = chapter.c2_boundaries(planted, {k: 1.0 for k in KS}, images=200, n_resamples=40,
-                              stable="seed 0")
+    c = claims.c2_boundaries(planted, {k: 1.0 for k in KS}, images=200, n_resamples=40,
+                             stable="seed 0")
     assert c.verdict == HOLDS and c.tests == 1 + 2 * len(KS)
-    share, chance = chapter.alignment(planted[0])
+    share, chance = claims.alignment(planted[0])
     assert planted[0].novelty == [4, 7, 10]
     assert share == 1.0 and chance == pytest.approx(9 / 11)  # places 3..11 lie near a peak
     assert "within 1 layer of a novelty boundary is 1.00" in c.ours
@@ -44,10 +45,10 @@ def test_c2_fails_where_the_cuts_miss_them(planted_blocks) -> None:
     S = planted_blocks([4, 4, 4])
     wrong = {2: ((0, 2), (2, 12)), 3: ((0, 2), (2, 10), (10, 12)),
              4: ((0, 2), (2, 6), (6, 10), (10, 12))}
-    shares = [chapter.alignment(_teacher(S, s, wrong))[0] for s in range(3)]
+    shares = [claims.alignment(_teacher(S, s, wrong))[0] for s in range(3)]
     assert max(shares) <= 0.5
-    c = chapter.c2_boundaries([_teacher(S, s, wrong) for s in range(3)], {k: 1.0 for k in KS},
-                              images=200, n_resamples=40, stable="seed 0")
+    c = claims.c2_boundaries([_teacher(S, s, wrong) for s in range(3)], {k: 1.0 for k in KS},
+                             images=200, n_resamples=40, stable="seed 0")
     assert c.verdict == FAILS
 
 
@@ -56,11 +57,11 @@ def test_c2_stability_can_hold_at_the_profiles_subsets(planted, profile: str) ->
     """Power: at the profile's subsets, every held-out subset reproducing the cut shows a share
     above STABLE_SHARE; 10 subsets cannot show it (not testable, with what it would need)."""
     n = chapter.Spec().n_resamples if profile == "cpu" else chapter.PAPER.n_resamples
-    ideal = chapter.c2_boundaries(planted, {k: 1.0 for k in KS}, images=200, n_resamples=n,
-                                  stable="seed 0")
+    ideal = claims.c2_boundaries(planted, {k: 1.0 for k in KS}, images=200, n_resamples=n,
+                                 stable="seed 0")
     assert ideal.verdict == HOLDS
-    few = chapter.c2_boundaries(planted, {k: 1.0 for k in KS}, images=200, n_resamples=10,
-                                stable="seed 0")
+    few = claims.c2_boundaries(planted, {k: 1.0 for k in KS}, images=200, n_resamples=10,
+                               stable="seed 0")
     assert few.verdict == UNTESTABLE and "cannot be tested on 10 image subsets (it needs" in few.ours
 
 
@@ -70,14 +71,14 @@ def test_c2_stability_can_hold_at_the_profiles_subsets(planted, profile: str) ->
     ({2: 1.0, 3: 0.85, 4: 1.0}, 40, UNTESTABLE)])  # 34 of 40: that spread cannot clear it
 def test_c2_on_unstable_boundaries(planted, reproduced: dict[int, float], n: int,
                                    verdict: str) -> None:
-    c = chapter.c2_boundaries(planted, reproduced, images=64, n_resamples=n, stable="seed 0")
+    c = claims.c2_boundaries(planted, reproduced, images=64, n_resamples=n, stable="seed 0")
     assert c.verdict == verdict
 
 
 def test_c2_boundaries_moving_across_seeds_fail(planted, planted_blocks) -> None:
     moved = _teacher(planted_blocks([2, 5, 3, 2]), 3)
-    assert chapter.c2_boundaries([*planted, moved], {k: 1.0 for k in KS}, images=200,
-                                 n_resamples=40, stable="seed 0").verdict == FAILS
+    assert claims.c2_boundaries([*planted, moved], {k: 1.0 for k in KS}, images=200,
+                                n_resamples=40, stable="seed 0").verdict == FAILS
 
 
 def test_c2_needs_teachers_with_phases(planted, phase_test_on) -> None:
@@ -85,17 +86,17 @@ def test_c2_needs_teachers_with_phases(planted, phase_test_on) -> None:
     teachers without them, its numbers beside."""
     with_phases, without = phase_test_on(0.1), phase_test_on(0.0, noise=0.05)
     assert (with_phases.verdict(), without.verdict()) == (HOLDS, FAILS)
-    result = chapter.Result(chapter.Spec(), planted, [], "seed 0", {k: {200: 1.0} for k in KS})
+    result = compute.Result(chapter.Spec(), planted, [], "seed 0", {k: {200: 1.0} for k in KS})
     for te, test in zip(planted, (with_phases, without, without)):
         te.phases = test
-    (c2,) = chapter.claims(result)
+    (c2,) = claims.claims(result)
     assert c2.verdict == UNTESTABLE
     assert c2.ours.startswith("not testable here: the teachers have no phases: C1 finds them in "
                               "1 of 3, and a test over models needs 2")
     assert "measured on all, not counted" in c2.ours
     assert c2.rests_on.startswith("C1 finds phases in seed 0 +0.04")
     planted[1].phases = with_phases
-    (c2,) = chapter.claims(result)
+    (c2,) = claims.claims(result)
     assert c2.verdict == HOLDS and "judged on the 2 of 3 models with phases" in c2.detail
 
 
@@ -104,12 +105,12 @@ def test_findings_say_where_the_cuts_lie_and_why_c2_is_not_testable(planted,
     """The Found sentence's parts on three teachers of one planted matrix: the cut, its
     stability, and C2's verdict with C1's count (none, one) or on whom it is judged (two)."""
     with_phases, without = phase_test_on(0.1), phase_test_on(0.0, noise=0.05)
-    result = chapter.Result(chapter.Spec(), planted, [], "seed 0", {k: {200: 1.0} for k in KS})
+    result = compute.Result(chapter.Spec(), planted, [], "seed 0", {k: {200: 1.0} for k in KS})
     said = {}
     for n in (0, 1, 2):
         for i, te in enumerate(planted):
             te.phases = with_phases if i < n else without
-        said[n] = chapter.findings(result, chapter.claims(result))
+        said[n] = claims.findings(result, claims.claims(result))
     cut = phases.format_partition(planted[0].cuts[2])
     assert said[1] == {
         "teachers": "3 teachers at p = 0.2",
@@ -122,19 +123,19 @@ def test_findings_say_where_the_cuts_lie_and_why_c2_is_not_testable(planted,
     assert said[2]["c2"].endswith("holds at this scale on the teachers in which C1 finds phases "
                                   "(2 of 3)")
     result.stability = {2: {200: 1.0}, 3: {200: 0.95}, 4: {200: 0.8}}
-    assert chapter.findings(result, chapter.claims(result))["stable"].endswith(
+    assert claims.findings(result, claims.claims(result))["stable"].endswith(
         "in 100%, 95% and 80% of 40 draws at k = 2, 3 and 4")
 
 
 def test_images_needed_is_the_first_count_stable_from_then_on() -> None:
     stability = {2: {10: 0.95, 25: 0.5, 50: 0.9, 100: 1.0}, 3: {10: 1.0, 25: 1.0, 50: 0.7}}
-    assert chapter.images_needed(stability) == {2: 50, 3: None}
+    assert claims.images_needed(stability) == {2: 50, 3: None}
 
 
 def test_thresholds_say_ours() -> None:
-    for t in (chapter.MAX_SHIFT, chapter.STABLE_SHARE):
+    for t in (claims.MAX_SHIFT, claims.STABLE_SHARE):
         assert t.source.startswith("[ours]")
-    assert chapter.CHANCE_SOURCE.startswith("[ours]")
+    assert claims.CHANCE_SOURCE.startswith("[ours]")
 
 
 def test_dp_matches_hierarchical_on_clean_blocks() -> None:
@@ -142,14 +143,14 @@ def test_dp_matches_hierarchical_on_clean_blocks() -> None:
     S = np.full((6, 6), 0.2)
     S[:3, :3] = S[3:, 3:] = 0.9
     np.fill_diagonal(S, 1.0)
-    rows = chapter.hierarchical_vs_dp("toy", S, [0.2])
+    rows = compute.hierarchical_vs_dp("toy", S, [0.2])
     assert rows == [{"teacher": "toy", "eps": 0.2, "k": 2, "hierarchical": "1–3 | 4–6",
                      "contiguous": True, "objective (hier.)": rows[0]["objective (DP)"],
                      "DP": "1–3 | 4–6", "objective (DP)": round(2 * 6 * 0.1, 4)}]
 
 
 def test_paper_partitions_table() -> None:
-    table = chapter.paper_partitions()
+    table = figures.paper_partitions()
     assert table["paper (hierarchical)"].tolist() == ["1–7 | 8–12", "1–7 | 8–10 | 11–12",
                                                       "1–4 | 5–7 | 8–10 | 11–12"]
     assert table["repeats n_j"].tolist() == [(7, 5), (7, 3, 2), (4, 3, 3, 2)]
@@ -169,6 +170,6 @@ def test_smoke_result(smoke_result) -> None:
         assert t.phases.n_images == C1.n_images  # C1's test as every chapter reads it
     assert len(result.comparison) == len(result.teachers) * len(spec.eps_values)
     assert {k: list(row) for k, row in result.stability.items()} == {2: [16, 32], 3: [16, 32]}
-    (c2,) = chapter.claims(result)
+    (c2,) = claims.claims(result)
     assert c2.id == "C2" and "C1 finds" in c2.rests_on
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from raptor.book.chapters import chapter
+from raptor.book.chapters import science
 from tests.test_prose import faults
 
 BOOK = Path(__file__).resolve().parents[1] / "book"
@@ -65,7 +65,7 @@ def test_a_name_glued_nowhere_is_caught(tmp_path: Path) -> None:
                                       "{glue:text}`x-c:.2f` and {glue:text}`y-d`\n"
                                       ":::{glue:figure} fig-x\n:::"),
         nbformat.v4.new_code_cell('glue("x-b", 1)\nglue("fig-x", fig, display=False)\n'
-                                  'for key, text in chapter.findings(result, checks).items():\n'
+                                  'for key, text in claims.findings(result, checks).items():\n'
                                   '    glue(f"x-{key}", text, display=False)')])
     nbformat.write(nb, tmp_path / "x.ipynb")
     assert used(tmp_path / "x.ipynb") == {"x-a", "x-b", "x-c", "y-d", "fig-x"}
@@ -80,8 +80,8 @@ def test_a_name_glued_nowhere_is_caught(tmp_path: Path) -> None:
 def test_findings_of_the_smoke_run(smoke_result, name: str, options: dict) -> None:
     """A chapter's ``findings`` gives every key its notebook's Found sentence glues, each a clean
     phrase."""
-    module = chapter(name)
+    module = science(name)
     result = smoke_result(name)
-    found = module.findings(result, module.claims(result, **options))
+    found = module.claims.findings(result, module.claims.claims(result, **options))
     assert set(found) == findings_keys(module.NOTEBOOK)
     assert all(text and not faults(text) for text in found.values()), found

@@ -10,6 +10,7 @@ import pytest
 from raptor import controls
 from raptor.book.figure_data import figure_data
 from raptor.book.chapters import phase_structure as chapter
+from raptor.book.chapters.phase_structure import claims, figures
 from raptor.book.claims import FAILS, HOLDS, INCONCLUSIVE
 from raptor.book.engine import ENGINE
 from raptor.book.experiment import images_of, teacher_of, walk
@@ -26,19 +27,19 @@ def judged(value: float, half_width: float = 0.002, others: float = -0.05) -> Ph
         return np.linspace(centre - half_width, centre + half_width, 201)
 
     per_k = {k: KExcess(k, CUT, v, boots(v)) for k, v in ((2, others), (3, value), (4, others))}
-    return PhaseTest(per_k, {}, 0.1, CUT, np.zeros(7), 0.0, chapter.EXCESS_MIN.value, 200)
+    return PhaseTest(per_k, {}, 0.1, CUT, np.zeros(7), 0.0, claims.EXCESS_MIN.value, 200)
 
 
 def test_c1_holds_only_when_every_models_best_k_clears_the_threshold() -> None:
-    t = chapter.EXCESS_MIN.value
-    assert chapter.c1_block_excess({"a": judged(t + 0.02), "b": judged(t + 0.01)}
-                                   ).verdict == HOLDS
-    assert chapter.c1_block_excess({"a": judged(t + 0.02), "b": judged(0.0)}).verdict == FAILS
-    c = chapter.c1_block_excess({"a": judged(t + 0.02), "b": judged(t, 0.005)})
+    t = claims.EXCESS_MIN.value
+    assert claims.c1_block_excess({"a": judged(t + 0.02), "b": judged(t + 0.01)}
+                                  ).verdict == HOLDS
+    assert claims.c1_block_excess({"a": judged(t + 0.02), "b": judged(0.0)}).verdict == FAILS
+    c = claims.c1_block_excess({"a": judged(t + 0.02), "b": judged(t, 0.005)})
     assert c.verdict == INCONCLUSIVE and "the block excess of b is +0.010, not clearly" in c.ours
     assert "b k = 3 (1–3 | 4–6 | 7–8), d* 0.10" in c.detail and ENGINE in c.detail
     # phases at some k: a model holds on its best k whatever the others
-    assert chapter.c1_block_excess({"a": judged(t + 0.02, others=-0.3)}).verdict == HOLDS
+    assert claims.c1_block_excess({"a": judged(t + 0.02, others=-0.3)}).verdict == HOLDS
 
 
 def _images(S: np.ndarray, seed: int, n: int = 300) -> np.ndarray:
@@ -51,11 +52,11 @@ def test_c1_fails_on_a_stationary_matrix_and_holds_on_planted_blocks(planted_blo
     decay = np.exp(-0.2 * np.abs(idx[:, None] - idx[None, :]))
     stationary = {f"seed {s}": phase_test(_images(decay, s), n_boot=100, power_reps=0)
                   for s in range(3)}
-    assert chapter.c1_block_excess(stationary).verdict == FAILS
+    assert claims.c1_block_excess(stationary).verdict == FAILS
     blocks = 0.5 * planted_blocks([3, 3, 2]) + 0.5 * decay
     planted = {f"seed {s}": phase_test(_images(blocks, s), n_boot=100, power_reps=0)
                for s in range(3)}
-    assert chapter.c1_block_excess(planted).verdict == HOLDS
+    assert claims.c1_block_excess(planted).verdict == HOLDS
 
 
 def test_smoke_result_has_every_model_and_a_c1(smoke_result) -> None:
@@ -64,9 +65,9 @@ def test_smoke_result_has_every_model_and_a_c1(smoke_result) -> None:
     assert len(r.trained()) == len(r.spec.p_values) * len(seeds)
     assert sorted(r.untrained()) == [f"untrained, seed {s}" for s in seeds]
     assert all(e.low <= e.high and e.cut == r.cuts[name] for name, e in r.excess.items())
-    (c1,) = chapter.claims(r)
+    (c1,) = claims.claims(r)
     assert c1.id == "C1" and c1.verdict in (HOLDS, FAILS, INCONCLUSIVE)
-    t = chapter.training_table(r)
+    t = figures.training_table(r)
     assert list(t.index) == list(r.trained()) and (t["kept step"] <= t["stopped at"]).all()
     assert (t["stopped at"] <= t["budget"]).all()
     assert list(t["val acc"]) == [r.accuracy[n] for n in t.index]
@@ -77,27 +78,27 @@ def test_c1_judges_the_trained_models_alone(smoke_result) -> None:
     calibrate the threshold, in the claim's detail (the claims page); every model's interval
     contains its estimate (a control's may miss at smoke's 20 resamples: the chapter counts)."""
     r = smoke_result("phase-structure")
-    (c1,) = chapter.claims(r)
-    calibration = chapter.calibration(r)
-    assert dataclasses.replace(c1, values={}) == chapter.c1_block_excess(r.trained_tests(),
-                                                                          calibration)
+    (c1,) = claims.claims(r)
+    calibration = claims.calibration(r)
+    assert dataclasses.replace(c1, values={}) == claims.c1_block_excess(r.trained_tests(),
+                                                                         calibration)
     assert c1.values == {**{name: [t.excess, *t.interval()]
                             for name, t in r.trained_tests().items()},
                          "DINOv2-B": [r.paper_test.excess, None, None]}  # what other pages quote
     assert calibration in c1.detail and "of the untrained networks" in calibration
     assert "of the smooth negative controls" in calibration
     assert all(lo <= t.excess <= hi for t in r.tests.values() for lo, hi in [t.interval()])
-    assert chapter.findings(r)["covered"].endswith(f" of {len(r.tests) + len(r.control_tests)}")
+    assert claims.findings(r)["covered"].endswith(f" of {len(r.tests) + len(r.control_tests)}")
     assert set(r.controls) == set(r.control_tests) == set(controls.CONTROLS)
     assert sorted(r.paper_dinov2b) == [2, 3, 4] and set(r.tests) == set(r.excess)
     assert all(0 < t.d_star <= 1 or np.isinf(t.d_star) for t in r.tests.values())
-    table = chapter.excess_table(r)
+    table = figures.excess_table(r)
     assert len(table) == len(r.excess) + len(controls.CONTROLS) + 1
     assert list(table.columns[2:5]) == [f"over {null}" for null in NULLS]
-    assert table.loc["DINOv2-B (the paper's matrix)", "d*"] == chapter._step(r.paper_test.d_star)
-    c1 = chapter.c1_table(r)
+    assert table.loc["DINOv2-B (the paper's matrix)", "d*"] == claims.step_text(r.paper_test.d_star)
+    c1 = figures.c1_table(r)
     assert len(c1) == len(r.tests) + 1 and "paper's partition at k = 3" in c1.columns
-    assert set(chapter.power_table(r).columns) == set(controls.STEP_DECAYS)
+    assert set(figures.power_table(r).columns) == set(controls.STEP_DECAYS)
 
 
 def test_untrained_teachers_have_no_excess_over_a_random_walk(fresh_cache) -> None:
@@ -111,7 +112,7 @@ def test_untrained_teachers_have_no_excess_over_a_random_walk(fresh_cache) -> No
     excess = {f"seed {seed}": walk(teacher_of(spec, seed=seed, trained=False), images,
                                    excess=(3,), n_boot=50, device="cpu").excess[3]
               for seed in range(3)}
-    t = chapter.EXCESS_MIN.value
+    t = claims.EXCESS_MIN.value
     assert any(e.ladder["stationary"].low > t for e in excess.values())
     assert all(e.ladder["random walk"].high < t and e.high < t for e in excess.values())
 
@@ -120,7 +121,7 @@ def test_the_excess_figure_plots_what_c1_judges(smoke_result) -> None:
     """Each model's and control's best-k excess with its corrected interval, C1's threshold and
     the paper's level."""
     r = smoke_result("phase-structure")
-    rows = figure_data(chapter.excess_figure(r))
+    rows = figure_data(figures.excess_figure(r))
     points = {row["series"]: row["x"] for row in rows if row["kind"] == "points"}
     ends: dict[str, list[float]] = {}
     for row in rows:
@@ -131,7 +132,7 @@ def test_the_excess_figure_plots_what_c1_judges(smoke_result) -> None:
         assert (points[name], min(ends[name]), max(ends[name])) == pytest.approx(
             (t.excess, *t.interval()))
     lines = {row["series"]: row["x"] for row in rows if row["kind"] == "vertical line"}
-    assert lines == pytest.approx({"C1's threshold": chapter.EXCESS_MIN.value,
+    assert lines == pytest.approx({"C1's threshold": claims.EXCESS_MIN.value,
                                    "DINOv2-B (the paper's matrix, not cross-fitted)":
                                        r.paper_test.excess})
 

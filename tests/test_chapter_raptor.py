@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from raptor.book.chapters import raptor as chapter
+from raptor.book.chapters import distillation as chapter
+from raptor.book.chapters.distillation import claims, compute
 from raptor.book.claims import BY_CONSTRUCTION, FAILS, HOLDS, INCONCLUSIVE, UNTESTABLE
 
 
@@ -15,58 +16,58 @@ def test_min_cosine_skips_the_shared_embedding() -> None:
     cosine = {"cls": np.array([0.1, 0.95, 0.93]) + rng.normal(0, 0.01, (10, 3)),
               "patches": np.array([0.2, 0.97, 0.99]) + rng.normal(0, 0.01, (10, 3)),
               "registers": np.zeros((10, 3))}
-    assert chapter.min_cosine(cosine, sizes) == pytest.approx(0.93, abs=0.01)  # not layer 0
+    assert claims.min_cosine(cosine, sizes) == pytest.approx(0.93, abs=0.01)  # not layer 0
 
 
 def test_c15_is_judged_over_seeds() -> None:
-    held = chapter.c15_cosine_high({2: [0.95, 0.955, 0.96], 3: [0.94, 0.945, 0.95]})
+    held = claims.c15_cosine_high({2: [0.95, 0.955, 0.96], 3: [0.94, 0.945, 0.95]})
     assert held.verdict == HOLDS and held.tests == 2
     assert held.ours == ("The k=2 Raptor's lowest cosine to its teacher is 0.955, above 0.900; "
                          "the k=3 Raptor's lowest cosine to its teacher is 0.945, above 0.900")
     assert held.detail.startswith("minimum over layers 1..L of the cls and patch cosine to the "
                                   "teacher, one per seed; k=2 0.955 [0.943, 0.967] (per seed "
                                   "0.950, 0.955, 0.960) vs above 0.900 [ours]: holds")
-    assert chapter.c15_cosine_high({2: [0.95, 0.955, 0.96], 3: [0.85, 0.855, 0.86]}).verdict \
+    assert claims.c15_cosine_high({2: [0.95, 0.955, 0.96], 3: [0.85, 0.855, 0.86]}).verdict \
         == FAILS
     # the stored cpu seeds of k=2 (0.867 / 0.824 / 0.838): below 0.9 on every seed, but three
     # seeds spread this much do not show that Raptors trained this way stay below it
-    stored = chapter.c15_cosine_high({2: [0.867, 0.824, 0.838], 3: [0.887, 0.885, 0.871]})
+    stored = claims.c15_cosine_high({2: [0.867, 0.824, 0.838], 3: [0.887, 0.885, 0.871]})
     assert stored.verdict == INCONCLUSIVE
     assert "80% power only for a true value of 0.972 or more (0.072 above the bar 0.900)" in stored.detail
-    one_seed = chapter.c15_cosine_high({2: [0.95]})
+    one_seed = claims.c15_cosine_high({2: [0.95]})
     assert one_seed.verdict == UNTESTABLE and "one seed has no spread" in one_seed.ours
 
 
 def test_c25_shorter_description() -> None:
-    held = chapter.c25_shorter_description(399872, 15681536, {2: 106560, 3: 159840},
-                                           {2: 15730944, 3: 15730944})
+    held = claims.c25_shorter_description(399872, 15681536, {2: 106560, 3: 159840},
+                                          {2: 15730944, 3: 15730944})
     assert held.verdict == BY_CONSTRUCTION
     assert held.ours == ("k=2: 0.27× the bits, 1.003× the FLOPs, k=3: 0.40× the bits, "
                          "1.003× the FLOPs")
     assert held.detail == ("arithmetic, not a measurement: blocks' parameters at 32 bits "
                            "(depth-scaling MLPs included); FLOPs per image")
     # More bits than the teacher, or a different runtime, and it does not hold.
-    assert chapter.c25_shorter_description(100, 1000, {2: 100}, {2: 1000}).verdict == FAILS
-    assert chapter.c25_shorter_description(100, 1000, {2: 50}, {2: 1020}).verdict == FAILS
+    assert claims.c25_shorter_description(100, 1000, {2: 100}, {2: 1000}).verdict == FAILS
+    assert claims.c25_shorter_description(100, 1000, {2: 50}, {2: 1020}).verdict == FAILS
 
 
 def test_thresholds_say_ours() -> None:
-    for t in (chapter.MIN_COSINE, chapter.FLOPS_TOLERANCE):
+    for t in (claims.MIN_COSINE, claims.FLOPS_TOLERANCE):
         assert t.source.startswith("[ours]")
 
 
 def test_cost_table_averages_seeds_and_relates_head_accuracy_to_the_teacher() -> None:
-    def run(seed: int, teacher: float, student: float) -> chapter.SeedRun:
-        models = [chapter.Model("teacher (L=8)", teacher, 0.79, 400, 1000),
-                  chapter.Model("Raptor k=2", student, 0.7, 100, 1003)]
-        return chapter.SeedRun(seed, {}, {}, {}, models, np.zeros(0), {})
+    def run(seed: int, teacher: float, student: float) -> compute.SeedRun:
+        models = [compute.Model("teacher (L=8)", teacher, 0.79, 400, 1000),
+                  compute.Model("Raptor k=2", student, 0.7, 100, 1003)]
+        return compute.SeedRun(seed, {}, {}, {}, models, np.zeros(0), {})
 
-    table = chapter.cost_table(chapter.Result(chapter.Spec(), [run(0, 0.8, 0.6), run(1, 0.8, 0.4)]))
+    table = compute.cost_table(compute.Result(chapter.Spec(), [run(0, 0.8, 0.6), run(1, 0.8, 0.4)]))
     assert table.index.tolist() == ["teacher (L=8)", "Raptor k=2"]
     assert table["head acc"].tolist() == pytest.approx([0.8, 0.5])
     assert table["head sd"].tolist() == pytest.approx([0.0, np.sqrt(0.02)])
     assert table["% of teacher (head)"].tolist() == pytest.approx([100.0, 62.5])
-    one = chapter.cost_table(chapter.Result(chapter.Spec(), [run(0, 0.8, 0.6)]))
+    one = compute.cost_table(compute.Result(chapter.Spec(), [run(0, 0.8, 0.6)]))
     assert one["head sd"].isna().all()
 
 
@@ -81,7 +82,7 @@ def test_smoke_result(smoke_result) -> None:
     assert list(result.partitions) == list(spec.k_values) == list(result.evals)
     assert [len(p) for p in result.partitions.values()] == list(spec.k_values)
     for e in result.evals.values():
-        assert all(len(e[m][g]) == L + 1 for m in ("r2", "cosine") for g in chapter.GROUPS)
+        assert all(len(e[m][g]) == L + 1 for m in ("r2", "cosine") for g in compute.GROUPS)
     assert [m.name for m in result.models] == [f"teacher (L={L})", "Raptor k=2"]
     assert all(0 <= m.head_acc <= 1 and 0 <= m.probe_acc <= 1 for m in result.models)
     teacher, student = result.models

@@ -13,8 +13,7 @@ from typing import Any
 
 import pytest
 
-from raptor.book.chapters import chapter
-from raptor.book.specs import MODULES, PROFILES, spec_for
+from raptor.book.chapters import PROFILES, chapter, names, spec_for
 from raptor.book.spec import SpecError, from_parameters, notebook_values
 
 
@@ -68,7 +67,7 @@ def test_bad_parameters_are_named(name: str, values: dict[str, object], match: s
         getattr(spec, "require_model", lambda: None)()
 
 
-@pytest.mark.parametrize("name", list(MODULES))
+@pytest.mark.parametrize("name", names())
 def test_unknown_parameters_are_named(name: str) -> None:
     with pytest.raises(SpecError, match="unknown parameter.*'kk'"):
         from_parameters(chapter(name).Spec, {"kk": 5})
@@ -80,7 +79,7 @@ SNAPSHOT = Path(__file__).with_name("profiles.json")
 def profiles() -> dict[str, dict[str, dict[str, Any]]]:
     """Every chapter's parameters at every profile, as a notebook holds them."""
     return {name: {profile: notebook_values(spec_for(name, profile)) for profile in PROFILES}
-            for name in MODULES}
+            for name in names()}
 
 
 def test_profiles_are_the_snapshot() -> None:

@@ -11,8 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from raptor.book.chapters import chapter
-from raptor.book.specs import MODULES
+from raptor.book.chapters import names, science
 from raptor.book.claims import (BADGES, BY_CONSTRUCTION, CLAIMS, FAILS, HOLDS,
                                 INCONCLUSIVE, SEEDS_ALPHA, UNTESTABLE, VERDICTS, Claim, Threshold,
                                 across_seeds, claim, counted, excess_text, gather, listed,
@@ -48,12 +47,11 @@ def test_threshold_needs_a_source() -> None:
 
 
 def test_every_chapter_threshold_cites_the_paper_or_gives_our_reason() -> None:
-    def namespaces(name: str) -> list[types.ModuleType]:  # a chapter and its claims module
-        return [chapter(name), *(v for v in vars(chapter(name)).values()
-                                 if isinstance(v, types.ModuleType)
-                                 and v.__name__.startswith("raptor.book.chapters."))]
+    def namespaces(name: str) -> list[types.ModuleType]:  # a chapter's modules
+        package = science(name)
+        return [package.compute, package.claims, package.figures]
 
-    thresholds = [(name, attr, v) for name in MODULES for mod in namespaces(name)
+    thresholds = [(name, attr, v) for name in names() for mod in namespaces(name)
                   for attr, v in vars(mod).items() if isinstance(v, Threshold)]
     assert len({name for name, _, _ in thresholds}) >= 6
     for name, attr, t in thresholds:
@@ -280,12 +278,12 @@ def test_every_verdict_has_its_own_symbol_and_scoped_words() -> None:
     (24, 26, "24 of the paper's 25 claims are checked here, in 26 checks."),
 ])
 def test_coverage_reads_as_a_sentence(tested: int, checks: int, said: str) -> None:
-    from raptor.book.chapters.claims_page import coverage
+    from raptor.book.chapters.claims_page.claims import coverage
     assert coverage(25, tested, checks) == said
 
 
 def test_claims_page_counts_links_and_folds(tmp_path: Path, phase_test_on) -> None:
-    from raptor.book.chapters import claims_page as page
+    from raptor.book.chapters.claims_page import Spec, claims, compute, figures
     d = tmp_path / "claims"
     report([claim("C1", paper="blocks", ours="3 blocks", holds=True, detail="z=2"),
             claim("C5", paper="up", ours="down", holds=False, tests=4)],
@@ -295,8 +293,8 @@ def test_claims_page_counts_links_and_folds(tmp_path: Path, phase_test_on) -> No
             claim("C12", paper="96%", ours="—", holds=None),
             claim("C25", paper="shorter", ours="tied", holds=BY_CONSTRUCTION)],
            chapter="scaling", profile="cpu", claims_dir=d)
-    result = page.compute(page.Spec(), claims_dir=str(d))
-    s = page.summary(result)
+    result = compute.compute(Spec(), claims_dir=str(d))
+    s = claims.summary(result)
     assert (s["n_checks"], s["n_tested"], s["n_claims"], s["n_chapters"]) == (5, 4, 25, 2)
     assert s["coverage"] == "4 of the paper's 25 claims are checked here, in 5 checks."
     assert (s["n_holds"], s["n_fails"], s["n_inconclusive"], s["n_untestable"],
@@ -313,7 +311,7 @@ def test_claims_page_counts_links_and_folds(tmp_path: Path, phase_test_on) -> No
         assert said in s["error_rates"], said
     assert s["engine_claims"] == "none" and "binomial" not in s["error_rates"]
 
-    html = page.page(result, book=tmp_path).data
+    html = figures.page(result, book=tmp_path).data
     for v in VERDICTS:
         assert f"{BADGES[v][0]} {scoped(v)} · 1</span>" in html  # the counts up front
     # every check: its ID links to the chapter's claims section; each claim has one anchor
@@ -329,33 +327,33 @@ def test_claims_page_counts_links_and_folds(tmp_path: Path, phase_test_on) -> No
 
 def test_claims_page_says_which_claims_the_engine_judges_and_lists_our_thresholds(
         tmp_path: Path) -> None:
-    from raptor.book.chapters import claims_page as page
+    from raptor.book.chapters.claims_page import Spec, claims, compute, figures
     from raptor.book.engine import Declaration, Part, judge, over_seeds
     d = tmp_path / "claims"
     t = Threshold(0.9, "[ours] a planted threshold")
     voted = across_seeds({s: claim("C17", paper="p", ours="o", holds=True) for s in (0, 1)})
     report([judge(Declaration("C15", "p", [Part("k=2", over_seeds([0.95, 0.96, 0.97]), t)])),
             voted], chapter="raptor", profile="cpu", claims_dir=d)
-    result = page.compute(page.Spec(), claims_dir=str(d))
-    s = page.summary(result)
+    result = compute.compute(Spec(), claims_dir=str(d))
+    s = claims.summary(result)
     assert s["engine_claims"] == "C15"
     assert "The other claims (C17) still combine their seeds by a binomial test" in \
         s["error_rates"]
-    ours = page.ours_thresholds()
+    ours = compute.ours_thresholds()
     assert "raptor.MIN_COSINE" in ours and "dynamics.ORDER_BAND" in ours
     assert all(v.source.startswith("[ours]") for v in ours.values())
-    html = page.page(result, book=tmp_path).data
+    html = figures.page(result, book=tmp_path).data
     assert f"The {len(ours)} thresholds of ours" in html
     assert "<code>raptor.MIN_COSINE</code> = 0.9: Fig. 14 shows" in html
 
 
 def test_claims_page_names_chapters_by_their_titles(tmp_path: Path) -> None:
-    from raptor.book.chapters import claims_page as page
+    from raptor.book.chapters.claims_page import figures
     (tmp_path / "chapters").mkdir()
     (tmp_path / "chapters" / "scaling.ipynb").write_text(json.dumps(
         {"cells": [{"cell_type": "markdown", "source": ["# Scaling Raptor\n", "text"]}]}))
-    assert page.chapter_title("scaling", tmp_path) == "Scaling Raptor"
-    assert page.chapter_title("raptor", tmp_path) == "raptor"
+    assert figures.chapter_title("scaling", tmp_path) == "Scaling Raptor"
+    assert figures.chapter_title("raptor", tmp_path) == "raptor"
 
 
 def test_rests_on_phases_reads_c1s_test(phase_test_on) -> None:

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from raptor import controls
-from raptor.book.chapters.phase_structure import c1_block_excess
+from raptor.book.chapters.phase_structure.claims import c1_block_excess
 from raptor.book.claims import FAILS, HOLDS
 from raptor.phases import maxcut
 from raptor.phase_test import phase_test

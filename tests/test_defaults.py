@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from raptor.book.chapters import chapter, notebook_spec
-from raptor.book.specs import MODULES, PROFILES, spec_for, spec_module
+from raptor.book.chapters import PROFILES, chapter, names, notebook_spec, spec_for
 
 ROOT = Path(__file__).resolve().parents[1]
 BOOK = ROOT / "book"
@@ -27,13 +26,12 @@ FAMILY = re.compile(r"^FAMILY = Cell\(depth=(\d+),", re.MULTILINE)
 RESOLVED = """
 import json, sys
 from pathlib import Path
-from raptor.book.chapters import chapter, notebook_spec
+from raptor.book.chapters import PROFILES, chapter, names, notebook_spec, spec_for
 from raptor.book.spec import notebook_values
-from raptor.book.specs import MODULES, PROFILES, spec_for, spec_module
 book = Path(sys.argv[1])
 out = {}
-for name in MODULES:
-    nb = json.loads((book / spec_module(name).NOTEBOOK).read_text())
+for name in names():
+    nb = json.loads((book / chapter(name).NOTEBOOK).read_text())
     (cell,) = [c for c in nb["cells"] if "parameters" in c["metadata"].get("tags", [])]
     namespace = {}
     exec("".join(cell["source"]), namespace)
@@ -44,12 +42,12 @@ print(json.dumps(out))
 
 
 def parameters_cell_of(name: str) -> str:
-    nb = json.loads((BOOK / spec_module(name).NOTEBOOK).read_text())
+    nb = json.loads((BOOK / chapter(name).NOTEBOOK).read_text())
     (cell,) = [c for c in nb["cells"] if "parameters" in c["metadata"].get("tags", [])]
     return "".join(cell["source"])
 
 
-@pytest.mark.parametrize("name", list(MODULES))
+@pytest.mark.parametrize("name", names())
 def test_a_notebook_names_its_profile_and_copies_no_default(name: str) -> None:
     namespace: dict = {}
     exec(parameters_cell_of(name), namespace)
@@ -57,7 +55,7 @@ def test_a_notebook_names_its_profile_and_copies_no_default(name: str) -> None:
     assert namespace["profile"] == "cpu"
 
 
-@pytest.mark.parametrize("name", list(MODULES))
+@pytest.mark.parametrize("name", names())
 @pytest.mark.parametrize("profile", PROFILES)
 def test_a_notebook_run_by_hand_runs_its_profiles_spec(name: str, profile: str) -> None:
     namespace: dict = {}

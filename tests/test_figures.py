@@ -13,9 +13,8 @@ import numpy as np
 import pytest
 
 from raptor.book import plotting
-from raptor.book.chapters import chapter
+from raptor.book.chapters import names, science
 from raptor.book.runner import BOOK
-from raptor.book.specs import MODULES
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # after the backend is chosen
@@ -24,9 +23,9 @@ NOTEBOOKS = sorted((BOOK / "chapters").glob("*.ipynb")) + [BOOK / "claims.ipynb"
 WARNING_TEXT = ("Warning", "findfont")
 
 
-@pytest.mark.parametrize("name", [name for name in MODULES if name != "claims"])
+@pytest.mark.parametrize("name", [name for name in names() if name != "claims"])
 def test_every_chapter_figure_passes_the_check(name: str, smoke_result) -> None:
-    mod, result = chapter(name), smoke_result(name)
+    mod, result = science(name).figures, smoke_result(name)
     failed = []
     for fn, make in vars(mod).items():
         if fn.endswith("_figure") and inspect.isfunction(make) and make.__module__ == mod.__name__:
@@ -43,15 +42,14 @@ def test_the_excess_figure_stays_readable_at_the_paper_profiles_count(smoke_resu
     """Fig. 1.2 with the paper profile's models (each rate's seeds, the untrained seeds and
     DINOv2-B; smoke's first test standing in for each) beside every control: one row a group,
     so no more rows than at smoke however many models."""
-    from raptor.book.chapters import phase_structure
-    from raptor.book.specs.phase_structure import PAPER
+    from raptor.book.chapters.phase_structure import PAPER, figures
 
     r = smoke_result("phase-structure")
     shown = next(iter(r.tests.values()))
     names = [f"p={p}, seed {s}" for p in PAPER.p_values for s in PAPER.teacher_seeds]
     names += [f"untrained, seed {s}" for s in PAPER.teacher_seeds] + ["DINOv2-B"]
     many = dataclasses.replace(r, tests=dict.fromkeys(names, shown))
-    fig = phase_structure.excess_figure(many)
+    fig = figures.excess_figure(many)
     assert len(fig.axes[0].get_yticks()) == len(PAPER.p_values) + 2 + 2
     plotting.check(fig, "phase_structure_excess at the paper profile's count")
     plt.close(fig)

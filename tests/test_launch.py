@@ -12,8 +12,7 @@ import pytest
 import yaml
 from papermill.translators import translate_parameters
 
-from raptor.book.chapters import chapter, notebook_spec
-from raptor.book.specs import MODULES, PROFILES
+from raptor.book.chapters import PROFILES, chapter, names, notebook_spec
 from raptor.book.runner import RunnerError, notebook_parameters, resolve, run
 from raptor.book.spec import parameters
 import raptor.data
@@ -21,7 +20,7 @@ import raptor.data
 ROOT = Path(__file__).resolve().parents[1]
 BOOK = ROOT / "book"
 URL = yaml.safe_load((BOOK / "_config.yml").read_text())["repository"]["url"]
-CHAPTERS = [name for name in MODULES if name != "claims"]
+CHAPTERS = [name for name in names() if name != "claims"]
 
 
 def cells(name: str) -> list[dict]:

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from raptor.book import chapters
 from raptor.book.findings import BEGIN, END, FindingsError, with_findings
-from raptor.book import specs
 
 PACKAGE = Path(__file__).resolve().parents[1] / "raptor"
 COMMANDS = {"raptor.__main__", "raptor.sweep", "raptor.job_options"}
@@ -31,10 +31,12 @@ DEFERRED = {
     ("raptor.book.pretrained", "raptor.storage.checkpoint"): "its error type, with the above",
     ("raptor.book.findings", "raptor.book.claims"): "the verdicts' words (and torch), for the "
     "README's table: the command line imports the module",
+    ("raptor.book.chapters", "raptor.data"): "torch, for the data set a chapter launched in a fresh "
+    "environment fetches: the registry imports no torch",
 }
 # The only registries that import their own modules inside a function (first use), and why.
-LAZY = {"raptor.book.chapters": "the chapters' modules, in chapter(): torch and the science, and "
-        "one (the claims page) imports the registry back"}
+LAZY = {"raptor.book.chapters": "the chapters' science, in science(): torch, and one (the claims "
+        "page's) imports the registry back"}
 MAX_LINES = 550  # a longer module holds more than one concern: split it (issue 56)
 # What each layer may import from the package.
 ALLOWED = {
@@ -209,17 +211,66 @@ def test_the_findings_table_is_written_from_the_claims_and_nothing_else(tmp_path
 
 
 def test_the_table_of_contents_is_written_from_the_chapters_registry() -> None:
-    assert (ROOT / "book" / "_toc.yml").read_text() == specs.toc(), \
-        "book/_toc.yml differs from raptor.book.specs.MODULES: run `python -m raptor build`"
-    registered = {specs.spec_module(name).NOTEBOOK for name in specs.MODULES}
+    assert (ROOT / "book" / "_toc.yml").read_text() == chapters.toc(), \
+        "book/_toc.yml differs from raptor.book.chapters.CHAPTERS: run `python -m raptor build`"
+    registered = {package.NOTEBOOK for package in chapters.CHAPTERS}
     on_disk = {str(p.relative_to(ROOT / "book")) for p in (ROOT / "book").rglob("*.ipynb")
                if "_build" not in p.parts and ".ipynb_checkpoints" not in p.parts}
     assert registered == on_disk, "a notebook in book/ that is not a registered chapter, or back"
 
 
 def test_a_chapter_registered_is_in_the_table_of_contents(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(specs.MODULES, "extra", "raptor")  # a second registration of one module
-    assert specs.toc().count("      - file: chapters/raptor\n") == 2
-    monkeypatch.delitem(specs.MODULES, "extra")
-    monkeypatch.delitem(specs.MODULES, "dynamics")
-    assert "chapters/dynamics" not in specs.toc() and "chapters/scaling" in specs.toc()
+    registered = chapters.CHAPTERS
+    monkeypatch.setattr(chapters, "CHAPTERS", (*registered, chapters.distillation))  # twice
+    assert chapters.toc().count("      - file: chapters/raptor\n") == 2
+    monkeypatch.setattr(chapters, "CHAPTERS", tuple(c for c in registered
+                                                    if c is not chapters.dynamics))
+    assert "chapters/dynamics" not in chapters.toc() and "chapters/scaling" in chapters.toc()
+
+
+CHAPTER_MODULES = ("spec", "compute", "claims")  # and figures.py, where a chapter has any
+
+
+def test_every_chapter_package_is_registered_once_with_its_modules() -> None:
+    """Each package under ``raptor/book/chapters`` is in :data:`~raptor.book.chapters.CHAPTERS`
+    once, with its spec, compute and claims modules, and no other modules but its figures."""
+    folder = PACKAGE / "book" / "chapters"
+    on_disk = sorted(p.name for p in folder.iterdir() if (p / "__init__.py").is_file())
+    registered = [package.__name__.rsplit(".", 1)[1] for package in chapters.CHAPTERS]
+    assert sorted(registered) == on_disk and len(set(registered)) == len(registered)
+    assert len(set(chapters.names())) == len(registered), "two chapters of one name"
+    assert not [p.name for p in folder.glob("*.py") if p.name != "__init__.py"], \
+        "a chapter is a package, not a module"
+    for name in on_disk:
+        modules = {p.stem for p in (folder / name).glob("*.py")} - {"__init__"}
+        assert set(CHAPTER_MODULES) <= modules <= {*CHAPTER_MODULES, "figures"}, (name, modules)
+
+
+def test_science_imports_every_chapters_modules() -> None:
+    """:func:`~raptor.book.chapters.science` gives every chapter with each of its modules
+    imported (a new chapter's too), in a fresh interpreter."""
+    script = ("import pathlib\n"
+              "from raptor.book import chapters\n"
+              "for package in chapters.CHAPTERS:\n"
+              "    folder = pathlib.Path(package.__file__).parent\n"
+              "    loaded = chapters.science(package.NAME)\n"
+              "    missing = [p.stem for p in folder.glob('*.py')\n"
+              "               if p.stem != '__init__' and not hasattr(loaded, p.stem)]\n"
+              "    assert not missing, (package.NAME, missing)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=PACKAGE.parent)
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_chapters_registry_and_specs_import_no_torch() -> None:
+    """The registry and every chapter's package and spec, imported alone, import no torch: a
+    run's parameters are checked before the science is imported."""
+    script = ("import sys\n"
+              "import raptor.book.chapters\n"
+              "from raptor.book.chapters.own_vit import spec\n"
+              "print(sorted(m for m in ('torch', 'timm', 'matplotlib', 'pandas')"
+              " if m in sys.modules))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=PACKAGE.parent)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

@@ -24,8 +24,7 @@ import torch
 from safetensors.torch import save_file
 
 from raptor import paper
-from raptor.book.chapters import chapter
-from raptor.book.specs import MODULES
+from raptor.book.chapters import chapter, names, science
 from raptor.book.experiment import student_of, teacher_of
 from raptor.book.spec import Machine
 from raptor.dinov2.pipeline import PipelineConfig, paper_distill, run_pipeline
@@ -43,7 +42,7 @@ BATCH = 2
 
 def paper_specs() -> dict[str, Any]:
     """Each chapter's ``PAPER`` spec that trains a teacher."""
-    return {name: chapter(name).PAPER for name in MODULES
+    return {name: chapter(name).PAPER for name in names()
             if isinstance(getattr(chapter(name).PAPER, "train", None), TrainConfig)}
 
 
@@ -87,7 +86,8 @@ def student_cases() -> Iterator[tuple[str, Any, int, dict[str, Any]]]:
             continue
         ks = set(getattr(spec, "k_values", ())) | {getattr(spec, "ladder_k", 2)}
         options: list[tuple[int, dict[str, Any]]] = [(k, {}) for k in sorted(ks)]
-        options += [(spec.ladder_k, rung) for rung in getattr(chapter(name), "LADDER", {}).values()]
+        ladder = getattr(science(name).compute, "LADDER", {})
+        options += [(spec.ladder_k, rung) for rung in ladder.values()]
         if name == "functional-phases":
             options.append((min(ks), {"trained": False, "residual": False}))
         for k, changes in options:

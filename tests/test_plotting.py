@@ -28,8 +28,7 @@ import pytest
 
 from raptor.book import plotting
 from raptor.book.figure_data import figure_csv
-from raptor.book.chapters import chapter
-from raptor.book.specs import MODULES
+from raptor.book.chapters import chapter, names, science
 from raptor.book.runner import BOOK
 
 matplotlib.use("Agg")
@@ -39,8 +38,8 @@ from matplotlib.cm import ScalarMappable
 from matplotlib.text import Text
 from matplotlib.transforms import ScaledTranslation
 
-CHAPTERS = [name for name in MODULES if name != "claims"]
-FIGURE_CELL = re.compile(r'^fig = chapter\.(\w+_figure)\(result\)\n'
+CHAPTERS = [name for name in names() if name != "claims"]
+FIGURE_CELL = re.compile(r'^fig = figures\.(\w+_figure)\(result\)\n'
                          r'glue\("(fig-[a-z0-9-]+)", fig, display=False\)\n'
                          r'glue\("\2-sources", plotting\.save\(fig, "(\w+)"'
                          r'(?:, paper=[^)]+\)?)?\), display=False\)$')
@@ -511,7 +510,7 @@ def figure_functions(mod: types.ModuleType) -> dict[str, object]:
 
 @pytest.mark.parametrize("name", CHAPTERS)
 def test_every_chapter_figure_is_readable(name: str, smoke_result) -> None:
-    mod, result = chapter(name), smoke_result(name)
+    mod, result = science(name).figures, smoke_result(name)
     for fn, make in figure_functions(mod).items():
         fig = make(result)
         assert problems(fig) == [], fn
@@ -549,7 +548,7 @@ def caption(nb: nbformat.NotebookNode, key: str) -> str:
 
 @pytest.mark.parametrize("name", CHAPTERS)
 def test_notebook_figures_are_glued_numbered_and_captioned(name: str) -> None:
-    nb, mod = notebook(name), chapter(name)
+    nb, mod = notebook(name), science(name).figures
     cells = figure_cells(nb)
     assert {m[1] for _, m in cells} == set(figure_functions(mod)), "every figure shown once"
     keys = [m[2] for _, m in cells]
@@ -575,7 +574,7 @@ def test_notebook_code_is_folded_and_has_no_test_markers(name: str) -> None:
     assert not any("NBVAL" in c.source for c in nb.cells)
     params = [c for c in code if "parameters" in c.metadata.get("tags", [])]
     assert len(params) == 1 and "hide-input" in params[0].metadata.tags
-    claims = [c for c in code if "report(" in c.source and "chapter.claims(result" in c.source]
+    claims = [c for c in code if "report(" in c.source and "claims.claims(result" in c.source]
     assert len(claims) == 1
     assert {"nbval-check-output", "hide-input"} <= set(claims[0].metadata.tags)
 
@@ -586,7 +585,7 @@ def test_notebook_figure_cells_run_on_the_smoke_result(name: str, smoke_result, 
     """Each figure cell, as written, on the smoke result: it glues a readable figure (the result
     box's as the box shows it), saves it as SVG, and its caption states the layer convention
     when the figure has a layer axis."""
-    nb, mod = notebook(name), chapter(name)
+    nb, mod = notebook(name), science(name).figures
     glued: dict[str, object] = {}
 
     def glue(key: str, value: object, display: bool = True) -> None:
@@ -598,7 +597,7 @@ def test_notebook_figure_cells_run_on_the_smoke_result(name: str, smoke_result, 
              for m in BOX_FIGURE.finditer(c.source)}
     assert boxed or not any("rc-result-figure" in c.source for c in nb.cells), "box figure unread"
     for i, match in figure_cells(nb):
-        exec(nb.cells[i].source, {"chapter": mod, "result": smoke_result(name),  # noqa: S102
+        exec(nb.cells[i].source, {"figures": mod, "result": smoke_result(name),  # noqa: S102
                                   "plotting": plotting, "glue": glue})  # the cell as written
         fig = glued[match[2]]
         assert isinstance(fig, plt.Figure) and problems(fig, box=match[2] in boxed) == []

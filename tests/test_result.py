@@ -16,6 +16,7 @@ import safetensors.torch
 import torch
 
 from raptor.book.chapters import phase_structure
+from raptor.book.chapters.phase_structure.compute import Result
 from raptor.book.profiles import DISTILL
 from raptor.book.result import load, save
 from raptor.phase_test import KExcess, PhaseTest
@@ -122,7 +123,7 @@ def test_round_trip_of_a_chapter_result(tmp_path: Path) -> None:
                      {2: KExcess(2, cut, 0.015, np.array([0.0, 0.02]))}, 0.1, cut,
                      np.array([0.2, 0.1]), 0.01, 0.01, 64)
     mats = {"trained, p=0.0": {"all": np.eye(9), "cls": np.full((9, 9), 0.5)}}
-    result = phase_structure.Result(
+    result = Result(
         spec=phase_structure.SMOKE, accuracy={"trained, p=0.0": 0.75, "untrained": math.nan},
         trajectory_shape={"untrained": [64, 5, 19, 32]}, similarity=mats,
         cuts={"untrained": ((0, 2), (2, 5))},
@@ -135,7 +136,7 @@ def test_round_trip_of_a_chapter_result(tmp_path: Path) -> None:
         tests={"untrained": test}, control_tests={"plateau": test}, paper_test=test,
         power={"stationary": 0.12, "random walk": math.inf})
     save(result, tmp_path / "phase-structure")
-    loaded = load(phase_structure.Result, tmp_path / "phase-structure")
+    loaded = load(Result, tmp_path / "phase-structure")
     assert_same(result, loaded)
     assert loaded.excess["untrained"].rank == Rank(2, 4)
     assert loaded.excess["untrained"].null_cut == ((0, 3), (3, 5))

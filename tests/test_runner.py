@@ -1,6 +1,6 @@
 """Tests for raptor.book.runner and the command line, on a one-chapter book written here.
 
-The chapter ``toy`` is a module planted in the registry (``raptor.book.specs``) and a notebook
+The chapter ``toy`` is a module planted in the registry (``raptor.book.chapters``) and a notebook
 in a temporary book. Its kernel imports only the claims module, so each execution takes seconds.
 """
 
@@ -24,7 +24,7 @@ import torch
 from nbformat.v4 import new_code_cell, new_notebook
 from safetensors.torch import save_file
 
-from raptor.book import runner, specs
+from raptor.book import chapters, runner
 from raptor.book.runner import (BOOK, RunnerError, notebook_parameters, output_path, parse_value,
                                 resolve, run)
 from raptor.book.spec import parameters_cell, require
@@ -43,7 +43,7 @@ class Spec:
         require(self.n >= 1, "n", "≥ 1", self.n)
 
 
-TOY = types.ModuleType("raptor.book.specs.toy")
+TOY = types.ModuleType("raptor.book.chapters.toy")
 TOY.__dict__.update(NAME="toy", NOTEBOOK="chapters/toy.ipynb", Spec=Spec,
                     SMOKE=dataclasses.replace(Spec(), n=1), PAPER=dataclasses.replace(Spec(), n=5))
 
@@ -71,8 +71,7 @@ def book(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     nbformat.write(nb, root / "chapters" / "toy.ipynb")
     (root / "claims").mkdir()
     (root / "claims" / "toy.json").write_text(OLD_CLAIMS)
-    monkeypatch.setitem(specs.MODULES, "toy", "toy")
-    monkeypatch.setitem(sys.modules, "raptor.book.specs.toy", TOY)
+    monkeypatch.setattr(chapters, "CHAPTERS", (*chapters.CHAPTERS, TOY))
     return root
 
 
@@ -133,7 +132,6 @@ def test_a_bad_parameter_fails_fast_before_any_kernel_starts(book: Path,
 
     monkeypatch.setattr(papermill, "execute_notebook", no_kernel)
     before = files(book.parent)
-    specs.spec_module("phase-structure")  # imported before the clock starts: the checks are timed
     start = time.perf_counter()
     with pytest.raises(RunnerError, match="parameter 'n' must be an integer"):
         run("cpu", ["toy"], {"n": "many"}, build=False, book=book)

@@ -13,7 +13,7 @@ import pytest
 
 from raptor.book import scope
 from raptor.book.scope import sentence
-from raptor.book.specs import PROFILES, ChapterError, spec_for
+from raptor.book.chapters import PROFILES, ChapterError, spec_for
 from raptor.catalog import dataset_info
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -2,7 +2,7 @@
 
 Part of the unit tests (``make smoke`` runs it alone); the chapters' models are trained once into a
 shared smoke cache (the ``smoke_result`` fixture), which the chapters' own tests reuse. For each
-chapter of :data:`raptor.book.specs.MODULES`, ``compute(SMOKE)`` must return the chapter's
+chapter of :data:`raptor.book.chapters.CHAPTERS`, ``compute(SMOKE)`` must return the chapter's
 ``Result`` with every field of its declared type, survive a save/load round trip field by field
 (arrays bit for bit) with the same claims, render its figures from the loaded result, and its
 ``claims`` must be :class:`~raptor.book.claims.Claim` s with valid ids and verdicts, and every
@@ -29,25 +29,13 @@ import numpy as np
 import pytest
 import torch
 
-from raptor.book.chapters import chapter
+from raptor.book.chapters import chapter, names, science
 from raptor.book.claims import BY_CONSTRUCTION, CLAIMS, UNTESTABLE, VERDICTS, Claim
 from raptor.book.result import load, save
 from raptor.book.runner import BOOK, execute_chapter, resolve
-from raptor.book.specs import MODULES
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
-
-
-def chapter_module(name: str) -> types.ModuleType:
-    """The chapter's module; skipped (not failed) while it is still being written."""
-    module = f"raptor.book.chapters.{MODULES[name]}"
-    try:
-        return chapter(name)
-    except ModuleNotFoundError as err:
-        if err.name != module:
-            raise
-        pytest.skip(f"chapter {name!r}: {module} does not exist yet (not converted)")
 
 
 def check_type(value: Any, hint: Any, where: str) -> None:
@@ -157,21 +145,21 @@ def figure_functions(mod: types.ModuleType) -> dict[str, Any]:
             if name.endswith("_figure") and inspect.isfunction(f) and f.__module__ == mod.__name__}
 
 
-@pytest.mark.parametrize("name", list(MODULES))
+@pytest.mark.parametrize("name", names())
 def test_compute_at_smoke(name: str, smoke_result, tmp_path: Path) -> None:
-    mod = chapter_module(name)
+    mod = science(name)
     result = smoke_result(name)
-    check_type(result, mod.Result, "result")
+    check_type(result, mod.compute.Result, "result")
     if "spec" in {f.name for f in dataclasses.fields(result)}:
         assert result.spec == mod.SMOKE
-    claims = mod.claims(result)
+    claims = mod.claims.claims(result)
     check_claims(claims)
     shown = result
     if name != "claims":  # the claims page gathers the other chapters' files; nothing to store
-        shown = load(mod.Result, save(result, tmp_path / name))
+        shown = load(mod.compute.Result, save(result, tmp_path / name))
         check_same(shown, result, "result")
-        assert mod.claims(shown) == claims  # a stored result re-renders the same claims
-    for fig_name, figure in figure_functions(mod).items():
+        assert mod.claims.claims(shown) == claims  # a stored result re-renders the same claims
+    for fig_name, figure in figure_functions(mod.figures).items():
         fig = figure(shown)
         assert isinstance(fig, plt.Figure), fig_name
         plt.close(fig)

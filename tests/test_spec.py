@@ -18,8 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from raptor.book import profiles
-from raptor.book.chapters import chapter
-from raptor.book.specs import MODULES
+from raptor.book.chapters import CHAPTERS, chapter, names
 from raptor.book.profiles import DISTILL, PAPER_TEACHER, PAPER_TRAIN, TEACHER, TRAIN
 from raptor.book.spec import (Machine, SpecError, diff, fields_of, from_parameters, input_files,
                               nested, param, parameters, parameters_cell, require, require_data)
@@ -319,7 +318,7 @@ def _replaces(path: Path) -> list[tuple[str, str, list[str]]]:
 
 
 @pytest.mark.parametrize("module", ["raptor.book.profiles",
-                                    *(f"raptor.book.specs.{m}" for m in MODULES.values())])
+                                    *(f"{c.__name__}.spec" for c in CHAPTERS)])
 def test_a_default_is_written_once(module: str) -> None:
     """Every profile object and chapter profile is a ``replace`` of its base that changes each
     field it names: a value equal to the base's restates a default, and the two could drift."""
@@ -336,7 +335,7 @@ def test_chapters_nest_the_profiles_objects() -> None:
     """A chapter's configurations are the profiles' own objects, not copies of their values."""
     shared = {id(v) for v in vars(profiles).values()
               if isinstance(v, (TeacherConfig, TrainConfig, DistillConfig))}
-    for name in MODULES:
+    for name in names():
         mod = chapter(name)
         for spec in (getattr(mod, "Spec", None) and mod.Spec(), getattr(mod, "SMOKE", None),
                      getattr(mod, "PAPER", None)):
@@ -377,19 +376,19 @@ def test_parameters_and_inputs_are_checked_without_torch() -> None:
         problems = missing_inputs(spec)
         # every chapter's spec at every profile, and the bad values of the three that name a
         # pretrained ViT (its fit to the weights file, which needs torch, is left to later)
-        from raptor.book.specs import MODULES, PROFILES, spec_for, spec_module
-        specs = [spec_for(name, profile) for name in MODULES for profile in PROFILES]
+        from raptor.book.chapters import PROFILES, chapter, names, spec_for
+        specs = [spec_for(name, profile) for name in names() for profile in PROFILES]
         for name, values in (("phase-structure", {"p_values": [1.5]}),
                              ("phase-structure", {"weights": "/nowhere.safetensors"}),
                              ("finding-phases", {"input_size": 0}),
                              ("analyze", {"model": "vit_tiny_patch16_224"}),
                              ("analyze", {"k_values": [1]})):
             try:
-                from_parameters(spec_module(name).Spec, values)
+                from_parameters(chapter(name).Spec, values)
             except SpecError as err:
                 refused.append(str(err))
         # a weights file that is there: whether it fits the model is checked later, with torch
-        from_parameters(spec_module("phase-structure").Spec,
+        from_parameters(chapter("phase-structure").Spec,
                         {"weights": "README.md", "images": "."})
         heavy = [m for m in ("torch", "timm", "torchvision", "matplotlib", "pandas", "scipy")
                  if m in sys.modules]

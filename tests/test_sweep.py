@@ -15,8 +15,7 @@ import torch
 from torch.utils.data import TensorDataset
 
 from raptor.__main__ import main
-from raptor.book.chapters import chapter
-from raptor.book.specs import MODULES
+from raptor.book.chapters import names, science
 from raptor.book.runner import RunnerError
 from raptor.planning import planning
 from raptor.storage.cache import entry_name, entry_path
@@ -61,12 +60,12 @@ def test_local_sweep_fills_the_cache_then_the_chapter_trains_nothing(
     # everything cached: planning finds nothing, a second sweep submits nothing
     assert plan(CHAPTER, "smoke") == ([], None)
     assert sweep(CHAPTER, "smoke", opts=opts, out=lines.append) == 0
-    mod = chapter(CHAPTER)
+    mod = science(CHAPTER)
     with planning(_no_training):
-        mod.compute(mod.SMOKE)
+        mod.compute.compute(mod.SMOKE)
     # the jobs stored what the in-process (notebook) path stores: same keys, same weights
     monkeypatch.setenv("RAPTOR_CACHE", str(tmp_path / "in-process"))
-    mod.compute(mod.SMOKE)
+    mod.compute.compute(mod.SMOKE)
     direct = {p.relative_to(tmp_path / "in-process")
               for p in (tmp_path / "in-process").glob("*/*.safetensors")}
     assert direct == swept
@@ -92,9 +91,9 @@ def test_a_two_rank_sweep_distils_under_torchrun_as_one_process_does(
     (teacher,) = fresh_cache.glob("teacher/*.safetensors")
     ranked, record = load_tensors(student)
     assert record["world_size"] == 2
-    mod = chapter(CHAPTER)
+    mod = science(CHAPTER)
     with planning(_no_training):
-        mod.compute(mod.SMOKE)
+        mod.compute.compute(mod.SMOKE)
     # the same student distilled in one process: DDP's mean over two half batches is the
     # gradient of the whole batch, up to float rounding
     one = tmp_path / "one-rank"
@@ -171,7 +170,7 @@ def test_dry_run_at_paper_lists_jobs_and_costs_and_trains_nothing(
 
 @pytest.mark.timed
 @pytest.mark.slow
-@pytest.mark.parametrize("name", list(MODULES))
+@pytest.mark.parametrize("name", names())
 def test_every_chapter_dry_run_at_paper_lists_every_job_with_gpu_hours_within_a_minute(
         name: str, tmp_path: Path) -> None:
     """The command as a user runs it, in its own process (imports included), on no data: small
@@ -248,7 +247,7 @@ def test_a_chapters_cost_is_its_dry_plan_from_an_empty_cache(fresh_cache: Path) 
 def test_a_dry_plan_runs_on_one_thread_and_restores_the_count(
         fresh_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Its stand-ins are too small for a second thread, which only spins where a core is busy."""
-    module, seen = chapter(CHAPTER), []
+    module, seen = science(CHAPTER).compute, []
     compute = module.compute
     monkeypatch.setattr(module, "compute",
                         lambda spec: seen.append(torch.get_num_threads()) or compute(spec))

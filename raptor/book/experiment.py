@@ -26,7 +26,7 @@ from raptor import data
 from raptor.analysis import image_data, load_vit, split, vit_shape
 from raptor.book.pretrained import Pretrained
 from raptor.book.spec import SpecError
-from raptor.book.specs.phase_structure import Spec as PhaseStructureSpec
+from raptor.book.chapters.phase_structure.spec import Spec as PhaseStructureSpec
 from raptor.loop import resolve_device
 from raptor.metrics import evaluate_student
 from raptor.phase_test import PhaseTest, phase_test

@@ -44,7 +44,7 @@ from matplotlib.text import Text
 from raptor import paper as paper_text
 from raptor.book.claims import scoped
 from raptor.book.figure_data import figure_csv
-from raptor.book.specs import spec_for
+from raptor.book.chapters import spec_for
 from raptor.book.spec import diff
 
 Partition = Sequence[tuple[int, int]]

@@ -15,8 +15,7 @@ import pandas as pd
 import torch
 from IPython.display import HTML
 
-from raptor.book.chapters import chapter
-from raptor.book.specs import spec_for
+from raptor.book.chapters import chapter, spec_for
 from raptor.book.spec import diff, literal, parameters
 
 

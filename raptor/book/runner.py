@@ -26,7 +26,7 @@ from typing import Any
 
 import nbformat
 
-from raptor.book.specs import MODULES, ChapterError, spec_for, spec_module
+from raptor.book.chapters import ChapterError, chapter, names, spec_for
 from raptor.book.inputs import missing_inputs, unwritable
 from raptor.book.spec import SpecError, fields_of, from_parameters, notebook_values
 from raptor.storage.build_log import builds_reported
@@ -51,7 +51,7 @@ def parse_value(text: str) -> Any:
 def resolve(name: str, profile: str, overrides: Mapping[str, Any] | None = None):
     """The chapter's spec at ``profile`` with ``overrides`` (its parameter names), checked."""
     try:
-        mod = spec_module(name)
+        mod = chapter(name)
         return from_parameters(mod.Spec, overrides or {}, base=spec_for(name, profile))
     except (ChapterError, SpecError) as err:
         raise RunnerError(f"chapter {name!r}: {err}") from None
@@ -66,7 +66,7 @@ def output_path(name: str, profile: str, book: Path = BOOK, update_book: bool = 
                 out: Path | None = None) -> Path:
     """Where a run's notebook goes: ``out`` if given, the book at its own profile, else
     ``runs/<profile>/``."""
-    rel = Path(spec_module(name).NOTEBOOK)
+    rel = Path(chapter(name).NOTEBOOK)
     if out is not None:
         return Path(out).resolve() / rel
     if profile == BOOK_PROFILE or update_book:
@@ -77,7 +77,7 @@ def output_path(name: str, profile: str, book: Path = BOOK, update_book: bool = 
 def claims_folder(name: str, notebook: Path) -> Path:
     """The claims folder of chapter ``name``'s notebook at ``notebook``: ``claims/`` at the root
     of the tree the notebook is in."""
-    return notebook.parents[len(Path(spec_module(name).NOTEBOOK).parts) - 1] / "claims"
+    return notebook.parents[len(Path(chapter(name).NOTEBOOK).parts) - 1] / "claims"
 
 
 def model_refusals(specs: Mapping[str, Any]) -> list[str]:
@@ -125,7 +125,7 @@ def execute_chapter(name: str, spec: Any, profile: str = BOOK_PROFILE, *, book: 
     """
     import papermill
 
-    source = book / spec_module(name).NOTEBOOK
+    source = book / chapter(name).NOTEBOOK
     out = output_path(name, profile, book, update_book, out)
     claims_dir = claims_folder(name, out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -195,10 +195,10 @@ def run(profile: str = BOOK_PROFILE, chapters: Sequence[str] | None = None,
     (:func:`~raptor.storage.cache.builds_reported`). Overrides apply to each chapter that has the
     parameter; one that no selected chapter has is an error.
     """
-    chapters = list(chapters or MODULES)
+    chapters = list(chapters or names())
     overrides = dict(overrides or {})
     try:
-        known = {c: fields_of(spec_module(c).Spec) for c in chapters}
+        known = {c: fields_of(chapter(c).Spec) for c in chapters}
     except ChapterError as err:
         raise RunnerError(str(err)) from None
     for name in overrides:

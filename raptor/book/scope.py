@@ -9,7 +9,7 @@ reader meets :func:`sentence` first on the intro, the claims page and every chap
 
 from __future__ import annotations
 
-from raptor.book.specs import PROFILES, ChapterError, spec_for
+from raptor.book.chapters import PROFILES, ChapterError, spec_for
 from raptor.catalog import dataset_info
 
 DATASET_NAMES = {"fashion-mnist": "Fashion-MNIST", "cifar100": "CIFAR-100", "imagenet": "ImageNet"}

@@ -1,52 +1,117 @@
-"""The book's chapters, one module each. What a chapter provides (its contract):
+"""The book's chapters, one package each, and their registry. What a chapter provides (its
+contract), in ``raptor/book/chapters/<package>/``:
 
-- a spec module ``raptor/book/specs/<module>.py``, importing no torch: ``NAME`` (its name on the
-  command line), ``NOTEBOOK`` (its notebook, relative to ``book/``), a frozen ``Spec`` whose
-  defaults are the ``cpu`` profile and whose fields check their own values, and ``SMOKE`` and
-  ``PAPER`` as ``dataclasses.replace`` of it; a spec that names a pretrained ViT adds
-  ``require_model()``;
-- its one registration, ``name: module`` in :data:`raptor.book.specs.MODULES` (book order; the
-  table of contents is written from it: :func:`raptor.book.specs.toc`);
-- this package's module ``<module>.py``, re-exporting the spec module's names and defining a
-  ``Result`` dataclass, ``compute(spec) -> Result`` (all the work; no notebook needed) and
-  ``claims(result) -> list[Claim]`` (each declared on :mod:`raptor.book.engine` where it can be);
+- ``spec.py``, importing no torch: ``NAME`` (its name on the command line), ``NOTEBOOK`` (its
+  notebook, relative to ``book/``), a frozen ``Spec`` whose defaults are the ``cpu`` profile and
+  whose fields check their own values, and ``SMOKE`` and ``PAPER`` as ``dataclasses.replace`` of
+  it; a spec that names a pretrained ViT adds ``require_model()``: the check of the model against
+  its weights file, which imports torch and timm, so the runner calls it only once every other
+  check of every chapter passed (:func:`raptor.book.runner.model_refusals`), and ``compute``
+  calls it first;
+- ``__init__.py``, importing no torch: what the chapter asks, and the spec's names;
+- ``compute.py``: a ``Result`` dataclass and ``compute(spec) -> Result`` (all the work; no
+  notebook needed), with the helpers of the computation;
+- ``claims.py``: its thresholds, ``claims(result) -> list[Claim]`` (each declared on
+  :mod:`raptor.book.engine` where it can be) and ``findings``, the prose that quotes them;
+- ``figures.py`` (where the chapter has any): its figures and tables, drawn from a ``Result``;
+  a module imports only those before it in this list (figures draw the claims' thresholds);
+- its registration here: the package in :data:`CHAPTERS` (book order; the table of contents is
+  written from it: :func:`toc`) and its modules in :func:`science`;
 - the notebook ``book/<NOTEBOOK>``: a ``parameters`` cell naming only the profile and the claims
   folder (no default copied: the runner injects the resolved spec's parameters after it),
   ``compute`` on the spec (:func:`notebook_spec`), its figures and its claims table, executed and
   committed with outputs; its claims are written to ``book/claims/<name>.json``.
+
+This package and every chapter's package and spec import no torch, so a run's parameters are
+checked, and a bad one refused, before any chapter's science is imported (:func:`science`).
 """
 
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from raptor import data
+from raptor.book.chapters import (atlas, claims_page, distillation, dynamics, finding_phases,
+                                  functional_phases, own_vit, phase_structure, scaling,
+                                  stochastic_depth)
 from raptor.book.spec import from_parameters, notebook_values
-from raptor.book.specs import module_of, spec_for
+
+# Book order; book/_toc.yml is written from it.
+CHAPTERS: tuple[ModuleType, ...] = (phase_structure, atlas, finding_phases, distillation,
+                                    stochastic_depth, functional_phases, dynamics, scaling,
+                                    own_vit, claims_page)
+PROFILES = ("smoke", "cpu", "paper")
+
+
+class ChapterError(ValueError):
+    """An unknown chapter or profile."""
+
+
+def names() -> list[str]:
+    """Every chapter's name, in book order."""
+    return [package.NAME for package in CHAPTERS]
 
 
 def chapter(name: str) -> ModuleType:
-    """The module of chapter ``name``. The chapters' modules (torch and the science) are imported
-    on the first call, not with this package, which one of them (the claims page) imports."""
-    module = module_of(name)
-    from raptor.book.chapters import (analyze, atlas, claims_page, dynamics,  # noqa: F401
-                                      finding_phases, functional_phases, phase_structure, raptor,
-                                      scaling, stochastic_depth)
-    return sys.modules[f"{__name__}.{module}"]
+    """The package of chapter ``name`` (:class:`ChapterError` listing the valid ones)."""
+    for package in CHAPTERS:
+        if package.NAME == name:
+            return package
+    raise ChapterError(f"unknown chapter {name!r}; valid chapters: {', '.join(names())}")
 
 
-def notebook_spec(module: ModuleType, values: Mapping[str, Any]):
+def science(name: str) -> ModuleType:
+    """The package of chapter ``name`` with its ``compute``, ``claims`` and ``figures`` modules
+    imported: torch and the science, on the first call, not with this registry, which imports
+    no torch and which the claims page's science imports back."""
+    from raptor.book.chapters.atlas import claims, compute, figures  # noqa: F401
+    from raptor.book.chapters.claims_page import claims, compute, figures  # noqa: F401, F811
+    from raptor.book.chapters.distillation import claims, compute, figures  # noqa: F401, F811
+    from raptor.book.chapters.dynamics import claims, compute, figures  # noqa: F401, F811
+    from raptor.book.chapters.finding_phases import claims, compute, figures  # noqa: F401, F811
+    from raptor.book.chapters.functional_phases import claims, compute, figures  # noqa: F401, F811
+    from raptor.book.chapters.own_vit import claims, compute, figures  # noqa: F401, F811
+    from raptor.book.chapters.phase_structure import claims, compute, figures  # noqa: F401, F811
+    from raptor.book.chapters.scaling import claims, compute, figures  # noqa: F401, F811
+    from raptor.book.chapters.stochastic_depth import claims, compute, figures  # noqa: F401, F811
+    return chapter(name)
+
+
+def spec_for(name: str, profile: str):
+    """Chapter ``name``'s spec at ``profile``."""
+    if profile not in PROFILES:
+        raise ChapterError(f"unknown profile {profile!r}; valid profiles: {', '.join(PROFILES)}")
+    package = chapter(name)
+    return {"smoke": package.SMOKE, "cpu": package.Spec(), "paper": package.PAPER}[profile]
+
+
+def toc() -> str:
+    """``book/_toc.yml``: the paper's page, then every chapter of :data:`CHAPTERS` whose notebook
+    is under ``chapters/`` in book order (numbered), then the pages that gather them (the claims
+    page) and the bibliography."""
+    pages = [package.NOTEBOOK.removesuffix(".ipynb") for package in CHAPTERS]
+    chapters = [p for p in pages if p.startswith("chapters/")]
+    gathered = [p for p in pages if not p.startswith("chapters/")]
+
+    def part(caption: str, files: list[str], numbered: bool = False) -> list[str]:
+        return [f"  - caption: {caption}", *(["    numbered: true"] if numbered else []),
+                "    chapters:", *(f"      - file: {f}" for f in files)]
+
+    return "\n".join(["format: jb-book", "root: intro", "parts:", *part("The paper", ["paper"]),
+                      *part("Chapters", chapters, numbered=True),
+                      *part("Results and references", [*gathered, "bibliography"])]) + "\n"
+
+
+def notebook_spec(package: ModuleType, values: Mapping[str, Any]):
     """A chapter notebook's spec: its profile's (``profile``, which the ``parameters`` cell names;
     default ``cpu``) with every parameter the notebook holds over it (what ``python -m raptor
     run`` injected: the resolved spec whole). No default is copied into a notebook: a notebook
     run by hand runs its profile's spec, as the spec module writes it."""
-    base = spec_for(module.NAME, values.get("profile", "cpu"))
-    return from_parameters(module.Spec, values, strict=False, base=base)
+    base = spec_for(package.NAME, values.get("profile", "cpu"))
+    return from_parameters(package.Spec, values, strict=False, base=base)
 
 
 def launched(name: str) -> dict[str, Any]:
@@ -54,6 +119,8 @@ def launched(name: str) -> dict[str, Any]:
     Fashion-MNIST fetched into ``$RAPTOR_DATA`` (default ``~/raptor-data``); returns the
     ``smoke`` profile's parameters, for the notebook's globals (over those the runner injected
     for ``cpu``)."""
+    from raptor import data
+
     os.environ.setdefault("RAPTOR_DATA", str(Path.home() / "raptor-data"))
     data.get_datasets("fashion-mnist", download=True)
     print("A fresh environment: the `smoke` profile. For the stored book's `cpu` profile, run the "

@@ -1,0 +1,178 @@
+"""The figures and tables of chapter *Are the phases functional?*, drawn from its
+:class:`~raptor.book.chapters.functional_phases.compute.Result`."""
+
+from __future__ import annotations
+
+import itertools
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from raptor import controls, phases
+from raptor.book import plotting
+from raptor.book.chapters.finding_phases.claims import ALIGN_TOL
+from raptor.book.chapters.functional_phases.claims import positive_control
+from raptor.book.chapters.functional_phases.compute import (GROUPS, KINDS, UNTRAINED, Result,
+                                                            best_step, teacher_name)
+from raptor.book.claims import Claim, excess_text, first_line, scoped
+from raptor.stats import aligned
+from raptor.structure import boundaries
+
+
+def versus_table(result: Result) -> pd.DataFrame:
+    """Per seed, k and partition: its blocks, the Raptor's accuracy on the test images and mean
+    R² (cls, patches)."""
+    return pd.DataFrame([
+        {"seed": run.seed, "k": k, "partition": "max-cut" if i == 0 else f"random {i - 1}",
+         "blocks": phases.format_partition(part), "student acc": acc,
+         "R²": np.mean([run.student_r2[k][g][i] for g in GROUPS])}
+        for run in result.seeds for k, parts in run.partitions.items()
+        for i, (part, acc) in enumerate(zip(parts, run.test_acc[k]))])
+
+
+def controls_table(result: Result) -> pd.DataFrame:
+    """Per seed and teacher (trained, untrained, untrained without skips): its Raptor's R²; the
+    trained one's on all the images at once (as in :func:`versus_table`)."""
+    rows = {}
+    for run in result.seeds:
+        rows[run.seed, "trained"] = {g: run.student_r2[result.spec.control_k][g][0]
+                                     for g in GROUPS}
+        for name in UNTRAINED:
+            rows[run.seed, name] = {g: result.pooled(run.control_units[name][g]) for g in GROUPS}
+    return pd.DataFrame(rows).T.rename_axis(["seed", "teacher"])
+
+
+def snapshots_table(result: Result) -> pd.DataFrame:
+    """Per seed and overfit snapshot: validation loss, teacher accuracy and the Raptor's R² per
+    group."""
+    steps = list(result.spec.overfit_snapshots)
+    tables = []
+    for run in result.seeds:
+        at = [run.val["step"].tolist().index(s) for s in steps]
+        tables.append(pd.DataFrame({
+            "seed": run.seed, "step": steps, "val loss": run.val["loss"][at],
+            "teacher acc": run.val["acc"][at],
+            **{f"R² {g}": result.pooled(run.snapshot_units[g]) for g in GROUPS}}))
+    return pd.concat(tables).set_index(["seed", "step"])
+
+
+def swaps_table(result: Result) -> pd.DataFrame:
+    """Per seed, count and kind of swaps: the number of swap sets and their accuracy's mean and
+    std, and the share of the teacher's accuracy kept."""
+    rows = []
+    for run in result.seeds:
+        for n, kind in itertools.product(result.spec.swap_counts, KINDS):
+            if n in run.swap_units[kind]:
+                accs = result.pooled(run.swap_units[kind][n])
+                rows.append({"seed": run.seed, "swaps": n, "kind": kind, "sets": len(accs),
+                             "acc": accs.mean(), "std": accs.std(),
+                             "kept": accs.mean() / run.teacher_acc})
+    return pd.DataFrame(rows)
+
+
+def maxcut_vs_random_figure(result: Result) -> plt.Figure:
+    """Raptor accuracy of the max-cut partition vs random ones, per k (Fig. 3, right), first
+    seed, on the test images C3 reads: random partitions as points, their mean ± one standard
+    deviation beside them, max-cut as a star."""
+    units = result.seeds[0].test_acc
+    fig, ((ax,),) = plotting.figure(width=min(plotting.BOX_WIDTH, 3.5 + 0.9 * len(units)),
+                                    height=3.4)
+    jitter = np.random.default_rng(0)
+    for i, acc in enumerate(units.values()):
+        rand = acc[1:]
+        ax.scatter(i - 0.12 + jitter.uniform(-0.05, 0.05, rand.size), rand, color="grey",
+                   alpha=0.8, label="random partitions")
+        ax.errorbar(i + 0.05, rand.mean(), yerr=rand.std(ddof=1), color="black", capsize=4,
+                    marker="_", ms=10, label="random: mean ± sd")
+        ax.scatter(i + 0.2, acc[0], color="crimson", marker="*", s=140, zorder=3, label="max-cut")
+    ax.set(xlabel="number of phases k", ylabel="Raptor accuracy",
+           title="max-cut vs random partitions", xlim=(-0.6, len(units) - 0.4))
+    ax.set_xticks(range(len(units)), [f"k={k}" for k in units])
+    plotting.legend_below(fig, [ax], ncols=3)
+    return fig
+
+
+def overfitting_figure(result: Result) -> plt.Figure:
+    """R² and teacher accuracy along the first seed's overfitting run, validation loss dotted
+    (Fig. 13)."""
+    run = result.seeds[0]
+    snaps = snapshots_table(result).loc[run.seed]
+    step = best_step(run)
+    fig, ((ax,),) = plotting.figure(height=3.8)
+    for col in ("R² cls", "R² patches", "teacher acc"):
+        ax.plot(snaps.index, snaps[col], marker="o", label=col)
+    ax2 = ax.twinx()
+    ax2.plot(run.val["step"], run.val["loss"], color="grey", ls=":", label="val loss (right)")
+    ax2.set_ylabel("validation loss")
+    ax.axvline(step, color="grey", ls="--", lw=0.8, label="val-loss minimum")
+    ax.set(xlabel="training step", ylabel="R² / accuracy",
+           title=f"overfitting run\n(val-loss minimum at step {step})")
+    plotting.legend_below(fig, [ax, ax2], ncols=2)
+    return fig
+
+
+def swaps_figure(result: Result) -> plt.Figure:
+    """Teacher accuracy after intra- and inter-phase layer swaps, first seed (Fig. 15)."""
+    first = result.seeds[0]
+    swaps = swaps_table(result)
+    swaps = swaps[swaps["seed"] == first.seed]
+    fig, ((ax,),) = plotting.figure(width=5.0, height=3.4)
+    for kind, color in (("intra", "seagreen"), ("inter", "crimson")):
+        sub = swaps[swaps["kind"] == kind]
+        ax.errorbar(sub["swaps"], sub["acc"], yerr=sub["std"], marker="o", capsize=3,
+                    color=color, label=f"{kind}-phase swaps")
+    ax.axhline(first.teacher_acc, color="grey", ls="--", label="teacher, no swap")
+    cut = first.partitions[result.spec.control_k][0]
+    ax.set(xlabel="layers replaced", ylabel="accuracy",
+           title=f"layer swaps, phases {phases.format_partition(cut)}",
+           xticks=list(result.spec.swap_counts))
+    plotting.legend_below(fig, [ax], ncols=3)
+    return fig
+
+
+def planted_table(result: Result) -> pd.DataFrame:
+    """Per planted teacher: C1's largest block excess, its max-cut at the planted k, how many of
+    the planted boundaries it finds (within one layer) and those Foote's novelty finds."""
+    planted = controls.partition_of(result.spec.planted or ())
+    k = len(planted)
+    bounds = list(boundaries(planted))
+    return pd.DataFrame([{
+        "teacher": teacher_name("planted", run.seed), "C1 block excess": excess_text(run.phases),
+        "max-cut": phases.format_partition(run.partitions[k][0]),
+        "planted found": aligned(list(boundaries(run.partitions[k][0])), bounds, tol=ALIGN_TOL),
+        "novelty found": aligned(run.boundaries.novelty, bounds, tol=ALIGN_TOL)}
+        for run in result.planted])
+
+
+def control_table(result: Result) -> pd.DataFrame:
+    """:func:`positive_control` as a table: per claim, its verdict and numbers on the book's
+    teachers and on the teachers with planted phases."""
+    names = {"book": "the book's teachers",
+             "planted": f"planted phases {controls.partition_name(result.spec.planted or ())}"}
+    def cell(c: Claim) -> str:
+        ours, words = first_line(c.ours).split(" (measured on all")[0], scoped(c.verdict)
+        return ours if ours.startswith(words) else f"{words}: {ours}"
+
+    return pd.DataFrame([{"claim": cid, **{names[kind]: cell(c)
+                                           for kind, c in by_kind.items()}}
+                         for cid, by_kind in positive_control(result).items()])
+
+
+def control_figure(result: Result) -> plt.Figure:
+    """The phase matrix of the first seed's book teacher and of its planted-phase teacher, each
+    with its max-cut at the planted k (white) and the novelty's boundaries (ticks on top)."""
+    k = result.spec.control_k if not result.planted else len(result.spec.planted)
+    shown = {"book teacher": result.seeds[0], **({"planted phases": result.planted[0]}
+                                                  if result.planted else {})}
+    panels, cuts = {}, {}
+    for kind, run in shown.items():
+        title = f"{kind}, seed {run.seed}\n{phases.format_partition(run.partitions[k][0])}"
+        panels[title], cuts[title] = run.boundaries.S, run.partitions[k][0]
+    fig = plotting.similarity_panels(panels, ncols=2, partitions=cuts, width=plotting.BOX_WIDTH)
+    for ax, run in zip(fig.axes, shown.values()):
+        for b in run.boundaries.novelty:
+            ax.annotate("", xy=(b - 0.5, -0.5), xytext=(b - 0.5, -2.0),
+                        arrowprops=dict(arrowstyle="-|>", color="crimson", lw=1.2),
+                        annotation_clip=False)
+    return fig
