@@ -82,7 +82,8 @@ def findings(result: Result) -> dict[str, str]:
                         if more else "")
                      + (", every one trained until the convergence criterion fired"
                         if converged == len(result.cells) else
-                        f"; {converged} of them met the convergence criterion within their budget")),
+                        f"; {converged} of them met the convergence criterion within their "
+                        "budget")),
         "holds": str(verdicts.count(HOLDS)), "fails": str(verdicts.count(FAILS)),
         "inconclusive": str(verdicts.count(INCONCLUSIVE)),
         "best": f"{best.cell.name}, {Interval(t.excess, *t.interval(), LEVEL):+.3f} at k = "

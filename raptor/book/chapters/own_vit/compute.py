@@ -33,7 +33,7 @@ from raptor.trajectories import TokenGroups
 @dataclass(frozen=True)
 class Fit:
     """A Raptor distilled on ``partition`` (``kind``: ``"max-cut"`` or ``"random"``) against the
-    model on the analysed images: per group and layer 0..L the mean cosine and R² (§3, Fig. 5),
+    model on the analysed images: per group and layer 0..L the mean cosine and R² (§3, Fig. 14),
     the authors' global R² at the last layer, and the top-1 agreement of the two through the
     model's head (``None`` for a model without one)."""
 

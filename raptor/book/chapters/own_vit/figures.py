@@ -92,7 +92,7 @@ def flow_table(result: Result) -> pd.DataFrame:
 
 def fit_figure(result: Result) -> plt.Figure:
     """Each k's Raptor against the model, layer by layer: the mean cosine of the cls token (or
-    the mean patch without one) for the max-cut and each random partition (Fig. 5); a note in
+    the mean patch without one) for the max-cut and each random partition (Fig. 14); a note in
     place of the panels where no Raptor was fitted."""
     if not result.fits:
         fig, axes = plotting.figure(1, 1, height=1.0)
