@@ -12,10 +12,22 @@ import matplotlib as mpl
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.collections import LineCollection, PathCollection, PolyCollection
+from matplotlib.colorbar import Colorbar
 from matplotlib.container import ErrorbarContainer
 
 COLUMNS = ("panel", "x_label", "y_label", "series", "kind", "item", "x", "x_tick", "y", "y_tick",
            "y_low", "y_high", "value")
+
+
+def colour_bars(fig: plt.Figure) -> list[Colorbar]:
+    """The colour bars of ``fig``, found through the images and collections they describe (each
+    mappable's ``colorbar``)."""
+    bars: dict[int, Colorbar] = {}
+    for ax in fig.axes:
+        for mappable in (*ax.images, *ax.collections):
+            if (bar := getattr(mappable, "colorbar", None)) is not None:
+                bars[id(bar)] = bar
+    return list(bars.values())
 
 
 def figure_data(fig: plt.Figure) -> list[dict[str, Any]]:
@@ -31,8 +43,8 @@ def figure_data(fig: plt.Figure) -> list[dict[str, Any]]:
     label on a categorical axis (a horizontal interval is two ``segment`` rows, its ends). Colour bars and text are not data and are left out.
     """
     rows: list[dict[str, Any]] = []
-    data_axes = [ax for ax in fig.axes if getattr(ax, "_colorbar", None) is None]
-    bars = [bar for ax in fig.axes if (bar := getattr(ax, "_colorbar", None)) is not None]
+    bars = colour_bars(fig)
+    data_axes = [ax for ax in fig.axes if all(ax is not bar.ax for bar in bars)]
     scales = {(bar.mappable.cmap.name, bar.mappable.get_clim()):
               bar.ax.get_ylabel() or bar.ax.get_xlabel() for bar in bars}
     for i, ax in enumerate(data_axes):

@@ -43,7 +43,7 @@ from matplotlib.text import Text
 
 from raptor import paper as paper_text
 from raptor.book.claims import scoped
-from raptor.book.figure_data import figure_csv
+from raptor.book.figure_data import colour_bars, figure_csv
 from raptor.book.chapters import spec_for
 from raptor.book.spec import diff
 
@@ -200,12 +200,13 @@ def texts(fig: plt.Figure) -> list[tuple[str, Text]]:
     axis labels, the tick labels inside each axis's view, offset texts, legends and annotations;
     none of a hidden axes or axis."""
     found: list[tuple[str, Text]] = []
+    bar_axes = [bar.ax for bar in colour_bars(fig)]
     for i, ax in enumerate(fig.axes):
         if not ax.get_visible():
             continue
         title = ax.get_title().split("\n")[0]
         where = (f"panel {title[:40]!r}" if title else
-                 "colour bar" if getattr(ax, "_colorbar", None) is not None else f"axes {i + 1}")
+                 "colour bar" if any(ax is b for b in bar_axes) else f"axes {i + 1}")
         found += [(f"{where}: title", ax.title), *((f"{where}: text", t) for t in ax.texts)]
         for axis, name in ((ax.xaxis, "x"), (ax.yaxis, "y")) if ax.axison else ():
             if not axis.get_visible():
