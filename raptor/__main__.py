@@ -21,7 +21,8 @@ from raptor import atlas_design
 from raptor.book.compare import REPRODUCE_ATOL, REPRODUCE_RTOL, compare
 from raptor.book.findings import FindingsError, with_findings
 from raptor.book.runner import BOOK, RunnerError, build_book, parse_value, run
-from raptor.book.chapters import PROFILES, names, toc
+from raptor.book import launch
+from raptor.book.chapters import CHAPTERS, PROFILES, names, toc
 from raptor.config import check_device
 from raptor.job_options import EXECUTORS, Options
 from raptor.storage.manifest import MANIFEST, RETRAIN_MISSING, ArtifactError, read_manifest
@@ -123,8 +124,9 @@ def _parser() -> argparse.ArgumentParser:
     p_job.add_argument("kind", choices=["teacher", "student"])
     p_job.add_argument("jobfile", type=Path)
     p_job.add_argument("--data-root")
-    sub.add_parser("build", help="write book/_toc.yml from the chapters' registry, then "
-                   "jupyter-book build book/ (no execution)")
+    sub.add_parser("build", help="write book/_toc.yml from the chapters' registry and each "
+                   "chapter's install cell (raptor/book/launch.py), then jupyter-book build book/ "
+                   "(no execution)")
     p_find = sub.add_parser("findings", help="rewrite the README's table of what the book found "
                             "from the stored claims")
     p_find.add_argument("--readme", type=Path, default=BOOK.parent / "README.md")
@@ -148,6 +150,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "build":
             (BOOK / "_toc.yml").write_text(toc())
+            for package in CHAPTERS:
+                if package.NOTEBOOK.startswith("chapters/"):
+                    launch.write(BOOK / package.NOTEBOOK, package.NAME)
             build_book()
         elif args.command == "findings":
             args.readme.write_text(with_findings(args.readme.read_text(), args.claims))

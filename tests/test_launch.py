@@ -12,6 +12,7 @@ import pytest
 import yaml
 from papermill.translators import translate_parameters
 
+from raptor.book import launch
 from raptor.book.chapters import PROFILES, chapter, names, notebook_spec
 from raptor.book.runner import RunnerError, notebook_parameters, resolve, run
 from raptor.book.spec import parameters
@@ -44,6 +45,20 @@ def test_the_install_cell_follows_the_parameters_and_is_folded(name: str) -> Non
     # after the parameters (and papermill's injected ones), so that its profile is the one used
     assert max(j for j, t in enumerate(tags) if {"parameters", "injected-parameters"} & set(t)) < i
     assert all("from raptor" not in source(c) for c in cells(name)[:i])
+
+
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_the_install_cell_is_the_one_written_in_launch(name: str, tmp_path: Path) -> None:
+    """Each notebook's copy is :func:`raptor.book.launch.cell`; ``write`` (run by ``python -m
+    raptor build``) leaves a current copy alone and rewrites a stale one, and nothing else."""
+    assert URL == launch.REPOSITORY
+    assert source(install_cell(name)[1]) == launch.cell(name)
+    notebook = tmp_path / "chapter.ipynb"
+    stored = (BOOK / chapter(name).NOTEBOOK).read_text()
+    notebook.write_text(stored)
+    assert not launch.write(notebook, name) and notebook.read_text() == stored
+    notebook.write_text(stored.replace("sys.path.insert(0, str(checkout))", "pass"))
+    assert launch.write(notebook, name) and notebook.read_text() == stored
 
 
 def _run_install_cell(name: str, monkeypatch: pytest.MonkeyPatch, *, fresh: bool
