@@ -269,19 +269,3 @@ def eval_images(name: str, n: int, *, seed: int = 0, split: str = "val",
         raise ValueError(f"n_images must be in [1, {len(data)}], got {n!r}")
     idx = torch.randperm(len(data), generator=torch.Generator().manual_seed(seed))[:n]
     return next(iter(DataLoader(Subset(data, idx.tolist()), batch_size=n)))
-
-
-def get_loaders(name: str, *, batch_size: int, root: str | os.PathLike[str] | None = None,
-                img_size: int | None = None, download: bool = False,
-                train_limit: int | None = None, val_limit: int | None = None, seed: int = 0,
-                num_workers: int = 0, shuffle_train: bool = True) -> tuple[DataLoader, DataLoader]:
-    """(train, val) loaders over :func:`get_datasets`; the train order is seeded by ``seed``
-    (a ``torch.Generator``), val is in dataset order. Batches: (float (B, C, S, S), int64 (B,))."""
-    _check_int(batch_size, "batch_size", 1, optional=False)
-    _check_int(num_workers, "num_workers", 0, optional=False)
-    train, val = get_datasets(name, root=root, img_size=img_size, download=download,
-                              train_limit=train_limit, val_limit=val_limit, seed=seed)
-    generator = torch.Generator().manual_seed(seed)
-    return (DataLoader(train, batch_size=batch_size, shuffle=shuffle_train, generator=generator,
-                       num_workers=num_workers),
-            DataLoader(val, batch_size=batch_size, shuffle=False, num_workers=num_workers))

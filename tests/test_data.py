@@ -14,12 +14,11 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
-from torch.utils.data import Subset
+from torch.utils.data import DataLoader, Subset
 
 from raptor import catalog, data
 from raptor.catalog import DatasetNotFoundError
-from raptor.data import ( ThreadedImages, dataset_info, get_datasets,
-                         get_loaders, subset)
+from raptor.data import ThreadedImages, dataset_info, get_datasets, subset
 
 pytestmark = pytest.mark.usefixtures("isolated_data")
 FASHION = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
@@ -92,7 +91,6 @@ def test_dataset_info() -> None:
 @pytest.mark.parametrize("call", [
     lambda: dataset_info("mnist"),
     lambda: get_datasets("cifar10"),
-    lambda: get_loaders("ImageNet", batch_size=2),
     lambda: catalog.data_root_candidates("svhn"),
 ])
 def test_unknown_name_lists_valid_names(call) -> None:
@@ -104,12 +102,10 @@ def test_unknown_name_lists_valid_names(call) -> None:
     ({"img_size": 0}, "img_size"), ({"img_size": True}, "img_size"),
     ({"img_size": 2.0}, "img_size"), ({"train_limit": 0}, "train_limit"),
     ({"val_limit": -3}, "val_limit"), ({"seed": -1}, "seed"), ({"seed": None}, "seed"),
-    ({"batch_size": 0}, "batch_size"), ({"num_workers": -1}, "num_workers"),
 ])
 def test_bad_parameters(kwargs: dict, param: str, tmp_path: Path) -> None:
-    kwargs = {"batch_size": 4, **kwargs}
     with pytest.raises(ValueError, match=param):  # raised before any lookup (root is absent)
-        get_loaders("fashion-mnist", root=tmp_path / "absent", **kwargs)
+        get_datasets("fashion-mnist", root=tmp_path / "absent", **kwargs)
 
 
 # ---------------------------------------------------------------- Fashion-MNIST
@@ -280,27 +276,13 @@ def test_limits_are_balanced_deterministic_and_checked(tmp_path: Path) -> None:
         get_datasets("fashion-mnist", root=tmp_path, train_limit=61)
 
 
-def test_loaders_batches_and_seeded_order(tmp_path: Path) -> None:
+def test_batches_are_the_items_in_order(tmp_path: Path) -> None:
     make_fashion(tmp_path)
-    train, val = get_loaders("fashion-mnist", root=tmp_path, batch_size=16, seed=3)
-    x, y = next(iter(train))
+    _, val = get_datasets("fashion-mnist", root=tmp_path)
+    x, y = next(iter(DataLoader(val, batch_size=16)))  # the batched path (__getitems__)
     assert x.shape == (16, 1, 28, 28) and x.dtype == torch.float32 and y.dtype == torch.int64
-    assert sorted(torch.cat([yb for _, yb in train]).tolist()) == sorted(
-        train.dataset.targets.tolist())
-
-    def epochs(seed: int) -> list[torch.Tensor]:  # labels of two epochs of a fresh loader
-        loader = get_loaders("fashion-mnist", root=tmp_path, batch_size=16, seed=seed)[0]
-        return [torch.cat([yb for _, yb in loader]) for _ in range(2)]
-
-    one, two = epochs(3), epochs(3)
-    assert all(torch.equal(a, b) for a, b in zip(one, two))
-    assert not torch.equal(one[0], one[1])  # the generator advances between epochs
-    assert any(not torch.equal(one[0], epochs(s)[0]) for s in range(3))
-    xv, yv = next(iter(val))  # val: dataset order; batched path equals per-item path
-    assert torch.equal(yv, torch.arange(16) % 10)
-    torch.testing.assert_close(xv, torch.stack([val.dataset[i][0] for i in range(16)]))
-    plain, _ = get_loaders("fashion-mnist", root=tmp_path, batch_size=60, shuffle_train=False)
-    assert torch.equal(next(iter(plain))[1], torch.arange(60) % 10)
+    assert torch.equal(y, torch.arange(16) % 10)
+    torch.testing.assert_close(x, torch.stack([val[i][0] for i in range(16)]))
 
 
 def test_subset_is_seeded_balanced_or_uniform_and_checked() -> None:
@@ -328,11 +310,10 @@ def test_threaded_images_return_the_same_samples_in_order() -> None:
         ThreadedImages(base, 0)  # type: ignore[arg-type]
 
 
-def test_loaders_over_a_limited_subset(tmp_path: Path) -> None:
+def test_a_limited_training_set_is_balanced(tmp_path: Path) -> None:
     make_fashion(tmp_path)
-    train, _ = get_loaders("fashion-mnist", root=tmp_path, batch_size=8, train_limit=10)
-    labels = torch.cat([yb for _, yb in train])
-    assert sorted(labels.tolist()) == list(range(10))
+    train, _ = get_datasets("fashion-mnist", root=tmp_path, train_limit=10)
+    assert sorted(label for _, label in train) == list(range(10))
 
 
 # ---------------------------------------------------------------- CIFAR-100

@@ -24,7 +24,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from raptor import probes
 from raptor.storage.checkpoint import CheckpointError
-from raptor.data import get_loaders
+from raptor.data import get_datasets
 from raptor.dinov2 import dense_probes
 from raptor.dinov2.dense_data import ADE20k, NYUv2Depth
 from raptor.dinov2.dense_probes import (DepthHead, center_crop, center_pad, confusion_matrix,
@@ -275,7 +275,9 @@ def test_linear_probe_end_to_end(tmp_path: Path, cache: bool,
     fake_imagenet(tmp_path, {"train": 8, "val": 4}, tuple(colours), (32, 32), seed=4,
                   image=lambda rng, wnid, shape: colour_image(rng, colours[wnid], shape))
     cfg = ProbeConfig(**{**FAST.__dict__, "cache_features": cache})
-    train, val = get_loaders("imagenet", batch_size=8, root=tmp_path, img_size=28)
+    train_set, val_set = get_datasets("imagenet", root=tmp_path, img_size=28)
+    train = DataLoader(train_set, batch_size=8, shuffle=True)
+    val = DataLoader(val_set, batch_size=8)
     model = vit(reg_tokens=2)
     before = frozen_state(model)
     result = probes.train_linear_probe(model, train, val, cfg, num_classes=2)
