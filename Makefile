@@ -2,9 +2,10 @@
 #   make book   set up, execute every chapter at the default `cpu` profile, build the book, write
 #               the README's table of what it found from its claims
 #   make test   set up, the artifact tier's checksums, then side by side the unit tests (every
-#               chapter's compute at `smoke` included) followed by the wall-clock bounds, the book
-#               build and the built site opened in headless Chromium (`make browser`), and the
-#               committed book executed again on the tier under other CPU kernels (`make nbval`)
+#               chapter's compute at `smoke` included) followed by the book build and the built
+#               site opened in headless Chromium (`make browser`), and the committed book executed
+#               again on the tier under other CPU kernels (`make nbval`); then the wall-clock
+#               bounds alone
 # For maintainers: `make artifacts` retrains what the cache lacks (the tier is not used), executes
 # the book and refills artifacts/ with the models it used. `make reproduce` retrains every model
 # of the book (or of CHAPTERS="raptor scaling …") from scratch into runs/reproduce/cache, sets
@@ -15,7 +16,7 @@ PY := $(VENV)/bin/python
 PROFILE ?= cpu
 export RAPTOR_CACHE ?= $(CURDIR)/.cache/raptor
 
-.PHONY: setup book test test-checks unit-timed-site unit timed smoke test-paper-shape verify nbval nbval-copy \
+.PHONY: setup book test test-checks unit-site unit timed smoke test-paper-shape verify nbval nbval-copy \
 	nbval-first nbval-rest nbval-claims build browser artifacts reproduce clean
 
 $(VENV)/.installed: pyproject.toml
@@ -36,17 +37,18 @@ book: setup
 
 test: setup verify
 	$(MAKE) --no-print-directory test-checks
+	$(MAKE) --no-print-directory timed
 
-# The unit tests, then the timed tests and the built site, beside the check of the stored book
-# (its chapters in two streams, then its claims page); OpenMP threads sleep while they wait
-# instead of spinning, which would take the core another needs.
+# The unit tests, then the built site, beside the check of the stored book (its chapters in two
+# streams, then its claims page); OpenMP threads sleep while they wait instead of spinning, which
+# would take the core another needs.
 test-checks: setup
 	OMP_WAIT_POLICY=PASSIVE $(MAKE) --no-print-directory --output-sync=target -j3 \
-		unit-timed-site nbval-first nbval-rest UNIT_WORKERS=0
+		unit-site nbval-first nbval-rest UNIT_WORKERS=0
 	$(MAKE) --no-print-directory nbval-claims
 
-unit-timed-site: setup
-	$(MAKE) --no-print-directory unit timed build browser
+unit-site: setup
+	$(MAKE) --no-print-directory unit build browser
 
 # `make unit` alone runs the tests on every core (pytest-xdist's workers share the smoke models and
 # results: tests/conftest.py); beside nbval's streams, in one process.
@@ -56,8 +58,8 @@ unit: setup
 		-m "not browser and not timed and not reproduce" --ignore=tests/test_paper_shape.py
 
 # The tests that bound wall-clock time (a bad input refused within a second, a dry run's plan
-# within a minute): in `make test` after the unit tests, when nbval's last stream alone runs
-# beside them (two processes on two cores; beside all three checks they would share a core).
+# within a minute), alone: beside nbval's last stream a dry run's plan took 105 s (EPYC-512,
+# 2026-12-06).
 timed: setup
 	$(PY) -m pytest -q -m timed
 
