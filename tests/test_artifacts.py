@@ -187,6 +187,19 @@ def test_pack_is_lossless(data):
     assert artifacts.unpack(artifacts.pack(data)) == data
 
 
+def test_a_file_packed_twice_is_the_same_bytes() -> None:
+    """safetensors writes a file's metadata in no fixed order; narrowed for the tier, a cache file
+    comes out the same bytes every time (a re-staged student is the blob git already holds), and
+    its tensors read back as they were."""
+    from safetensors.torch import load, save
+    tensors = {f"w{i}": torch.full((4,), 0.5 * i) for i in range(6)}  # float16 holds each
+    data = save(tensors, metadata={f"key{i}": str(i) for i in range(8)})
+    packed = {artifacts._narrowed(data) for _ in range(8)}
+    assert len(packed) == 1
+    (one,) = packed
+    assert all(torch.equal(load(one)[k].float(), v) for k, v in tensors.items())
+
+
 def test_the_tier_is_smaller_than_the_cache_and_loads_the_same_tensors(tmp_path, monkeypatch):
     """Packed, trained-like float32 weights take less room than the cache's file; unpacked, they
     are its bytes."""

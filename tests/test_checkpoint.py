@@ -16,7 +16,8 @@ from torch import nn
 
 from raptor.storage.checkpoint import (CheckpointError, atomic_write, fingerprint,
                                        load_state_checked, load_tensors, load_training_state,
-                                       read_state_dict, save_tensors, save_training_state)
+                                       narrowed, read_state_dict, save_tensors,
+                                       save_training_state)
 
 CONFIG = {"arch": {"depth": 3, "width": 32}, "seed": 0, "lr": 1e-3}
 
@@ -274,3 +275,14 @@ def test_read_state_dict_refuses_what_is_no_state_dict(tmp_path: Path, content: 
     with pytest.raises(CheckpointError, match=match) as info:
         read_state_dict(path)
     assert str(path) in str(info.value) and "allowed: a safetensors file" in str(info.value)
+
+
+def test_narrowed_names_do_not_depend_on_the_tensors_order() -> None:
+    """A file packed twice is the same bytes: the narrowed names come sorted, however the
+    tensors were ordered (safetensors reads a file's tensors in no fixed order)."""
+    tensors = {name: torch.full((2,), float(i)) for i, name in enumerate("qbza")}
+    tensors["x"] = torch.tensor([0.1, 0.2])  # float16 does not hold it: stays float32
+    first, names = narrowed(tensors)
+    again, names_again = narrowed(dict(reversed(list(tensors.items()))))
+    assert names == names_again == ["a", "b", "q", "z"]
+    assert first["x"].dtype == torch.float32 and first["a"].dtype == torch.float16

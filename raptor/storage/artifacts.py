@@ -137,7 +137,18 @@ def _narrowed(data: bytes) -> bytes:
     """A cache file's bytes, its weights rounded to float16 values (``half_weights``) rewritten in
     float16 (:func:`~raptor.storage.checkpoint.narrowed`); the file itself if it has none."""
     small, names = narrowed(load(data))
-    return save(small, metadata={**metadata(data), NARROWED: json.dumps(names)}) if names else data
+    if not names:
+        return data
+    return _sorted_header(save(small, metadata={**metadata(data), NARROWED: json.dumps(names)}))
+
+
+def _sorted_header(data: bytes) -> bytes:
+    """A safetensors file's bytes with its header's keys sorted: safetensors writes its metadata in
+    no fixed order, and a file packed twice must be the same bytes (one blob in git's history)."""
+    n = int.from_bytes(data[:8], "little")
+    header = json.dumps(json.loads(data[8:8 + n]), sort_keys=True, separators=(",", ":")).encode()
+    header += b" " * (-len(header) % 8)  # the tensors' data stays 8-byte aligned
+    return len(header).to_bytes(8, "little") + header + data[8 + n:]
 
 
 def export(names: Iterable[str], root: Path, *, source: Path | None = None) -> dict[str, Any]:

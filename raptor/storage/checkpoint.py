@@ -108,9 +108,10 @@ def half_rounded(tensors: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]
 
 def narrowed(tensors: Mapping[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], list[str]]:
     """``tensors`` with each float32 one that float16 holds exactly in float16, and the names of
-    those (a file lists them under ``NARROWED`` for :func:`tensors_from_bytes` to widen)."""
-    names = [k for k, v in tensors.items()
-             if v.dtype == torch.float32 and torch.equal(v.half().float(), v)]
+    those, sorted (a file lists them under ``NARROWED`` for :func:`tensors_from_bytes` to widen;
+    sorted, so that a file packed twice is the same bytes whatever order ``tensors`` came in)."""
+    names = sorted(k for k, v in tensors.items()
+                   if v.dtype == torch.float32 and torch.equal(v.half().float(), v))
     return {**tensors, **{k: tensors[k].half() for k in names}}, names
 
 
