@@ -91,7 +91,7 @@ def test_c8_judges_the_pooled_association_fig_4e_plots() -> None:
                     {"cls": np.array([0, r]), "patches": np.array([0, r])}, 0.5, 0.5)
         for i, (p, s, r) in enumerate(zip(P12, BASE + DEV, 0.5 * BASE + 0.5 * DEV
                                           + np.array([0, 0.001, -0.001] * 4)))])
-    fig = figures.sweep_figure(sweep)
+    fig = figures.SWEEP(sweep)
     table = compute.sweep_table(sweep)
     c8 = claims.c8_similarity_predicts_r2(list(table["p"]), list(table["mean similarity"]),
                                           list(table["R²"]))
@@ -149,7 +149,7 @@ def test_similarity_figure_shows_the_first_seed() -> None:
     S = {s: np.full((4, 4), 0.5 + s / 4) for s in (0, 1)}
     runs = [compute.Run(p, s, S[s], ((0, 2), (2, 4)), {}, 0.5, 0.5)
             for p in spec.p_values for s in spec.seeds]
-    fig = figures.similarity_figure(compute.Result(spec, runs))
+    fig = figures.SIMILARITY(compute.Result(spec, runs))
     shown = [ax.images[0].get_array() for ax in fig.axes if ax.images]
     assert len(shown) == len(spec.p_values) and all(np.all(a == 0.75) for a in shown)
     plt.close(fig)

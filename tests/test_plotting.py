@@ -4,20 +4,16 @@ every notebook figure glued, numbered and captioned.
 :func:`problems` is the readability check: labelled axes and colour bars, no text under
 ``MIN_FONT`` points at the size a desktop shows or ``MIN_PX`` px at the size a 420-px phone
 shows (the result box's figure: as the box shows it), legends clear of the data. Each of its
-checks is planted in a bad figure below; then every chapter's ``*_figure`` must pass it on the
+checks is planted in a bad figure below; then every chapter's figure must pass it on the
 chapter's smoke result, and the notebooks' figure cells are run as they are written.
 """
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import inspect
-import io
 import multiprocessing
 import os
 import re
-import types
 from pathlib import Path
 
 import matplotlib
@@ -26,8 +22,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from raptor.book import plotting
-from raptor.book.figure_data import figure_csv
+from raptor.book import figure_table, plotting
 from raptor.book.chapters import chapter, names, science
 from raptor.book.runner import BOOK
 
@@ -36,13 +31,11 @@ import matplotlib.pyplot as plt  # after the backend is chosen
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.cm import ScalarMappable
 from matplotlib.text import Text
-from matplotlib.transforms import ScaledTranslation
 
 CHAPTERS = [name for name in names() if name != "claims"]
-FIGURE_CELL = re.compile(r'^fig = figures\.(\w+_figure)\(result\)\n'
+FIGURE_CELL = re.compile(r'^fig, sources = figure_table\.show\(figures\.([A-Z_]+), result\)\n'
                          r'glue\("(fig-[a-z0-9-]+)", fig, display=False\)\n'
-                         r'glue\("\2-sources", plotting\.save\(fig, "(\w+)"'
-                         r'(?:, paper=[^)]+\)?)?\), display=False\)$')
+                         r'glue\("\2-sources", sources, display=False\)$')
 LAYER_AXES = ("layer", "injection layer")
 BOX_FIGURE = re.compile(r":::\{div\} rc-result-figure\n```\{glue\} (fig-[a-z0-9-]+)\n")
 
@@ -357,16 +350,14 @@ def test_figure_refuses_more_than_two_panels_a_row_and_grid_wraps_them() -> None
     plt.close(fig)
 
 
-def test_save_writes_svg_pdf_and_csv_closes_and_returns_the_sources_line(tmp_path: Path) -> None:
+def test_save_writes_svg_and_pdf_closes_and_returns_the_sources_line(tmp_path: Path) -> None:
     fig, _ = _fine()
     line = plotting.save(fig, "x", tmp_path, paper="Fig. 4B–E")
     path = tmp_path / "x.svg"
     assert path.read_text().lstrip().startswith("<?xml") and "<svg" in path.read_text()
     assert path.with_suffix(".pdf").read_bytes().startswith(b"%PDF")
-    rows = list(csv.DictReader(path.with_suffix(".csv").open()))
-    assert [(r["x"], r["y"]) for r in rows] == [("0.0", "1.0"), ("1.0", "0.0"), ("2.0", "1.0")]
     assert not plt.fignum_exists(fig.number)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.csv", "x.pdf", "x.svg"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.pdf", "x.svg"]
     assert line.data == (f"{{download}}`Data (CSV) <{tmp_path.as_posix()}/x.csv>` · The "
                          "paper's [Fig. 4B–E](https://arxiv.org/html/2512.19941#S2) (arXiv, §2)")
 
@@ -393,64 +384,6 @@ def test_sources_refuse_a_figure_the_paper_does_not_have(paper: str, tmp_path: P
     plt.close(fig)
 
 
-def _rows(fig: plt.Figure, kind: str) -> list[dict[str, str]]:
-    text = figure_csv(fig)
-    plt.close(fig)
-    return [r for r in csv.DictReader(io.StringIO(text)) if r["kind"] == kind]
-
-
-def test_figure_data_gives_back_every_plotted_number_exactly() -> None:
-    """An oracle: numbers that no decimal rounding keeps (1/3, 2/7, 1e-17) come back bit for bit,
-    each labelled by panel, axis labels and legend label."""
-    x, y = np.array([0.0, 1 / 3, 2 / 7]), np.array([1e-17, np.pi, -2 / 3])
-    fig, ((ax,),) = plotting.figure(width=4)
-    ax.plot(x, y, label="curve")
-    ax.set(title="(A) a panel", xlabel="layer", ylabel="R²")
-    rows = _rows(fig, "line")
-    assert [(float(r["x"]), float(r["y"])) for r in rows] == list(zip(x, y))
-    assert {(r["panel"], r["x_label"], r["y_label"], r["series"]) for r in rows} == \
-        {("(A) a panel", "layer", "R²", "curve")}
-
-
-def test_figure_data_reads_matrices_in_layer_numbers_with_their_outlines() -> None:
-    S = np.array([[1.0, 0.25], [0.25, 1.0]])
-    fig = plotting.similarity_panels({"teacher": S}, ncols=1,
-                                     partitions={"teacher": [(0, 1), (1, 2)]})
-    text = figure_csv(fig)
-    rows = list(csv.DictReader(io.StringIO(text)))
-    pixels = {(r["x"], r["y"]): r["value"] for r in rows if r["kind"] == "image"}
-    assert {r["series"] for r in rows if r["kind"] == "image"} == {plotting.SIMILARITY_LABEL}
-    assert pixels == {("1.0", "1.0"): "1.0", ("2.0", "1.0"): "0.25", ("1.0", "2.0"): "0.25",
-                      ("2.0", "2.0"): "1.0"}  # layers 1 and 2, not matrix indices 0 and 1
-    outline = [r for r in rows if r["series"] == "phase 2 outline"]
-    assert {float(r["x"]) for r in outline} == {1.5, 2.5}  # layer 2's cell
-    assert "cosine similarity" not in {r["panel"] for r in rows}  # the colour bar is no panel
-    plt.close(fig)
-
-
-def test_figure_data_reads_error_bars_bands_thresholds_and_coloured_points() -> None:
-    fig, ((ax,),) = plotting.figure(width=4)
-    ax.errorbar([0.0, 0.5], [1.0, 2.0], yerr=[0.5, 0.25], capsize=3, label="acc")
-    ax.fill_between([0.0, 1.0, 2.0], [0.0, 1.0, 2.0], [1.0, 3.0, 4.0], label="seeds")
-    ax.axhline(0.75, label="_threshold")
-    ax.scatter([1.0], [3.0], c=[7.0])
-    ax.set_xticks([0, 1, 2], ["k=2", "k=3", "k=4"])
-    text = figure_csv(fig)
-    plt.close(fig)
-    rows = list(csv.DictReader(io.StringIO(text)))
-    got = {tuple(r[c] for c in ("kind", "series", "x", "x_tick", "y", "y_low", "y_high", "value"))
-           for r in rows}
-    assert got == {
-        ("error bar", "acc", "0.0", "k=2", "1.0", "0.5", "1.5", ""),
-        ("error bar", "acc", "0.5", "", "2.0", "1.75", "2.25", ""),
-        ("band", "seeds", "0.0", "k=2", "", "0.0", "1.0", ""),
-        ("band", "seeds", "1.0", "k=3", "", "1.0", "3.0", ""),
-        ("band", "seeds", "2.0", "k=4", "", "2.0", "4.0", ""),
-        ("horizontal line", "threshold", "", "", "0.75", "", "", ""),
-        ("points", "points 3", "1.0", "k=3", "3.0", "", "", "7.0"),
-    }
-
-
 def _save_many(folder: str) -> int:
     for _ in range(15):
         plotting.save(_fine()[0], "x", folder)
@@ -463,7 +396,7 @@ def test_two_processes_saving_one_figure_do_not_collide(tmp_path: Path) -> None:
     with ctx.Pool(2) as pool:
         pids = pool.map(_save_many, [str(tmp_path)] * 2)
     assert len(set(pids)) == 2
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.csv", "x.pdf", "x.svg"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.pdf", "x.svg"]
 
 
 def test_profile_of_names_the_profile_or_what_changed() -> None:
@@ -503,17 +436,12 @@ def test_setup_in_a_notebook_shows_figures_as_undated_svg(monkeypatch: pytest.Mo
 # --------------------------------------------------------------------------- the chapters
 
 
-def figure_functions(mod: types.ModuleType) -> dict[str, object]:
-    return {name: f for name, f in vars(mod).items()
-            if name.endswith("_figure") and inspect.isfunction(f) and f.__module__ == mod.__name__}
-
-
 @pytest.mark.parametrize("name", CHAPTERS)
 def test_every_chapter_figure_is_readable(name: str, smoke_result) -> None:
     mod, result = science(name).figures, smoke_result(name)
-    for fn, make in figure_functions(mod).items():
-        fig = make(result)
-        assert problems(fig) == [], fn
+    for figure in mod.FIGURES:
+        fig = figure(result)
+        assert problems(fig) == [], figure.name
         plt.close(fig)
 
 
@@ -523,10 +451,10 @@ def notebook(name: str) -> nbformat.NotebookNode:
 
 def figure_cells(nb: nbformat.NotebookNode) -> list[tuple[int, re.Match]]:
     """``(index, match)`` of every code cell that draws a chapter figure; fails on one that
-    draws it in any other way than the book's (figure, glue, save)."""
+    draws it in any other way than the book's (:func:`~raptor.book.figure_table.show`, glue)."""
     cells = []
     for i, cell in enumerate(nb.cells):
-        if cell.cell_type == "code" and "_figure(" in cell.source:
+        if cell.cell_type == "code" and ("figures." in cell.source or "show(" in cell.source):
             match = FIGURE_CELL.match(cell.source.strip())
             assert match, f"cell {i} draws a figure without gluing it:\n{cell.source}"
             cells.append((i, match))
@@ -547,7 +475,9 @@ def caption(nb: nbformat.NotebookNode, key: str) -> str:
 def test_notebook_figures_are_glued_numbered_and_captioned(name: str) -> None:
     nb, mod = notebook(name), science(name).figures
     cells = figure_cells(nb)
-    assert {m[1] for _, m in cells} == set(figure_functions(mod)), "every figure shown once"
+    shown = [getattr(mod, m[1]) for _, m in cells]
+    assert sorted(f.name for f in shown) == sorted(f.name for f in mod.FIGURES), \
+        "every figure shown once"
     keys = [m[2] for _, m in cells]
     assert len(set(keys)) == len(keys) and all(k.startswith(f"fig-{name}-") for k in keys)
     setup = [c.source for c in nb.cells if "spec = notebook_spec(chapter, globals())" in c.source]
@@ -595,44 +525,18 @@ def test_notebook_figure_cells_run_on_the_smoke_result(name: str, smoke_result, 
     assert boxed or not any("rc-result-figure" in c.source for c in nb.cells), "box figure unread"
     for i, match in figure_cells(nb):
         exec(nb.cells[i].source, {"figures": mod, "result": smoke_result(name),  # noqa: S102
-                                  "plotting": plotting, "glue": glue})  # the cell as written
-        fig = glued[match[2]]
+                                  "figure_table": figure_table, "glue": glue})  # as written
+        fig, file = glued[match[2]], getattr(mod, match[1]).name
         assert isinstance(fig, plt.Figure) and problems(fig, box=match[2] in boxed) == []
-        assert (tmp_path / "figures" / f"{match[3]}.svg").exists()
-        data = (tmp_path / "figures" / f"{match[3]}.csv").read_text()
-        assert len(data.splitlines()) > 1, f"{match[3]}.csv holds no numbers"
+        assert (tmp_path / "figures" / f"{file}.svg").exists()
+        data = (tmp_path / "figures" / f"{file}.csv").read_text()
+        assert len(data.splitlines()) > 1, f"{file}.csv holds no numbers"
         assert glued[f"{match[2]}-sources"].data.startswith(
-            f"{{download}}`Data (CSV) <figures/{match[3]}.csv>`")
+            f"{{download}}`Data (CSV) <figures/{file}.csv>`")
         first = first_layer(fig)
         said = caption(nb, match[2])
         assert (plotting.LAYERS in said) == (first == 0), (match[2], first)
         assert (plotting.BLOCK_LAYERS in said) == (first == 1), (match[2], first)
-
-
-def test_figure_data_keeps_a_series_shifted_on_screen_and_leaves_out_axes_decoration() -> None:
-    """A series drawn sideways by a few points (finding-phases' C2 figure) keeps its true x; a
-    line in axes coordinates (decoration, not data) is left out; a log axis is no category."""
-    fig, ((ax,),) = plotting.figure(width=4)
-    shift = ScaledTranslation(3 / 72, 0, fig.dpi_scale_trans)
-    ax.plot([100.0, 300.0], [0.5, 0.75], transform=ax.transData + shift, label="k=2")
-    ax.plot([0, 1], [0, 1], transform=ax.transAxes, label="diagonal of the axes")
-    ax.set_xscale("log")
-    rows = _rows(fig, "line")
-    assert [(r["series"], r["x"], r["x_tick"], r["y"]) for r in rows] == \
-        [("k=2", "100.0", "", "0.5"), ("k=2", "300.0", "", "0.75")]
-
-
-def test_figure_data_names_the_rows_of_a_categorical_y_axis() -> None:
-    """A dot plot one row a model (phase structure's C1 figure): each point and each end of its
-    horizontal interval carries the row's label."""
-    fig, ((ax,),) = plotting.figure(width=4)
-    ax.hlines([0, 1], [0.1, 0.2], [0.3, 0.4], label="_intervals")
-    ax.scatter([0.2, 0.3], [0, 1], label="models")
-    ax.set_yticks([0, 1], ["seed 0", "seed 1"])
-    points = [(r["y_tick"], r["x"]) for r in _rows(fig, "points")]
-    ends = [(r["y_tick"], r["x"]) for r in _rows(fig, "segment")]
-    assert points == [("seed 0", "0.2"), ("seed 1", "0.3")]
-    assert ends == [("seed 0", "0.1"), ("seed 0", "0.3"), ("seed 1", "0.2"), ("seed 1", "0.4")]
 
 
 # --------------------------------------------------------------------------- tables

@@ -14,11 +14,10 @@ Conventions every chapter follows (stated once in each caption through :data:`LA
 - **text**: no two texts collide and none is under :data:`MIN_PX` on a phone: :func:`save`
   refuses such a figure (:func:`check`), so that executing the book catches it.
 
-Notebooks call :func:`setup` once (SVG output; tables as :func:`table_html` shows them), glue each figure with ``myst_nb.glue`` and
-:func:`save` it; ``save`` also writes the figure's numbers as CSV
-(:func:`~raptor.book.figure_data.figure_data`) and returns
-the caption's last line, glued beside the figure: a link to that CSV and to the paper's figure on
-arXiv (:func:`sources`).
+Notebooks call :func:`setup` once (SVG output; tables as :func:`table_html` shows them) and show
+each figure with :func:`raptor.book.figure_table.show`, which draws it from its table's CSV and
+saves it (:func:`save`), which returns the caption's last line, glued beside the figure: a link to
+that CSV and to the paper's figure on arXiv (:func:`sources`).
 """
 
 from __future__ import annotations
@@ -39,11 +38,11 @@ import pandas as pd
 import seaborn as sns
 from IPython.display import Markdown
 from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg
+from matplotlib.colorbar import Colorbar
 from matplotlib.text import Text
 
 from raptor import paper as paper_text
 from raptor.book.claims import scoped
-from raptor.book.figure_data import colour_bars, figure_csv
 from raptor.book.chapters import spec_for
 from raptor.book.spec import diff
 
@@ -188,6 +187,17 @@ def grid(n: int, *, width: float = WIDTH, row_height: float = 2.6, extra: float 
     return fig, list(axes.flat[:n])
 
 
+def colour_bars(fig: plt.Figure) -> list[Colorbar]:
+    """The colour bars of ``fig``, found through the images and collections they describe (each
+    mappable's ``colorbar``)."""
+    bars: dict[int, Colorbar] = {}
+    for ax in fig.axes:
+        for mappable in (*ax.images, *ax.collections):
+            if (bar := getattr(mappable, "colorbar", None)) is not None:
+                bars[id(bar)] = bar
+    return list(bars.values())
+
+
 class FigureError(ValueError):
     """A figure the book must not show: text that collides or is too small to read."""
 
@@ -278,11 +288,11 @@ def check(fig: plt.Figure, name: str) -> None:
 
 def save(fig: plt.Figure, name: str, figdir: str | Path = "figures", *,
          paper: str | Sequence[str] = ()) -> Markdown:
-    """Write ``fig`` to ``figdir/name.svg`` and ``.pdf``, its plotted numbers to ``name.csv``
-    (:func:`~raptor.book.figure_data.figure_data`), and close it. Returns the caption's sources line (:func:`sources`),
-    which the notebook glues; ``paper`` names the paper's figures it reproduces
-    (``"Fig. 4B–E"``). A figure with colliding or illegible text (:func:`check`) is refused
-    with :class:`FigureError` before anything is written."""
+    """Write ``fig`` to ``figdir/name.svg`` and ``.pdf`` and close it. Returns the caption's
+    sources line (:func:`sources`: the figure's numbers are ``name.csv`` beside it, which
+    :func:`raptor.book.figure_table.show` writes), which the notebook glues; ``paper`` names the
+    paper's figures it reproduces (``"Fig. 4B–E"``). A figure with colliding or illegible text
+    (:func:`check`) is refused with :class:`FigureError` before anything is written."""
     figdir = Path(figdir)
     line = sources(f"{figdir.as_posix()}/{name}.csv", paper)  # checks ``paper`` before any work
     check(fig, name)
@@ -290,17 +300,14 @@ def save(fig: plt.Figure, name: str, figdir: str | Path = "figures", *,
     path = figdir / f"{name}.svg"
     for target, undated in ((path, {"Date": None}), (path.with_suffix(".pdf"),
                                                      {"CreationDate": None})):
-        fig.savefig(_partial(target), format=target.suffix[1:], bbox_inches="tight",
+        fig.savefig(partial(target), format=target.suffix[1:], bbox_inches="tight",
                     metadata=undated)
-        _partial(target).replace(target)
-    table = path.with_suffix(".csv")
-    _partial(table).write_text(figure_csv(fig), encoding="utf-8")
-    _partial(table).replace(table)
+        partial(target).replace(target)
     plt.close(fig)
     return line
 
 
-def _partial(target: Path) -> Path:
+def partial(target: Path) -> Path:
     """One partial file per process: two runs of a chapter into one folder must not collide."""
     return target.with_name(f".{target.name}.{os.getpid()}.partial")
 
@@ -363,6 +370,46 @@ def draw_partition(ax: plt.Axes, partition: Partition, offset: int = 0, **kw: An
                 **style)
 
 
+def similarity_table(panels: Mapping[str, np.ndarray | None], partitions: Mapping[str, Partition]
+                     | None = None, first_layer: int = 1) -> pd.DataFrame:
+    """Similarity matrices as one tidy table, the data of :func:`similarity_panels`: one row an
+    entry (``panel``, ``layer``, ``vs layer``, ``similarity``; row 0 of a matrix is layer
+    ``first_layer``) with ``phase``, the number of the phase of ``partitions[panel]`` that
+    ``layer`` lies in (missing without a partition); a panel left empty (``None``) is one row
+    without a layer."""
+    rows: list[dict[str, Any]] = []
+    for title, S in panels.items():
+        if S is None:
+            rows.append({"panel": title})
+            continue
+        phase = np.full(len(S), np.nan)
+        for i, (start, stop) in enumerate((partitions or {}).get(title, ())):
+            phase[start:stop] = i + 1
+        rows += [{"panel": title, "layer": first_layer + i, "vs layer": first_layer + j,
+                  "similarity": float(S[i, j]), "phase": phase[i]}
+                 for i in range(len(S)) for j in range(len(S))]
+    return pd.DataFrame(rows, columns=["panel", "layer", "vs layer", "similarity", "phase"])
+
+
+def similarity_matrices(table: pd.DataFrame) -> tuple[dict[str, np.ndarray | None],
+                                                       dict[str, Partition], int]:
+    """``(panels, partitions, first_layer)`` back from :func:`similarity_table`'s table."""
+    panels: dict[str, np.ndarray | None] = {}
+    partitions: dict[str, Partition] = {}
+    first = int(table["layer"].min()) if table["layer"].notna().any() else 1
+    for title, rows in table.groupby("panel", sort=False):
+        if rows["layer"].isna().all():
+            panels[title] = None
+            continue
+        n = int(np.sqrt(len(rows)))
+        panels[title] = rows["similarity"].to_numpy(float).reshape(n, n)
+        phase = rows["phase"].to_numpy(float)[::n]
+        if not np.isnan(phase).all():
+            bounds = [0, *(int(b) + 1 for b in np.flatnonzero(np.diff(phase))), n]
+            partitions[title] = list(zip(bounds[:-1], bounds[1:]))
+    return panels, partitions, first
+
+
 def similarity_panels(panels: Mapping[str, np.ndarray | None], *, ncols: int,
                       partitions: Mapping[str, Partition] | None = None, first_layer: int = 1,
                       width: float = WIDTH, max_height: float | None = None) -> plt.Figure:
@@ -416,6 +463,21 @@ def phase_lines(ax: plt.Axes, partition: Partition) -> None:
     ``i + 1``, so a phase starting at index ``s`` begins after layer ``s``)."""
     for start, _ in partition[1:]:
         ax.axvline(start + 0.5, color="grey", ls="--", lw=0.8, label="_phase boundary")
+
+
+def curves_table(curves: Mapping[str, Sequence[float]], value: str,
+                 first_layer: int = 0) -> pd.DataFrame:
+    """Curves over depth as one tidy table, the data of :func:`layer_curves`: one row a point
+    (``series``, ``layer``, ``value``), point ``i`` of a curve at layer ``first_layer + i``."""
+    return pd.DataFrame([{"series": name, "layer": first_layer + i, value: float(y)}
+                         for name, curve in curves.items() for i, y in enumerate(curve)],
+                        columns=["series", "layer", value])
+
+
+def curves_of(table: pd.DataFrame, value: str) -> dict[str, np.ndarray]:
+    """The curves of :func:`curves_table`'s ``table``, by series in the table's order."""
+    return {name: rows[value].to_numpy(float)
+            for name, rows in table.groupby("series", sort=False)}
 
 
 def layer_curves(curves: Mapping[str, np.ndarray], *, ylabel: str, title: str = "",

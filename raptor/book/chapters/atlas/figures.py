@@ -121,3 +121,5 @@ def convergence_figure(result: Result) -> plt.Figure:
     ax.legend(handles=[plt.Line2D([], [], color=c, label=f"{n:,} images")
                        for n, c in colours.items()], frameon=False)
     return fig
+
+FIGURES = ()  # converting: each figure a Figure drawn from its table

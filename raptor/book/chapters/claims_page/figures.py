@@ -12,11 +12,13 @@ from IPython.display import HTML
 from raptor.book.chapters import chapter, names
 from raptor.book.chapters.claims_page.claims import COUNT_KEYS, summary
 from raptor.book.chapters.claims_page.compute import Result, ours_thresholds
+from raptor.book.figure_table import Figure
 from raptor.book.claims import (CLAIMS, FAILS, HOLDS, UNTESTED, VERDICTS, badge, folded,
                                 scoped)
 
 BOOK = Path(__file__).resolve().parents[4] / "book"
 PAPER_URL = "https://arxiv.org/abs/2512.19941"
+FIGURES: tuple[Figure, ...] = ()  # the page is a table of claims, no figure
 
 
 def chapter_title(name: str, book: Path = BOOK) -> str:

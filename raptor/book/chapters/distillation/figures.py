@@ -34,3 +34,5 @@ def layerwise_figure(result: Result) -> plt.Figure:
                        label=f"C15 threshold {MIN_COSINE.value:g} [ours]")
     plotting.legend_below(fig, axes, ncols=2)
     return fig
+
+FIGURES = ()  # converting: each figure a Figure drawn from its table

@@ -167,3 +167,5 @@ def share_table(result: Result) -> pd.DataFrame:
             rows[run.seed, metric] = {g: float(np.corrcoef(x, getattr(raptor, metric)[g])[0, 1])
                                       for g, x in getattr(teacher, metric).items()}
     return pd.DataFrame(rows).T.rename_axis(["seed", "metric"]).round(3).reset_index()
+
+FIGURES = ()  # converting: each figure a Figure drawn from its table

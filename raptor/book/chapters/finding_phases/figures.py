@@ -57,3 +57,5 @@ def paper_partitions() -> pd.DataFrame:
     return pd.DataFrame({"k": list(paper.DINOV2_B_PARTITIONS),
                          "paper (hierarchical)": [phases.format_partition(p) for p in parts],
                          "repeats n_j": [phases.partition_to_repeats(p) for p in parts]})
+
+FIGURES = ()  # converting: each figure a Figure drawn from its table

@@ -176,3 +176,5 @@ def control_figure(result: Result) -> plt.Figure:
                         arrowprops=dict(arrowstyle="-|>", color="crimson", lw=1.2),
                         annotation_clip=False)
     return fig
+
+FIGURES = ()  # converting: each figure a Figure drawn from its table

@@ -127,3 +127,5 @@ def fit_table(result: Result) -> pd.DataFrame:
                          "steps": f.steps})
     frame = pd.DataFrame(rows)
     return frame.set_index(["k", "partition"]).round(3) if rows else frame
+
+FIGURES = ()  # converting: each figure a Figure drawn from its table

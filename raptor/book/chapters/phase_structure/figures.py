@@ -208,3 +208,5 @@ def power_table(result: Result) -> pd.DataFrame:
         " decay"), "d*": step_text(d)}
             for name, d in result.power.items()]
     return pd.DataFrame(rows).pivot(index="phases", columns="decay", values="d*")
+
+FIGURES = ()  # converting: each figure a Figure drawn from its table

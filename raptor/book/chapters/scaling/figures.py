@@ -69,3 +69,5 @@ def share_cosine_figure(result: Result) -> plt.Figure:
                           title="(B) cosine through depth\n(Fig. 14)")
     plotting.legend_below(fig, [ax_a, ax_b], ncols=2)
     return fig
+
+FIGURES = ()  # converting: each figure a Figure drawn from its table
