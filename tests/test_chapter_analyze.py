@@ -160,7 +160,7 @@ def test_bad_inputs_are_clear_errors_in_under_a_second(weights, image_folder: Pa
 def test_smoke_result(smoke_result) -> None:
     r = smoke_result("analyze")
     assert r.depth == r.spec.teacher.depth and set(r.excess) == set(r.spec.k_values) == set(r.cuts)
-    for fig in (figures.similarity_figure(r), figures.flow_figure(r), figures.fit_figure(r)):
+    for fig in (figures.SIMILARITY(r), figures.FLOW(r), figures.FIT(r)):
         assert fig.axes
     assert set(claims.findings(r)) >= {"cuts", "excess", "dinov2b", "raptor"}
     assert figures.flow_table(r).shape == (3, 7)
@@ -189,8 +189,8 @@ def test_the_page_names_the_model_and_keeps_its_titles_apart(smoke_result) -> No
     assert "companion" not in claims.findings(r)["model"]
     named = types.SimpleNamespace(model="vit_tiny_patch16_224")  # any model but the companion
     assert compute.model_name(named) == "vit_tiny_patch16_224"
-    for fig, n in ((figures.similarity_figure(r), len(r.cuts) + 1),  # and DINOv2-B's matrix
-                   (figures.fit_figure(r), len(r.fits))):
+    for fig, n in ((figures.SIMILARITY(r), len(r.cuts) + 1),  # and DINOv2-B's matrix
+                   (figures.FIT(r), len(r.fits))):
         panels = [ax for ax in fig.axes if ax.get_title()]
         assert len(panels) == n
         assert len({round(ax.get_position().x0, 3) for ax in panels}) <= 2  # two panels a row
@@ -244,7 +244,7 @@ def test_a_raptor_is_fitted_on_each_max_cut_and_on_random_partitions(weights, tm
             assert f.cosine["cls"][0] == pytest.approx(1.0, abs=1e-6)
             assert len(f.cosine["cls"]) == len(result.S) + 1 and f.steps == 3
             assert f.agreement is None  # the model has no head
-    assert figures.fit_table(result).shape[0] == 6 and figures.fit_figure(result).axes
+    assert figures.fit_table(result).shape[0] == 6 and figures.FIT(result).axes
     json.dumps(compute.numbers(result), allow_nan=False)
 
 

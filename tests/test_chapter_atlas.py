@@ -21,9 +21,9 @@ from raptor.book.spec import SpecError
 
 def summary(cell: Cell) -> dict:
     curve = [{"step": 50, "loss": 0.9, "acc": 0.7}, {"step": 100, "loss": 0.8, "acc": 0.75}]
-    return {"converged": True, "best_step": 100, "best_epoch": 100 * atlas_design.BATCH / cell.images,
-            "val_loss": 0.8, "val_acc": 0.75, "val_curve": curve, "train_seconds": 60.0,
-            "machine": {"threads": 1}}
+    return {"converged": True, "best_step": 100,
+            "best_epoch": 100 * atlas_design.BATCH / cell.images, "val_loss": 0.8,
+            "val_acc": 0.75, "val_curve": curve, "train_seconds": 60.0, "machine": {"threads": 1}}
 
 
 @pytest.fixture(scope="module")
@@ -59,8 +59,14 @@ def test_table_figures_and_findings(stored, result) -> None:
     assert len(t) == len(controls.CONTROLS) and set(t["C1"]) == {HOLDS, FAILS}
     assert all(d != "—" for d in t["d*"])
     assert (t["params / image"] > 0).all() and (t["train core-min"] == 1.0).all()
-    for fig in (figures.factor_figure(result), figures.convergence_figure(result)):
+    for fig in (figures.FACTOR(result), figures.CONVERGENCE(result)):
         assert fig.axes
+    factors = figures.FACTOR.table(result)
+    assert factors["cell"].tolist() == t.index.tolist()
+    assert (factors["95% interval low"] <= factors["C1's excess, best k"]).all()
+    assert (factors["C1's excess, best k"] <= factors["95% interval high"]).all()
+    curves = figures.CONVERGENCE.table(result)
+    assert curves.groupby("cell", sort=False)["lowest"].sum().tolist() == [1] * len(t)
     f = claims.findings(result)
     positive = sum(phased for phased, _ in controls.CONTROLS.values())
     assert (f["holds"], f["fails"], f["cells"]) == (str(positive),

@@ -420,18 +420,22 @@ def test_claims_are_judged_over_the_seeds(smoke_result) -> None:
 
 @pytest.mark.slow
 def test_figures_show_what_the_claims_measure(smoke_result) -> None:
-    """The DMD panel names the rank used; C19's panel plots the norm-rescaled deviation."""
+    """The DMD panel names the rank used; C19's panel plots the norm-rescaled deviation; the
+    angular speed's dashed boundaries are the teacher's max-cut, through its table's phases."""
     result = smoke_result(chapter.NAME)
     (run,) = result.runs
     used = max(len(lam) for lam in run.dmd.values())
     assert used < result.spec.dmd_rank  # the smoke teacher has fewer transitions than r
-    title = figures.low_rank_dmd_figure(result).axes[2].get_title()
+    title = figures.LOW_RANK_DMD(result).axes[2].get_title()
     assert title == f"(C) DMD, rank {used}\n(paper: r = {result.spec.dmd_rank})"
-    ax = figures.perturbation_figure(result).axes[2]
+    ax = figures.PERTURBATION(result).axes[2]
     assert ax.get_ylabel() == (rf"angle $\times \Vert x_l \Vert / "
                                 rf"\Vert x_{{{run.perturb_layer}}} \Vert$")
     cls = run.relative_deviation["cls"]
     np.testing.assert_allclose(ax.lines[0].get_ydata(), cls[1::2].mean(axis=0))
+    speed = figures.ANGULAR_SPEED(result).axes[0]
+    dashed = [line.get_xdata()[0] for line in speed.lines if line.get_label() == "_phase boundary"]
+    assert dashed == [start + 0.5 for start, _ in run.partition[1:]]
 
 
 def test_image_deviation_is_per_image_and_in_injection_norm_units(tiny_teacher) -> None:

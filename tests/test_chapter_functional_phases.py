@@ -346,6 +346,13 @@ def test_smoke_result(smoke_result) -> None:
     assert len(figures.versus_table(result)) == len(spec.k_values) * (1 + spec.n_random)
     controls = figures.controls_table(result).loc[run.seed]
     assert controls.loc["trained", "cls"] == run.student_r2[spec.control_k]["cls"][0]
+    versus = figures.MAXCUT_VS_RANDOM.table(result)
+    assert versus["Raptor accuracy"].tolist() == [a for k in spec.k_values for a in run.test_acc[k]]
+    overfit = figures.OVERFITTING.table(result)
+    assert overfit.loc[overfit["snapshot"], "step"].tolist() == list(spec.overfit_snapshots)
+    assert overfit["step"].iloc[overfit["validation loss"].argmin()] == compute.best_step(run)
+    swaps = figures.SWAPS.table(result)
+    assert len(swaps) == len(spec.swap_counts) * len(compute.KINDS)
 
 
 @pytest.mark.slow

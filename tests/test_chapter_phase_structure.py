@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np
 import pytest
 
 from raptor import controls
-from raptor.book.figure_data import figure_data
 from raptor.book.chapters import phase_structure as chapter
 from raptor.book.chapters.phase_structure import claims, figures
 from raptor.book.claims import FAILS, HOLDS, INCONCLUSIVE
@@ -119,20 +122,20 @@ def test_untrained_teachers_have_no_excess_over_a_random_walk(fresh_cache) -> No
 
 def test_the_excess_figure_plots_what_c1_judges(smoke_result) -> None:
     """Each model's and control's best-k excess with its corrected interval, C1's threshold and
-    the paper's level."""
+    the paper's level: the table the figure is drawn from, and the two lines drawn."""
     r = smoke_result("phase-structure")
-    rows = figure_data(figures.excess_figure(r))
-    points = {row["series"]: row["x"] for row in rows if row["kind"] == "points"}
-    ends: dict[str, list[float]] = {}
-    for row in rows:
-        if row["kind"] == "segment":
-            ends.setdefault(row["series"], []).append(row["x"])
-    assert set(points) == set(ends) == set(r.tests) | set(r.control_tests)
+    table = figures.EXCESS.table(r).set_index("model")
+    models = table[table["kind"] != figures.PAPER]
+    assert sorted(models.index) == sorted([*r.tests, *r.control_tests])
     for name, t in {**r.tests, **r.control_tests}.items():
-        assert (points[name], min(ends[name]), max(ends[name])) == pytest.approx(
-            (t.excess, *t.interval()))
-    lines = {row["series"]: row["x"] for row in rows if row["kind"] == "vertical line"}
+        drawn = models.loc[name, ["excess at the best k", "interval low", "interval high"]]
+        assert tuple(drawn) == pytest.approx((t.excess, *t.interval()))
+    assert (models.loc[list(r.untrained()), "group"] == "untrained").all()
+    assert table.loc["DINOv2-B (the paper's matrix, not cross-fitted)",
+                     "excess at the best k"] == r.paper_test.excess
+    fig = figures.EXCESS(r)
+    lines = {line.get_label(): line.get_xdata()[0] for line in fig.axes[0].lines}
     assert lines == pytest.approx({"C1's threshold": claims.EXCESS_MIN.value,
-                                   "DINOv2-B (the paper's matrix, not cross-fitted)":
+                                   "DINOv2-B (the paper's matrix,\nnot cross-fitted)":
                                        r.paper_test.excess})
-
+    plt.close(fig)

@@ -1,10 +1,11 @@
 """The raptor chapter: its claims on known inputs, the result of a smoke run."""
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
 from raptor.book.chapters import distillation as chapter
-from raptor.book.chapters.distillation import claims, compute
+from raptor.book.chapters.distillation import claims, compute, figures
 from raptor.book.claims import BY_CONSTRUCTION, FAILS, HOLDS, INCONCLUSIVE, UNTESTABLE
 
 
@@ -69,6 +70,69 @@ def test_cost_table_averages_seeds_and_relates_head_accuracy_to_the_teacher() ->
     assert table["% of teacher (head)"].tolist() == pytest.approx([100.0, 62.5])
     one = compute.cost_table(compute.Result(chapter.Spec(), [run(0, 0.8, 0.6)]))
     assert one["head sd"].isna().all()
+
+
+def _curve(steps: int, plateau: int | None, stopped: int | None) -> dict:
+    val = [{"step": s, "loss": 1.0 / s} for s in range(100, (stopped or steps) + 1, 100)]
+    return {"loss": list(np.linspace(1.0, 0.1, stopped or steps)), "lambda": [1.0] * steps,
+            "val": val if plateau else [], "plateau": plateau, "stopped": stopped}
+
+
+def _trained(records: dict[int, dict]) -> compute.Result:
+    """A result whose first seed's Raptors trained as ``records`` say."""
+    return compute.Result(chapter.SMOKE, [compute.SeedRun(0, {}, records, {}, [], np.zeros(0),
+                                                          {})])
+
+
+@pytest.mark.parametrize("criterion", [True, False])
+def test_training_figure_marks_plateau_and_stop_on_the_held_out_loss(criterion: bool) -> None:
+    """Under the convergence criterion each curve's held-out loss is drawn (dashed) with its
+    plateau (○) and stop (×) on it, rows of the table at the held-out loss; a record without one
+    shows neither."""
+    at = (300, 500) if criterion else (None, None)
+    record = {"stage1": {"blocks": [_curve(600, *at), _curve(600, *at)]},
+              "stage2": _curve(600, *at)}
+    result = _trained({2: record})
+    fig = figures.TRAINING(result)
+    ax1, ax2 = fig.axes[:2]
+    for ax, curves in ((ax1, 2), (ax2, 1)):
+        dashed = [ln for ln in ax.lines if ln.get_linestyle() == "--"]
+        marks = {ln.get_marker(): tuple(np.ravel(ln.get_xydata())) for ln in ax.lines
+                 if ln.get_marker() in ("o", "x")}
+        if criterion:
+            assert len(dashed) == curves
+            assert list(dashed[0].get_xdata()) == list(range(100, 501, 100))
+            assert marks == {"o": (300, 1 / 300), "x": (500, 1 / 500)}
+        else:
+            assert dashed == [] and marks == {}
+    plt.close(fig)
+    table = figures.TRAINING.table(result)
+    marks = table[table["quantity"].isin(["plateau", "stop"])]
+    assert marks[["stage", "block", "step", "quantity"]].fillna(0).values.tolist() == (
+        [[1, 1, 300, "plateau"], [1, 1, 500, "stop"], [1, 2, 300, "plateau"],
+         [1, 2, 500, "stop"], [2, 0, 300, "plateau"], [2, 0, 500, "stop"]] if criterion else [])
+    assert marks["value"].tolist() == ([1 / 300, 1 / 500] * 3 if criterion else [])
+
+
+def test_training_table_is_each_curve_as_drawn_and_keeps_a_joint_stage_1() -> None:
+    """A running mean over 10 steps (over all of a shorter curve), λ of the first stage-1
+    curve; a record stored before the blocks trained apart is one stage-1 curve, no block."""
+    joint = {"stage1": _curve(12, None, None), "stage2": _curve(4, None, None)}
+    apart = {"stage1": {"blocks": [_curve(12, None, None)] * 3}, "stage2": _curve(4, None, None)}
+    table = figures.TRAINING.table(_trained({3: apart, 2: joint}))
+    assert list(table.columns) == ["label", "stage", "block", "step", "quantity", "value"]
+    loss = table[table["quantity"] == "loss (running mean over 10 steps)"]
+    assert loss["step"].tolist()[:3] == [10, 11, 12]
+    assert loss["value"].iloc[0] == pytest.approx(np.linspace(1.0, 0.1, 12)[:10].mean())
+    shorter = table[table["quantity"] == "loss (running mean over 4 steps)"]
+    assert shorter["stage"].tolist() == [2, 2] and shorter["block"].isna().all()
+    for label, blocks in (("k=3", [1, 2, 3]), ("k=2", [])):
+        rows = table[(table["label"] == label) & (table["stage"] == 1)]
+        assert rows["block"].dropna().unique().tolist() == blocks
+        lam = rows[rows["quantity"] == "λ"]
+        assert lam["step"].tolist() == list(range(12)) and len(lam) == 12
+    assert list(dict.fromkeys(table["label"])) == ["k=3", "k=2"]
+    plt.close(figures.TRAINING(_trained({2: joint})))
 
 
 # --- the chapter at smoke --------------------------------------------------------------------

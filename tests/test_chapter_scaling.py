@@ -260,12 +260,12 @@ def test_smoke_compute_round_trips(smoke_cache: Path, tmp_path: Path) -> None:
     assert all(np.array_equal(again.runs[0].cosine[k][g], run.cosine[k][g])
                for k in spec.k_values for g in run.cosine[k])
     assert figures.run_table(again).equals(table)
-    assert figures.share_cosine_figure(result).axes
+    assert figures.SHARE_COSINE(result).axes
     checks = claims.claims(result, profile="smoke")
     assert [c.id for c in checks] == ["C12", "C13", "C14"]
     assert all(isinstance(c, Claim) for c in checks)
     assert claims.claims(again, profile="smoke") == checks
     assert checks[0].verdict == UNTESTABLE and "not run at smoke" in checks[0].detail
     assert len(figures.ladder_table(result)) == len(paper.TABLE2)
-    plt.close(figures.share_cosine_figure(result))
+    plt.close(figures.SHARE_COSINE(result))
 

@@ -4,7 +4,6 @@ small on a phone) on the chapter's smoke result, and the stored notebooks show n
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import json
 from pathlib import Path
 
@@ -25,16 +24,15 @@ WARNING_TEXT = ("Warning", "findfont")
 
 @pytest.mark.parametrize("name", [name for name in names() if name != "claims"])
 def test_every_chapter_figure_passes_the_check(name: str, smoke_result) -> None:
-    mod, result = science(name).figures, smoke_result(name)
+    result = smoke_result(name)
     failed = []
-    for fn, make in vars(mod).items():
-        if fn.endswith("_figure") and inspect.isfunction(make) and make.__module__ == mod.__name__:
-            fig = make(result)
-            try:
-                plotting.check(fig, f"{name}: {fn}")
-            except plotting.FigureError as err:
-                failed.append(str(err))
-            plt.close(fig)
+    for figure in science(name).figures.FIGURES:
+        fig = figure(result)
+        try:
+            plotting.check(fig, f"{name}: {figure.name}")
+        except plotting.FigureError as err:
+            failed.append(str(err))
+        plt.close(fig)
     assert not failed, "\n".join(failed)
 
 
@@ -49,7 +47,7 @@ def test_the_excess_figure_stays_readable_at_the_paper_profiles_count(smoke_resu
     names = [f"p={p}, seed {s}" for p in PAPER.p_values for s in PAPER.teacher_seeds]
     names += [f"untrained, seed {s}" for s in PAPER.teacher_seeds] + ["DINOv2-B"]
     many = dataclasses.replace(r, tests=dict.fromkeys(names, shown))
-    fig = figures.excess_figure(many)
+    fig = figures.EXCESS(many)
     assert len(fig.axes[0].get_yticks()) == len(PAPER.p_values) + 2 + 2
     plotting.check(fig, "phase_structure_excess at the paper profile's count")
     plt.close(fig)
@@ -59,11 +57,18 @@ def test_the_box_thumbnails_at_the_cpu_profile_pass_the_check() -> None:
     """Chapter 3's key figure at ``cpu``: two teachers by k = 2, 3, 4 of 12 layers, in the
     result box's size (the thumbnails whose layer ticks ran together, "13579 11", and whose
     widest title, k = 4's cut, ran into the colour bar)."""
+    from types import SimpleNamespace
+
+    from raptor.book.chapters.finding_phases import figures
+
     S = np.corrcoef(np.random.default_rng(0).normal(size=(12, 40)))
-    cuts = {2: "1–5 | 6–12", 3: "1–4 | 5–8 | 9–12", 4: "1–3 | 4–6 | 7–9 | 10–12"}
-    panels = {f"p={p}, k={k}\n{cut}": S for p in (0.0, 0.2) for k, cut in cuts.items()}
-    fig = plotting.similarity_panels(panels, ncols=3, width=plotting.BOX_WIDTH,
-                                     max_height=plotting.BOX_TALLEST)
+    cuts = {2: ((0, 5), (5, 12)), 3: ((0, 4), (4, 8), (8, 12)),
+            4: ((0, 3), (3, 6), (6, 9), (9, 12))}
+    result = SimpleNamespace(spec=SimpleNamespace(teacher_seeds=(0,), k_values=tuple(cuts)),
+                             teachers=[SimpleNamespace(label="", p=p, seed=0, S=S, cuts=cuts)
+                                       for p in (0.0, 0.2)])
+    fig = figures.MAXCUT(result)
+    assert fig.axes[5].get_title() == "p=0.2, k=4\n1–3 | 4–6 | 7–9 | 10–12"
     plotting.check(fig, "finding_phases_maxcut at cpu")
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["1", "6", "11"]
     plt.close(fig)

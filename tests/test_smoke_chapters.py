@@ -14,7 +14,6 @@ as papermill writes them, is covered too; ``make nbval`` executes every notebook
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import json
 import re
 import shutil
@@ -139,12 +138,6 @@ def test_the_claims_check_refuses_what_it_must() -> None:
     check_claims([dataclasses.replace(good, ours="not at this profile", verdict=UNTESTABLE)])
 
 
-def figure_functions(mod: types.ModuleType) -> dict[str, Any]:
-    """The chapter's ``*_figure(result)`` functions."""
-    return {name: f for name, f in vars(mod).items()
-            if name.endswith("_figure") and inspect.isfunction(f) and f.__module__ == mod.__name__}
-
-
 @pytest.mark.parametrize("name", names())
 def test_compute_at_smoke(name: str, smoke_result, tmp_path: Path) -> None:
     mod = science(name)
@@ -159,9 +152,9 @@ def test_compute_at_smoke(name: str, smoke_result, tmp_path: Path) -> None:
         shown = load(mod.compute.Result, save(result, tmp_path / name))
         check_same(shown, result, "result")
         assert mod.claims.claims(shown) == claims  # a stored result re-renders the same claims
-    for fig_name, figure in figure_functions(mod.figures).items():
+    for figure in mod.figures.FIGURES:
         fig = figure(shown)
-        assert isinstance(fig, plt.Figure), fig_name
+        assert isinstance(fig, plt.Figure), figure.name
         plt.close(fig)
 
 

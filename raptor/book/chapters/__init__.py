@@ -13,8 +13,10 @@ contract), in ``raptor/book/chapters/<package>/``:
   notebook needed), with the helpers of the computation;
 - ``claims.py``: its thresholds, ``claims(result) -> list[Claim]`` (each declared on
   :mod:`raptor.book.engine` where it can be) and ``findings``, the prose that quotes them;
-- ``figures.py`` (where the chapter has any): its figures and tables, drawn from a ``Result``;
-  a module imports only those before it in this list (figures draw the claims' thresholds);
+- ``figures.py``: its tables and ``FIGURES``, each figure a
+  :class:`~raptor.book.figure_table.Figure` (a table made from the ``Result``, which is the
+  figure's CSV, and a drawing of that table alone); a module imports only those before it in
+  this list (figures draw the claims' thresholds);
 - its registration here: the package in :data:`CHAPTERS` (book order; the table of contents is
   written from it: :func:`toc`) and its modules in :func:`science`;
 - the notebook ``book/<NOTEBOOK>``: a ``parameters`` cell naming only the profile and the claims

@@ -1,4 +1,5 @@
-"""The figures and tables of chapter *Are the phases functional?*, drawn from its
+"""The figures and tables of chapter *Are the phases functional?*, each figure drawn from its
+table (:mod:`raptor.book.figure_table`), made from its
 :class:`~raptor.book.chapters.functional_phases.compute.Result`."""
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from raptor.book import plotting
 from raptor.book.chapters.finding_phases.claims import ALIGN_TOL
 from raptor.book.chapters.functional_phases.claims import positive_control
 from raptor.book.chapters.functional_phases.compute import (GROUPS, KINDS, UNTRAINED, Result,
-                                                            best_step, teacher_name)
+                                                            teacher_name)
 from raptor.book.claims import Claim, excess_text, first_line, scoped
+from raptor.book.figure_table import Figure
 from raptor.stats import aligned
 from raptor.structure import boundaries
 
@@ -51,7 +53,7 @@ def snapshots_table(result: Result) -> pd.DataFrame:
     for run in result.seeds:
         at = [run.val["step"].tolist().index(s) for s in steps]
         tables.append(pd.DataFrame({
-            "seed": run.seed, "step": steps, "val loss": run.val["loss"][at],
+            "seed": run.seed, "step": steps, "validation loss": run.val["loss"][at],
             "teacher acc": run.val["acc"][at],
             **{f"R² {g}": result.pooled(run.snapshot_units[g]) for g in GROUPS}}))
     return pd.concat(tables).set_index(["seed", "step"])
@@ -71,39 +73,64 @@ def swaps_table(result: Result) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def maxcut_vs_random_figure(result: Result) -> plt.Figure:
+def maxcut_vs_random_table(result: Result) -> pd.DataFrame:
+    """One row per partition of the first seed's teacher, per k (the max-cut first): its blocks
+    and its Raptor's accuracy on the test images C3 reads."""
+    run = result.seeds[0]
+    return pd.DataFrame([
+        {"seed": run.seed, "k": k, "partition": "max-cut" if i == 0 else f"random {i - 1}",
+         "blocks": phases.format_partition(part), "Raptor accuracy": float(acc)}
+        for k, parts in run.partitions.items()
+        for i, (part, acc) in enumerate(zip(parts, run.test_acc[k]))])
+
+
+def draw_maxcut_vs_random(table: pd.DataFrame) -> plt.Figure:
     """Raptor accuracy of the max-cut partition vs random ones, per k (Fig. 3, right), first
     seed, on the test images C3 reads: random partitions as points, their mean ± one standard
     deviation beside them, max-cut as a star."""
-    units = result.seeds[0].test_acc
-    fig, ((ax,),) = plotting.figure(width=min(plotting.BOX_WIDTH, 3.5 + 0.9 * len(units)),
+    ks = list(dict.fromkeys(table["k"]))
+    fig, ((ax,),) = plotting.figure(width=min(plotting.BOX_WIDTH, 3.5 + 0.9 * len(ks)),
                                     height=3.4)
     jitter = np.random.default_rng(0)
-    for i, acc in enumerate(units.values()):
-        rand = acc[1:]
+    for i, k in enumerate(ks):
+        rows = table[table["k"] == k]
+        maxcut = rows["partition"] == "max-cut"
+        rand = rows.loc[~maxcut, "Raptor accuracy"].to_numpy()
         ax.scatter(i - 0.12 + jitter.uniform(-0.05, 0.05, rand.size), rand, color="grey",
                    alpha=0.8, label="random partitions")
         ax.errorbar(i + 0.05, rand.mean(), yerr=rand.std(ddof=1), color="black", capsize=4,
                     marker="_", ms=10, label="random: mean ± sd")
-        ax.scatter(i + 0.2, acc[0], color="crimson", marker="*", s=140, zorder=3, label="max-cut")
+        ax.scatter(i + 0.2, rows.loc[maxcut, "Raptor accuracy"].iloc[0], color="crimson",
+                   marker="*", s=140, zorder=3, label="max-cut")
     ax.set(xlabel="number of phases k", ylabel="Raptor accuracy",
-           title="max-cut vs random partitions", xlim=(-0.6, len(units) - 0.4))
-    ax.set_xticks(range(len(units)), [f"k={k}" for k in units])
+           title="max-cut vs random partitions", xlim=(-0.6, len(ks) - 0.4))
+    ax.set_xticks(range(len(ks)), [f"k={k}" for k in ks])
     plotting.legend_below(fig, [ax], ncols=3)
     return fig
 
 
-def overfitting_figure(result: Result) -> plt.Figure:
-    """R² and teacher accuracy along the first seed's overfitting run, validation loss dotted
-    (Fig. 13)."""
+def overfitting_table(result: Result) -> pd.DataFrame:
+    """One row per validation step of the first seed's overfitting run: its validation loss and,
+    at the snapshots (``snapshot``), the teacher's accuracy and its Raptor's R² per group."""
     run = result.seeds[0]
     snaps = snapshots_table(result).loc[run.seed]
-    step = best_step(run)
+    table = pd.DataFrame({"seed": run.seed, "step": run.val["step"],
+                          "validation loss": run.val["loss"],
+                          "snapshot": np.isin(run.val["step"], snaps.index)})
+    return table.join(snaps[["R² cls", "R² patches", "teacher acc"]], on="step")
+
+
+def draw_overfitting(table: pd.DataFrame) -> plt.Figure:
+    """R² and teacher accuracy along the first seed's overfitting run, validation loss dotted
+    (Fig. 13)."""
+    snaps = table[table["snapshot"]]
+    step = int(table["step"].iloc[np.nanargmin(table["validation loss"])])
     fig, ((ax,),) = plotting.figure(height=3.8)
     for col in ("R² cls", "R² patches", "teacher acc"):
-        ax.plot(snaps.index, snaps[col], marker="o", label=col)
+        ax.plot(snaps["step"], snaps[col], marker="o", label=col)
     ax2 = ax.twinx()
-    ax2.plot(run.val["step"], run.val["loss"], color="grey", ls=":", label="val loss (right)")
+    ax2.plot(table["step"], table["validation loss"], color="grey", ls=":",
+             label="val loss (right)")
     ax2.set_ylabel("validation loss")
     ax.axvline(step, color="grey", ls="--", lw=0.8, label="val-loss minimum")
     ax.set(xlabel="training step", ylabel="R² / accuracy",
@@ -112,21 +139,37 @@ def overfitting_figure(result: Result) -> plt.Figure:
     return fig
 
 
-def swaps_figure(result: Result) -> plt.Figure:
-    """Teacher accuracy after intra- and inter-phase layer swaps, first seed (Fig. 15)."""
-    first = result.seeds[0]
+def swap_accuracy_table(result: Result) -> pd.DataFrame:
+    """One row per count and kind of swaps of the first seed's teacher, every count of
+    ``swap_counts`` (no swap sets where no swap of the kind exists): the swap sets' accuracy,
+    mean and std; beside it the teacher's accuracy without a swap and its phases (the max-cut at
+    ``control_k``)."""
+    run = result.seeds[0]
     swaps = swaps_table(result)
-    swaps = swaps[swaps["seed"] == first.seed]
+    every = pd.MultiIndex.from_product([result.spec.swap_counts, KINDS], names=["swaps", "kind"])
+    by = swaps[swaps["seed"] == run.seed].set_index(["swaps", "kind"])
+    table = by.reindex(every).reset_index()
+    return pd.DataFrame({
+        "seed": run.seed, "layers replaced": table["swaps"], "kind": table["kind"],
+        "swap sets": table["sets"].fillna(0).astype(int),
+        "accuracy (mean over swap sets)": table["acc"],
+        "accuracy (sd over swap sets)": table["std"], "teacher, no swap": run.teacher_acc,
+        "phases": phases.format_partition(run.partitions[result.spec.control_k][0])})
+
+
+def draw_swaps(table: pd.DataFrame) -> plt.Figure:
+    """Teacher accuracy after intra- and inter-phase layer swaps, first seed (Fig. 15)."""
     fig, ((ax,),) = plotting.figure(width=5.0, height=3.4)
     for kind, color in (("intra", "seagreen"), ("inter", "crimson")):
-        sub = swaps[swaps["kind"] == kind]
-        ax.errorbar(sub["swaps"], sub["acc"], yerr=sub["std"], marker="o", capsize=3,
-                    color=color, label=f"{kind}-phase swaps")
-    ax.axhline(first.teacher_acc, color="grey", ls="--", label="teacher, no swap")
-    cut = first.partitions[result.spec.control_k][0]
+        sub = table[(table["kind"] == kind) & (table["swap sets"] > 0)]
+        ax.errorbar(sub["layers replaced"], sub["accuracy (mean over swap sets)"],
+                    yerr=sub["accuracy (sd over swap sets)"], marker="o", capsize=3, color=color,
+                    label=f"{kind}-phase swaps")
+    ax.axhline(table["teacher, no swap"].iloc[0], color="grey", ls="--",
+               label="teacher, no swap")
     ax.set(xlabel="layers replaced", ylabel="accuracy",
-           title=f"layer swaps, phases {phases.format_partition(cut)}",
-           xticks=list(result.spec.swap_counts))
+           title=f"layer swaps, phases {table['phases'].iloc[0]}",
+           xticks=list(dict.fromkeys(table["layers replaced"])))
     plotting.legend_below(fig, [ax], ncols=3)
     return fig
 
@@ -159,22 +202,44 @@ def control_table(result: Result) -> pd.DataFrame:
                          for cid, by_kind in positive_control(result).items()])
 
 
-def control_figure(result: Result) -> plt.Figure:
-    """The phase matrix of the first seed's book teacher and of its planted-phase teacher, each
-    with its max-cut at the planted k (white) and the novelty's boundaries (ticks on top)."""
+def phase_matrices_table(result: Result) -> pd.DataFrame:
+    """The phase matrix of the first seed's book teacher and of its planted-phase teacher
+    (:func:`raptor.book.plotting.similarity_table`: one row an entry, ``phase`` its max-cut's at
+    the planted k), with ``novelty segment``: the number of the segment between the novelty's
+    boundaries that ``layer`` lies in."""
     k = result.spec.control_k if not result.planted else len(result.spec.planted)
     shown = {"book teacher": result.seeds[0], **({"planted phases": result.planted[0]}
                                                   if result.planted else {})}
-    panels, cuts = {}, {}
+    panels, cuts, segments = {}, {}, {}
     for kind, run in shown.items():
         title = f"{kind}, seed {run.seed}\n{phases.format_partition(run.partitions[k][0])}"
         panels[title], cuts[title] = run.boundaries.S, run.partitions[k][0]
-    fig = plotting.similarity_panels(panels, ncols=2, partitions=cuts, width=plotting.BOX_WIDTH)
-    for ax, run in zip(fig.axes, shown.values()):
-        for b in run.boundaries.novelty:
+        segments[title] = 1 + np.searchsorted(run.boundaries.novelty,
+                                              np.arange(len(run.boundaries.S)), side="right")
+    table = plotting.similarity_table(panels, cuts)
+    table["novelty segment"] = [segments[title][layer - 1]
+                                for title, layer in zip(table["panel"], table["layer"])]
+    return table
+
+
+def draw_phase_matrices(table: pd.DataFrame) -> plt.Figure:
+    """The phase matrix of the first seed's book teacher and of its planted-phase teacher, each
+    with its max-cut at the planted k (white) and the novelty's boundaries (ticks on top)."""
+    panels, cuts, first = plotting.similarity_matrices(table)
+    fig = plotting.similarity_panels(panels, ncols=2, partitions=cuts, first_layer=first,
+                                     width=plotting.BOX_WIDTH)
+    for ax, (_, rows) in zip(fig.axes, table.groupby("panel", sort=False)):
+        segment = rows.groupby("layer", sort=False)["novelty segment"].first().to_numpy()
+        for b in np.flatnonzero(np.diff(segment)) + 1:
             ax.annotate("", xy=(b - 0.5, -0.5), xytext=(b - 0.5, -2.0),
                         arrowprops=dict(arrowstyle="-|>", color="crimson", lw=1.2),
                         annotation_clip=False)
     return fig
 
-FIGURES = ()  # converting: each figure a Figure drawn from its table
+
+MAXCUT_VS_RANDOM = Figure("functional_maxcut_vs_random", maxcut_vs_random_table,
+                          draw_maxcut_vs_random, "Fig. 3")
+OVERFITTING = Figure("functional_overfitting", overfitting_table, draw_overfitting, "Fig. 13")
+SWAPS = Figure("functional_swaps", swap_accuracy_table, draw_swaps, "Fig. 15")
+CONTROL = Figure("functional_control", phase_matrices_table, draw_phase_matrices)
+FIGURES = (MAXCUT_VS_RANDOM, OVERFITTING, SWAPS, CONTROL)

@@ -1,5 +1,6 @@
-"""The figures and tables of chapter *Emergent phase structure*, drawn from its
-:class:`~raptor.book.chapters.phase_structure.compute.Result`."""
+"""The figures and tables of chapter *Emergent phase structure*, made from its
+:class:`~raptor.book.chapters.phase_structure.compute.Result`; each figure is drawn from its table
+(:mod:`raptor.book.figure_table`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from raptor.book import plotting
 from raptor.book.chapters.phase_structure.claims import cut_text, step_text
 from raptor.book.chapters.phase_structure.compute import PHASED, Result
 from raptor.book.claims import LEVEL
+from raptor.book.figure_table import Figure
 from raptor.catalog import dataset_info
 from raptor.phase_test import EXCESS_MIN, K_TRIED, POWER, PhaseTest
 from raptor.stats import Interval
@@ -34,59 +36,89 @@ def training_table(result: Result) -> pd.DataFrame:
     return pd.DataFrame.from_dict(rows, orient="index").rename_axis("teacher")
 
 
-def similarity_figure(result: Result) -> plt.Figure:
-    """One panel a model (the first seed's teachers and the pretrained model) and token group,
-    two a row, layers 1..L; the max-cut's blocks outlined (Fig. 1)."""
+def similarity_table(result: Result) -> pd.DataFrame:
+    """The similarity matrices of the first seed's teachers and the pretrained model, layers
+    1..L: one row an entry of a model's token group's matrix (:func:`plotting.similarity_table`,
+    one panel a model and token group; one row without a layer where the model has no such
+    group), the phase of the model's max-cut its layer lies in."""
     first = f"seed {result.spec.teacher_seeds[0]}"
     mats = {name: m for name, m in result.similarity.items()
             if name.endswith(first) or name == result.spec.pretrained.label}
     groups = [g for g in ("cls", "registers", "patches") if any(g in m for m in mats.values())]
-    panels = {f"{model}\n{g}": m[g][1:, 1:] if g in m else None
-              for model, m in mats.items() for g in groups}
-    cuts = {f"{model}\n{g}": result.cuts[model] for model in mats for g in groups}
-    return plotting.similarity_panels(panels, ncols=len(groups), partitions=cuts)
+    shown = {f"{model}\n{g}": (model, g) for model in mats for g in groups}
+    table = plotting.similarity_table(
+        {title: mats[model][g][1:, 1:] if g in mats[model] else None
+         for title, (model, g) in shown.items()},
+        {title: result.cuts[model] for title, (model, _) in shown.items()})
+    table.insert(1, "model", table["panel"].map(lambda title: shown[title][0]))
+    table.insert(2, "token group", table["panel"].map(lambda title: shown[title][1]))
+    return table
+
+
+def draw_similarity(table: pd.DataFrame) -> plt.Figure:
+    """One panel a model (the first seed's teachers and the pretrained model) and token group,
+    two a row, layers 1..L; the max-cut's blocks outlined (Fig. 1)."""
+    panels, partitions, first = plotting.similarity_matrices(table)
+    return plotting.similarity_panels(panels, ncols=table["token group"].nunique(),
+                                      partitions=partitions, first_layer=first)
 
 
 SYMLOG_LINEAR = 0.02  # the excess axis is linear where the teachers and C1's threshold lie
+KIND_COLOURS = {"teacher": "C0", "untrained": "0.55", "control with phases": "C2",
+                "control without phases": "C3"}
+PAPER = "the paper's matrix"  # the kind of the excess table's DINOv2-B row
 
 
-def excess_figure(result: Result) -> plt.Figure:
-    """C1's statistic — the excess at the best k of the partition chosen on the residual over the
-    warped decay, cross-fitted, with its interval corrected for the k's tried — for every model
-    and control, against C1's threshold and the paper's DINOv2-B matrix. One row a group (a
-    rate's seeds, the untrained seeds, each kind of control; each model a series of the CSV),
-    so that the rows stay legible however many models a profile has."""
-    tests = result.tests
-    kinds = {"teacher": result.trained_tests(),
-             "untrained": {n: t for n, t in tests.items() if n not in result.trained_tests()},
+def best_excess_table(result: Result) -> pd.DataFrame:
+    """C1's statistic for every model and control: one row a model, its row of the excess
+    figure (``group``: a rate's seeds, the untrained seeds, each kind of control), its kind, its
+    excess at the best k and the interval corrected for the k's tried; the last row the paper's
+    DINOv2-B matrix (no group, no interval: not cross-fitted)."""
+    trained = result.trained_tests()
+    kinds = {"teacher": trained,
+             "untrained": {n: t for n, t in result.tests.items() if n not in trained},
              "control with phases": {n: t for n, t in result.control_tests.items()
                                      if n in PHASED},
              "control without phases": {n: t for n, t in result.control_tests.items()
                                         if n not in PHASED}}
-    # one row a group (a rate's seeds, the untrained seeds, each kind of control), its models
-    # spread within it: one row a model needs 0.15 in each, more than the result box's height
-    colors = dict(zip(kinds, ("C0", "0.55", "C2", "C3")))
-    groups: dict[str, list[tuple[str, PhaseTest, str]]] = {}
-    for kind, models in kinds.items():
-        for name, t in models.items():
-            group = kind.replace("control", "controls") if kind.startswith("control") \
-                else name.split(", seed ")[0]
-            groups.setdefault(group, []).append((name, t, colors[kind]))
+    rows = [{"model": name,
+             "group": kind.replace("control", "controls") if kind.startswith("control")
+             else name.split(", seed ")[0],
+             "kind": kind, "excess at the best k": t.excess,
+             "interval low": t.interval()[0], "interval high": t.interval()[1]}
+            for kind, models in kinds.items() for name, t in models.items()]
+    rows.append({"model": "DINOv2-B (the paper's matrix, not cross-fitted)", "kind": PAPER,
+                 "excess at the best k": result.paper_test.excess})
+    table = pd.DataFrame(rows)
+    # the groups in the order of their first model: the figure's rows, top to bottom
+    order = {g: i for i, g in enumerate(dict.fromkeys(table["group"].dropna()))}
+    return table.sort_values("group", key=lambda g: g.map(order), kind="stable",
+                             na_position="last", ignore_index=True)
+
+
+def draw_excess(table: pd.DataFrame) -> plt.Figure:
+    """C1's statistic — the excess at the best k of the partition chosen on the residual over the
+    warped decay, cross-fitted, with its interval corrected for the k's tried — for every model
+    and control, against C1's threshold and the paper's DINOv2-B matrix (Fig. 1). One row a
+    group (a rate's seeds, the untrained seeds, each kind of control), so that the rows stay
+    legible however many models a profile has."""
+    models = table[table["kind"] != PAPER]
+    groups = dict(tuple(models.groupby("group", sort=False)))
+    # one row a group, its models spread within it: one row a model needs 0.15 in each, more
+    # than the result box's height
     fig, ((ax,),) = plotting.figure(width=plotting.BOX_WIDTH,
                                     height=min(plotting.BOX_TALLEST, 1.9 + 0.3 * len(groups)))
-    lows, highs = [], []
     for row, members in enumerate(groups.values()):
-        spread = min(0.5, 0.15 * (len(members) - 1))  # rows stay apart: a gap of 0.5 at least
-        for j, (name, t, color) in enumerate(members):
-            y = row + (spread * (j / (len(members) - 1) - 0.5) if len(members) > 1 else 0.0)
-            lo, hi = t.interval()
-            lows.append(lo)
-            highs.append(hi)
-            ax.hlines(y, lo, hi, color=color, lw=1, label=f"_{name}")
-            ax.scatter(t.excess, y, s=10, color=color, label=f"_{name}")
-    for kind, color in colors.items():
+        n = len(members)
+        spread = min(0.5, 0.15 * (n - 1))  # rows stay apart: a gap of 0.5 at least
+        for j, (name, kind, x, lo, hi) in enumerate(zip(*(members[c] for c in (
+                "model", "kind", "excess at the best k", "interval low", "interval high")))):
+            y = row + (spread * (j / (n - 1) - 0.5) if n > 1 else 0.0)
+            ax.hlines(y, lo, hi, color=KIND_COLOURS[kind], lw=1, label=f"_{name}")
+            ax.scatter(x, y, s=10, color=KIND_COLOURS[kind], label=f"_{name}")
+    for kind, color in KIND_COLOURS.items():
         ax.scatter([], [], s=10, color=color, label=kind)  # the legend's key, no data
-    dinov2b = result.paper_test.excess
+    (dinov2b,) = table.loc[table["kind"] == PAPER, "excess at the best k"]
     ax.axvline(EXCESS_MIN.value, color="black", ls="--", lw=0.8, label="C1's threshold")
     ax.axvline(dinov2b, color="C3", ls=":",
                label="DINOv2-B (the paper's matrix,\nnot cross-fitted)")
@@ -96,8 +128,8 @@ def excess_figure(result: Result) -> plt.Figure:
         for group, members in groups.items()])
     ax.set_ylim(len(groups) - 0.5, -0.5)
     ax.set_xscale("symlog", linthresh=SYMLOG_LINEAR, linscale=1.5)  # the threshold's scale visible
-    low = 1.2 * min(-SYMLOG_LINEAR, dinov2b, *lows)
-    high = 1.5 * max(EXCESS_MIN.value, dinov2b, *highs)
+    low = 1.2 * min(-SYMLOG_LINEAR, dinov2b, models["interval low"].min())
+    high = 1.5 * max(EXCESS_MIN.value, dinov2b, models["interval high"].max())
     ticks = [t for t in (-0.3, -0.02, 0, 0.02, 0.3) if low <= t <= high]
     ax.set(xlim=(low, high))
     ax.set_xticks(ticks, [f"{t:+g}".replace("-", "−") if t else "0" for t in ticks])
@@ -209,4 +241,7 @@ def power_table(result: Result) -> pd.DataFrame:
             for name, d in result.power.items()]
     return pd.DataFrame(rows).pivot(index="phases", columns="decay", values="d*")
 
-FIGURES = ()  # converting: each figure a Figure drawn from its table
+
+SIMILARITY = Figure("phase_structure_similarity", similarity_table, draw_similarity, "Fig. 1")
+EXCESS = Figure("phase_structure_excess", best_excess_table, draw_excess, "Fig. 1")
+FIGURES = (SIMILARITY, EXCESS)
