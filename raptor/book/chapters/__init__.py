@@ -8,7 +8,8 @@ contract), in ``raptor/book/chapters/<package>/``:
   its weights file, which imports torch and timm, so the runner calls it only once every other
   check of every chapter passed (:func:`raptor.book.runner.model_refusals`), and ``compute``
   calls it first;
-- ``__init__.py``, importing no torch: what the chapter asks, and the spec's names;
+- ``__init__.py``, importing no torch: what the chapter asks, the spec's names, and
+  ``science()``, which imports the three modules below (torch) for :func:`science`;
 - ``compute.py``: a ``Result`` dataclass and ``compute(spec) -> Result`` (all the work; no
   notebook needed), with the helpers of the computation;
 - ``claims.py``: its thresholds, ``claims(result) -> list[Claim]`` (each declared on
@@ -17,8 +18,8 @@ contract), in ``raptor/book/chapters/<package>/``:
   :class:`~raptor.book.figure_table.Figure` (a table made from the ``Result``, which is the
   figure's CSV, and a drawing of that table alone); a module imports only those before it in
   this list (figures draw the claims' thresholds);
-- its registration here: the package in :data:`CHAPTERS` (book order; the table of contents is
-  written from it: :func:`toc`) and its modules in :func:`science`;
+- its registration here: the package imported and placed in :data:`CHAPTERS` (book order; the
+  table of contents is written from it: :func:`toc`);
 - the notebook ``book/<NOTEBOOK>``: a ``parameters`` cell naming only the profile and the claims
   folder (no default copied: the runner injects the resolved spec's parameters after it),
   ``compute`` on the spec (:func:`notebook_spec`), its figures and its claims table, executed and
@@ -67,19 +68,11 @@ def chapter(name: str) -> ModuleType:
 
 def science(name: str) -> ModuleType:
     """The package of chapter ``name`` with its ``compute``, ``claims`` and ``figures`` modules
-    imported: torch and the science, on the first call, not with this registry, which imports
-    no torch and which the claims page's science imports back."""
-    from raptor.book.chapters.atlas import claims, compute, figures  # noqa: F401
-    from raptor.book.chapters.claims_page import claims, compute, figures  # noqa: F401, F811
-    from raptor.book.chapters.distillation import claims, compute, figures  # noqa: F401, F811
-    from raptor.book.chapters.dynamics import claims, compute, figures  # noqa: F401, F811
-    from raptor.book.chapters.finding_phases import claims, compute, figures  # noqa: F401, F811
-    from raptor.book.chapters.functional_phases import claims, compute, figures  # noqa: F401, F811
-    from raptor.book.chapters.own_vit import claims, compute, figures  # noqa: F401, F811
-    from raptor.book.chapters.phase_structure import claims, compute, figures  # noqa: F401, F811
-    from raptor.book.chapters.scaling import claims, compute, figures  # noqa: F401, F811
-    from raptor.book.chapters.stochastic_depth import claims, compute, figures  # noqa: F401, F811
-    return chapter(name)
+    imported (its ``science()``): torch and the science, on the first call, not with this
+    registry, which imports no torch and which the claims page's science imports back."""
+    package = chapter(name)
+    package.science()
+    return package
 
 
 def spec_for(name: str, profile: str):

@@ -14,3 +14,8 @@ step d*) and sets it beside the paper's DINOv2-B matrix.
 from raptor.book.chapters.atlas.spec import NAME, NOTEBOOK, PAPER, SMOKE, Spec
 
 __all__ = ["NAME", "NOTEBOOK", "PAPER", "SMOKE", "Spec"]
+
+
+def science() -> None:
+    """Import the chapter's science (torch): its ``compute``, ``claims`` and ``figures``."""
+    from raptor.book.chapters.atlas import claims, compute, figures  # noqa: F401

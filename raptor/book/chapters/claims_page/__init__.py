@@ -11,3 +11,8 @@ the numbers the intro quotes (glued, not typed).
 from raptor.book.chapters.claims_page.spec import NAME, NOTEBOOK, PAPER, SMOKE, Spec
 
 __all__ = ["NAME", "NOTEBOOK", "PAPER", "SMOKE", "Spec"]
+
+
+def science() -> None:
+    """Import the chapter's science (torch): its ``compute``, ``claims`` and ``figures``."""
+    from raptor.book.chapters.claims_page import claims, compute, figures  # noqa: F401

@@ -5,3 +5,8 @@ distillation of a teacher into k weight-tied blocks (§3, Figs. 5, 6, 14; App. E
 from raptor.book.chapters.distillation.spec import NAME, NOTEBOOK, PAPER, SMOKE, Spec
 
 __all__ = ["NAME", "NOTEBOOK", "PAPER", "SMOKE", "Spec"]
+
+
+def science() -> None:
+    """Import the chapter's science (torch): its ``compute``, ``claims`` and ``figures``."""
+    from raptor.book.chapters.distillation import claims, compute, figures  # noqa: F401

@@ -9,3 +9,8 @@ Raptors of an overfitting run's checkpoints (Fig. 13; C11).
 from raptor.book.chapters.functional_phases.spec import NAME, NOTEBOOK, PAPER, SMOKE, Spec
 
 __all__ = ["NAME", "NOTEBOOK", "PAPER", "SMOKE", "Spec"]
+
+
+def science() -> None:
+    """Import the chapter's science (torch): its ``compute``, ``claims`` and ``figures``."""
+    from raptor.book.chapters.functional_phases import claims, compute, figures  # noqa: F401

@@ -14,3 +14,8 @@ partitions when asked, and compared with the model layer by layer.
 from raptor.book.chapters.own_vit.spec import COMPANION, NAME, NOTEBOOK, PAPER, SMOKE, Spec
 
 __all__ = ["COMPANION", "NAME", "NOTEBOOK", "PAPER", "SMOKE", "Spec"]
+
+
+def science() -> None:
+    """Import the chapter's science (torch): its ``compute``, ``claims`` and ``figures``."""
+    from raptor.book.chapters.own_vit import claims, compute, figures  # noqa: F401

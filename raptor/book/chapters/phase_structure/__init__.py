@@ -12,3 +12,8 @@ with each model's smallest detectable step d* beside its verdict.
 from raptor.book.chapters.phase_structure.spec import NAME, NOTEBOOK, PAPER, SMOKE, Spec
 
 __all__ = ["NAME", "NOTEBOOK", "PAPER", "SMOKE", "Spec"]
+
+
+def science() -> None:
+    """Import the chapter's science (torch): its ``compute``, ``claims`` and ``figures``."""
+    from raptor.book.chapters.phase_structure import claims, compute, figures  # noqa: F401

@@ -5,3 +5,8 @@ and the ablation ladder (§3, Tables 1–2, Figs. 7 and 14; C12–C14)."""
 from raptor.book.chapters.scaling.spec import NAME, NOTEBOOK, PAPER, SMOKE, Spec
 
 __all__ = ["NAME", "NOTEBOOK", "PAPER", "SMOKE", "Spec"]
+
+
+def science() -> None:
+    """Import the chapter's science (torch): its ``compute``, ``claims`` and ``figures``."""
+    from raptor.book.chapters.scaling import claims, compute, figures  # noqa: F401
