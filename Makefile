@@ -8,7 +8,7 @@
 #               bounds alone
 # For maintainers: `make artifacts` retrains what the cache lacks (the tier is not used), executes
 # the book and refills artifacts/ with the models it used. `make reproduce` retrains every model
-# of the book (or of CHAPTERS="raptor scaling …") from scratch into runs/reproduce/cache, sets
+# of the book (or of CHAPTERS="distillation scaling …") from scratch into runs/reproduce/cache, sets
 # each beside the tier's (bit-identical or not, metrics, wall time) and compares the claims.
 PYTHON ?= python3.11
 VENV := .venv
@@ -90,7 +90,7 @@ NBVAL_ISA := $(shell grep -qw avx512f /proc/cpuinfo && echo AVX2 || echo SSE41)
 NBVAL := ONEDNN_MAX_CPU_ISA=$(NBVAL_ISA) OMP_NUM_THREADS=1 $(PY) -m pytest -q -p no:cacheprovider \
 	--nbval-lax --nbval-current-env --nbval-cell-timeout=4500 \
 	--nbval-sanitize-with tests/nbval_sanitize.cfg
-NBVAL_first := functional_phases raptor
+NBVAL_first := functional_phases distillation
 NBVAL_rest := $(filter-out $(NBVAL_first),$(basename $(notdir $(wildcard book/chapters/*.ipynb))))
 
 nbval: setup

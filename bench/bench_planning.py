@@ -65,7 +65,7 @@ def main() -> None:
     parser.add_argument("--chapter", action="append")
     args = parser.parse_args()
     trees = [t.resolve() for t in args.tree or [Path(".")]]
-    chapters = args.chapter or ["raptor", "functional-phases"]
+    chapters = args.chapter or ["distillation", "functional-phases"]
     with tempfile.TemporaryDirectory() as scratch:
         for tree in trees:
             print(f"{tree}: weights of another ViT refused in "

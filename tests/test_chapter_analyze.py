@@ -19,8 +19,8 @@ from PIL import Image
 from safetensors.torch import save_file
 
 from raptor import analysis, dynamics
-from raptor.book.chapters import own_vit as chapter
-from raptor.book.chapters.own_vit import claims, compute, figures
+from raptor.book.chapters import analyze as chapter
+from raptor.book.chapters.analyze import claims, compute, figures
 from raptor.book.experiment import pretrained_walk, student_of
 from raptor.book.pretrained import Pretrained
 from raptor.book.spec import Machine, SpecError

@@ -75,7 +75,7 @@ def test_a_name_glued_nowhere_is_caught(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name, options", [
-    ("finding-phases", {}), ("raptor", {}), ("stochastic-depth", {}), ("dynamics", {}),
+    ("finding-phases", {}), ("distillation", {}), ("stochastic-depth", {}), ("dynamics", {}),
     ("scaling", {"profile": "smoke"})])
 def test_findings_of_the_smoke_run(smoke_result, name: str, options: dict) -> None:
     """A chapter's ``findings`` gives every key its notebook's Found sentence glues, each a clean

@@ -35,7 +35,7 @@ BAD = [
                  "parameter 'weights'", id="finding-phases:pretrained weights not found"),
     pytest.param("phase-structure", {"weights": __file__, "model": "vit_nope"},
                  "parameter 'model'", id="phase-structure:unknown pretrained model"),
-    *named("raptor", ("p", 1.0), ("p", -0.1), ("seeds", [-1]), ("seeds", []), ("seeds", [1, 1]),
+    *named("distillation", ("p", 1.0), ("p", -0.1), ("seeds", [-1]), ("seeds", []), ("seeds", [1, 1]),
            ("k_values", [13]),
            ("k_values", [0]), ("k_values", []), ("n_images", 0), ("probe_images", 0),
            ("distill_lr", 0.0), ("patience", 0), ("half_precision", "yes"),

@@ -96,10 +96,10 @@ def test_report_writes_json_and_gather_lists_every_claim(tmp_path: Path) -> None
 
 
 def test_report_writes_where_it_is_told_and_gather_reads_there(tmp_path: Path) -> None:
-    report([claim("C3", paper="p", ours="o", holds=True)], chapter="raptor", profile="smoke",
+    report([claim("C3", paper="p", ours="o", holds=True)], chapter="distillation", profile="smoke",
            claims_dir=tmp_path / "staged")
-    assert json.loads((tmp_path / "staged" / "raptor.json").read_text())[0]["id"] == "C3"
-    assert gather(tmp_path / "staged").loc["C3", "chapter"] == "raptor"
+    assert json.loads((tmp_path / "staged" / "distillation.json").read_text())[0]["id"] == "C3"
+    assert gather(tmp_path / "staged").loc["C3", "chapter"] == "distillation"
 
 
 def test_gather_of_empty_folder(tmp_path: Path) -> None:
@@ -333,18 +333,18 @@ def test_claims_page_says_which_claims_the_engine_judges_and_lists_our_threshold
     t = Threshold(0.9, "[ours] a planted threshold")
     voted = across_seeds({s: claim("C17", paper="p", ours="o", holds=True) for s in (0, 1)})
     report([judge(Declaration("C15", "p", [Part("k=2", over_seeds([0.95, 0.96, 0.97]), t)])),
-            voted], chapter="raptor", profile="cpu", claims_dir=d)
+            voted], chapter="distillation", profile="cpu", claims_dir=d)
     result = compute.compute(Spec(), claims_dir=str(d))
     s = claims.summary(result)
     assert s["engine_claims"] == "C15"
     assert "The other claims (C17) still combine their seeds by a binomial test" in \
         s["error_rates"]
     ours = compute.ours_thresholds()
-    assert "raptor.MIN_COSINE" in ours and "dynamics.ORDER_BAND" in ours
+    assert "distillation.MIN_COSINE" in ours and "dynamics.ORDER_BAND" in ours
     assert all(v.source.startswith("[ours]") for v in ours.values())
     html = figures.page(result, book=tmp_path).data
     assert f"The {len(ours)} thresholds of ours" in html
-    assert "<code>raptor.MIN_COSINE</code> = 0.9: Fig. 14 shows" in html
+    assert "<code>distillation.MIN_COSINE</code> = 0.9: Fig. 14 shows" in html
 
 
 def test_claims_page_names_chapters_by_their_titles(tmp_path: Path) -> None:
@@ -353,7 +353,7 @@ def test_claims_page_names_chapters_by_their_titles(tmp_path: Path) -> None:
     (tmp_path / "chapters" / "scaling.ipynb").write_text(json.dumps(
         {"cells": [{"cell_type": "markdown", "source": ["# Scaling Raptor\n", "text"]}]}))
     assert figures.chapter_title("scaling", tmp_path) == "Scaling Raptor"
-    assert figures.chapter_title("raptor", tmp_path) == "raptor"
+    assert figures.chapter_title("distillation", tmp_path) == "distillation"
 
 
 def test_rests_on_phases_reads_c1s_test(phase_test_on) -> None:

@@ -152,12 +152,12 @@ def test_a_chapter_run_with_a_cpu_value_at_smoke_runs_with_it(
     """``run --profile smoke -p n_images 1000`` (the ``cpu`` default) executed by a kernel: the
     raptor chapter's run card and claims show 1,000 images and the ``smoke`` profile."""
     monkeypatch.setenv("RAPTOR_CACHE", str(smoke_cache))
-    run("smoke", ["raptor"], {"n_images": 1000}, build=False, out=tmp_path)
-    claims = json.loads((tmp_path / "claims" / "raptor.json").read_text())
+    run("smoke", ["distillation"], {"n_images": 1000}, build=False, out=tmp_path)
+    claims = json.loads((tmp_path / "claims" / "distillation.json").read_text())
     assert claims and {c["profile"] for c in claims} == {"smoke"}
-    nb = json.loads((tmp_path / chapter("raptor").NOTEBOOK).read_text())
+    nb = json.loads((tmp_path / chapter("distillation").NOTEBOOK).read_text())
     shown = [json.dumps(o) for c in nb["cells"] for o in c.get("outputs", [])]
     assert any("run card" in o and "n_images=1000" in o for o in shown)
     glued = [o["data"] for c in nb["cells"] for o in c.get("outputs", [])
-             if o.get("metadata", {}).get("scrapbook", {}).get("name") == "raptor-profile"]
+             if o.get("metadata", {}).get("scrapbook", {}).get("name") == "distillation-profile"]
     assert glued == [{"application/papermill.record/text/plain": "'smoke with n_images changed'"}]

@@ -223,7 +223,7 @@ def test_the_table_of_contents_is_written_from_the_chapters_registry() -> None:
 def test_a_chapter_registered_is_in_the_table_of_contents(monkeypatch: pytest.MonkeyPatch) -> None:
     registered = chapters.CHAPTERS
     monkeypatch.setattr(chapters, "CHAPTERS", (*registered, chapters.distillation))  # twice
-    assert chapters.toc().count("      - file: chapters/raptor\n") == 2
+    assert chapters.toc().count("      - file: chapters/distillation\n") == 2
     monkeypatch.setattr(chapters, "CHAPTERS", tuple(c for c in registered
                                                     if c is not chapters.dynamics))
     assert "chapters/dynamics" not in chapters.toc() and "chapters/scaling" in chapters.toc()
@@ -268,7 +268,7 @@ def test_the_chapters_registry_and_specs_import_no_torch() -> None:
     run's parameters are checked before the science is imported."""
     script = ("import sys\n"
               "import raptor.book.chapters\n"
-              "from raptor.book.chapters.own_vit import spec\n"
+              "from raptor.book.chapters.analyze import spec\n"
               "print(sorted(m for m in ('torch', 'timm', 'matplotlib', 'pandas')"
               " if m in sys.modules))\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,

@@ -268,10 +268,10 @@ def test_cli_reports_bad_input_with_exit_code_2(book: Path, capsys: pytest.Captu
 def test_cli_passes_its_options_to_run(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = []
     monkeypatch.setattr(cli, "run", lambda *args, **kwargs: calls.append((args, kwargs)))
-    assert cli.main(["run", "--profile", "smoke", "--chapter", "toy", "--chapter", "raptor",
+    assert cli.main(["run", "--profile", "smoke", "--chapter", "toy", "--chapter", "distillation",
                      "-p", "items", "[1, 2]", "-p", "dataset", "cifar100", "--update-book",
                      "--no-build"]) == 0
-    assert calls == [(("smoke", ["toy", "raptor"], {"items": [1, 2], "dataset": "cifar100"}),
+    assert calls == [(("smoke", ["toy", "distillation"], {"items": [1, 2], "dataset": "cifar100"}),
                       {"build": False, "update_book": True, "out": None})]
 
 
@@ -283,16 +283,16 @@ def test_a_negative_value_in_scientific_notation_is_a_value(monkeypatch: pytest.
                         lambda *args, **kwargs: calls.append(args))
     assert cli.main(["run", "-p", "distill_lr", "-1e-3", "-p", "x", "-2", "-p", "name", "-a",
                      "--no-build"]) == 0
-    assert cli.main(["sweep", "--chapter", "raptor", "-p", "p", "-0.5", "--dry-run"]) == 0
+    assert cli.main(["sweep", "--chapter", "distillation", "-p", "p", "-0.5", "--dry-run"]) == 0
     assert calls[0][2] == {"distill_lr": -1e-3, "x": -2, "name": "-a"}
     assert calls[1][2] == {"p": -0.5}
 
 
 @pytest.mark.parametrize("args, error", [
-    (["--chapter", "raptor", "-p", "L", "0"], "parameter 'L' must be a positive integer"),
-    (["--chapter", "raptor", "-p", "n_images", "10000000"], "val split has 10,000 images"),
+    (["--chapter", "distillation", "-p", "L", "0"], "parameter 'L' must be a positive integer"),
+    (["--chapter", "distillation", "-p", "n_images", "10000000"], "val split has 10,000 images"),
     (["--chapter", "nope"], "unknown chapter 'nope'"),
-    (["--chapter", "raptor", "--out", __file__], "is a file, not a folder"),
+    (["--chapter", "distillation", "--out", __file__], "is a file, not a folder"),
     (["-p", "L", "0"], "chapter 'phase-structure': parameter 'L' must be a positive integer"),
     (["--chapter", "phase-structure", "-p", "p_values", "[1.5]"],
      "parameter 'p_values' must be rates in [0, 1)"),
@@ -353,12 +353,12 @@ def test_what_a_run_would_need_is_refused_before_any_kernel_starts(
         with pytest.raises(RunnerError, match=f"{locked} is not writable"):
             run("cpu", ["toy"], build=False, book=book, out=locked / "run")
     with pytest.raises(RunnerError) as info:
-        run("smoke", ["raptor"], {"n_images": 10_000_000, "probe_images": 70_000,
+        run("smoke", ["distillation"], {"n_images": 10_000_000, "probe_images": 70_000,
                                   "data_root": str(tmp_path / "nowhere")},
             build=False, book=book, out=tmp_path / "out")
     message = str(info.value)
     assert message.startswith("nothing was run:\n")
-    assert "chapter 'raptor': parameter dataset / data_root: dataset 'fashion-mnist' not found" \
+    assert "chapter 'distillation': parameter dataset / data_root: dataset 'fashion-mnist' not found" \
         in message
     assert "parameter n_images: fashion-mnist's val split has 10,000 images, got 10,000,000" \
         in message

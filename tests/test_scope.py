@@ -27,7 +27,7 @@ def test_the_docstrings_example_holds() -> None:
 
 @pytest.mark.parametrize("profile", PROFILES)
 def test_the_sentence_says_what_each_profile_trains(profile: str) -> None:
-    spec = spec_for("raptor", profile)
+    spec = spec_for("distillation", profile)
     t, train, distill = spec.teacher, spec.train, spec.distill
     text = sentence(profile)
     assert text.startswith(f"Tested at `{profile}`: ViTs of {t.depth} blocks, width {t.embed_dim}")

@@ -30,7 +30,7 @@ from raptor.train import DistillConfig, StudentRequest, get_student, student_key
 import raptor
 import raptor.data
 
-CHAPTER = "raptor"  # at smoke: one teacher, then one student distilled from it
+CHAPTER = "distillation"  # at smoke: one teacher, then one student distilled from it
 TINY = TeacherConfig(depth=2, embed_dim=16, num_heads=2, patch_size=4, img_size=8, in_chans=1,
                      num_classes=3, reg_tokens=2)
 TRAIN = TrainConfig(steps=4, batch_size=8, warmup_steps=1, eval_every=2, snapshot_steps=(2,))
@@ -52,7 +52,7 @@ def test_local_sweep_fills_the_cache_then_the_chapter_trains_nothing(
     assert sweep(CHAPTER, "smoke", opts=opts, out=lines.append) == 2
     text = "\n".join(lines)
     assert "round 1: 1 of 2 missing trainings ready" in text
-    assert "round 2: 1 of 1" in text and "python -m raptor run --chapter raptor" in text
+    assert "round 2: 1 of 1" in text and "python -m raptor run --chapter distillation" in text
     swept = {p.relative_to(fresh_cache) for p in fresh_cache.glob("*/*.safetensors")}
     # the student's two stage-1 blocks (k = 2) are entries of their own
     assert [p.parts[0] for p in sorted(swept)] == ["block", "block", "student", "teacher"]
@@ -129,7 +129,7 @@ def counted(name, fn):
 raptor.teachers.train_classifier = counted("teacher", raptor.teachers.train_classifier)
 raptor.train.distill = counted("student", raptor.train.distill)
 from raptor.__main__ import main
-sys.exit(main(["sweep", "--chapter", "raptor", "--profile", "smoke", "--executor", "debug",
+sys.exit(main(["sweep", "--chapter", "distillation", "--profile", "smoke", "--executor", "debug",
                "--folder", str(folder / "jobs")]))
 """
 
@@ -198,7 +198,7 @@ def test_a_dry_plan_asks_for_the_trainings_a_real_plan_asks_for(fresh_cache: Pat
     """The dry plan's small stand-ins note each teacher with the key and request of a real plan
     (full-size stand-ins), and as many students, of the same cost; only a student's key differs
     (its partition is a stand-in's)."""
-    for name in ("raptor", "functional-phases"):
+    for name in ("distillation", "functional-phases"):
         real, stopped = plan(name, "smoke")
         dry, dry_stopped = plan(name, "smoke", dry=True)
         assert stopped is dry_stopped is None
@@ -212,14 +212,14 @@ def test_a_dry_plan_asks_for_the_trainings_a_real_plan_asks_for(fresh_cache: Pat
 def test_missing_students_wait_for_their_teachers_then_are_the_plans_students(
         fresh_cache: Path) -> None:
     with pytest.raises(RunnerError, match="waits for its teacher; train the teachers first"):
-        missing_students("smoke", ["raptor"])
-    for job in plan("raptor", "smoke")[0]:  # the teachers only
+        missing_students("smoke", ["distillation"])
+    for job in plan("distillation", "smoke")[0]:  # the teachers only
         if job.kind == "teacher":
             train_job(job, None)
-    wanted = [j.request for j in plan("raptor", "smoke")[0]]
-    assert missing_students("smoke", ["raptor"]) == wanted and wanted
+    wanted = [j.request for j in plan("distillation", "smoke")[0]]
+    assert missing_students("smoke", ["distillation"]) == wanted and wanted
     assert all(isinstance(r, StudentRequest) for r in wanted)
-    converged = missing_students("smoke", ["raptor"], {"stage1_steps": 9, "distill_val_limit": 32,
+    converged = missing_students("smoke", ["distillation"], {"stage1_steps": 9, "distill_val_limit": 32,
                                                        "distill_patience": 2})
     assert [dataclasses.replace(r.cfg, stage1_steps=w.cfg.stage1_steps, val_limit=None,
                                 patience=None) for r, w in zip(converged, wanted)] == \
@@ -392,14 +392,14 @@ def test_a_job_file_of_another_kind_is_refused(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("argv, message", [
     (["--chapter", "nope", "--profile", "smoke"], "unknown chapter 'nope'; valid chapters:"),
-    (["--chapter", "raptor", "--profile", "huge"], "unknown profile 'huge'; valid profiles:"),
-    (["--chapter", "raptor", "--profile", "smoke", "-p", "nope", "1"], "nope"),
-    (["--chapter", "raptor", "--profile", "smoke", "--executor", "pbs"], "--executor must be"),
-    (["--chapter", "raptor", "--profile", "smoke", "--time", "0"], "--time must be"),
-    (["--chapter", "raptor", "--profile", "smoke", "--ranks", "0"], "--ranks must be"),
-    (["--chapter", "raptor", "--profile", "smoke", "--cpus-per-task", "0"],
+    (["--chapter", "distillation", "--profile", "huge"], "unknown profile 'huge'; valid profiles:"),
+    (["--chapter", "distillation", "--profile", "smoke", "-p", "nope", "1"], "nope"),
+    (["--chapter", "distillation", "--profile", "smoke", "--executor", "pbs"], "--executor must be"),
+    (["--chapter", "distillation", "--profile", "smoke", "--time", "0"], "--time must be"),
+    (["--chapter", "distillation", "--profile", "smoke", "--ranks", "0"], "--ranks must be"),
+    (["--chapter", "distillation", "--profile", "smoke", "--cpus-per-task", "0"],
      "--cpus-per-task must be"),
-    (["--chapter", "raptor", "--profile", "smoke", "--gpus-per-node", "2", "--ranks", "4"],
+    (["--chapter", "distillation", "--profile", "smoke", "--gpus-per-node", "2", "--ranks", "4"],
      "--ranks must be at most --gpus-per-node (2)"),
     (["--chapter", "finding-phases", "--profile", "smoke", "-p", "weights", __file__, "-p",
       "images", "."], "chapter 'finding-phases': parameter 'weights': unreadable weights file"),

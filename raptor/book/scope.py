@@ -14,7 +14,7 @@ from raptor.catalog import dataset_info
 
 DATASET_NAMES = {"fashion-mnist": "Fashion-MNIST", "cifar100": "CIFAR-100", "imagenet": "ImageNet"}
 # The chapter whose spec holds every configuration a profile sets: teacher, training, students.
-_SPEC_CHAPTER = "raptor"
+_SPEC_CHAPTER = "distillation"
 
 
 def _images(dataset: str, limit: int | None) -> str:

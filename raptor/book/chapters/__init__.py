@@ -37,15 +37,15 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from raptor.book.chapters import (atlas, claims_page, distillation, dynamics, finding_phases,
-                                  functional_phases, own_vit, phase_structure, scaling,
+from raptor.book.chapters import (analyze, atlas, claims_page, distillation, dynamics,
+                                  finding_phases, functional_phases, phase_structure, scaling,
                                   stochastic_depth)
 from raptor.book.spec import from_parameters, notebook_values
 
 # Book order; book/_toc.yml is written from it.
 CHAPTERS: tuple[ModuleType, ...] = (phase_structure, atlas, finding_phases, distillation,
                                     stochastic_depth, functional_phases, dynamics, scaling,
-                                    own_vit, claims_page)
+                                    analyze, claims_page)
 PROFILES = ("smoke", "cpu", "paper")
 
 

@@ -11,8 +11,8 @@ from raptor.book.profiles import (DISTILL, PAPER_DISTILL, PAPER_TEACHER, PAPER_T
 from raptor.book.spec import Machine, nested, require, require_data, require_seeds
 from raptor.config import DistillConfig, TeacherConfig, TrainConfig
 
-NAME = "raptor"
-NOTEBOOK = "chapters/raptor.ipynb"
+NAME = "distillation"
+NOTEBOOK = "chapters/distillation.ipynb"
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import numpy as np
 from torch.utils.data import DataLoader, Dataset, Subset
 
 from raptor import analysis, paper
-from raptor.book.chapters.own_vit.spec import COMPANION, Spec
+from raptor.book.chapters.analyze.spec import COMPANION, Spec
 from raptor.book.chapters.phase_structure.compute import power_reps
 from raptor.book.experiment import student_of, teacher_of
 from raptor.book.scope import DATASET_NAMES

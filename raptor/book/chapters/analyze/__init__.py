@@ -11,11 +11,11 @@ flow of §4 (norms, directional convergence, angular speed, coherence, update ra
 partitions when asked, and compared with the model layer by layer.
 """
 
-from raptor.book.chapters.own_vit.spec import COMPANION, NAME, NOTEBOOK, PAPER, SMOKE, Spec
+from raptor.book.chapters.analyze.spec import COMPANION, NAME, NOTEBOOK, PAPER, SMOKE, Spec
 
 __all__ = ["COMPANION", "NAME", "NOTEBOOK", "PAPER", "SMOKE", "Spec"]
 
 
 def science() -> None:
     """Import the chapter's science (torch): its ``compute``, ``claims`` and ``figures``."""
-    from raptor.book.chapters.own_vit import claims, compute, figures  # noqa: F401
+    from raptor.book.chapters.analyze import claims, compute, figures  # noqa: F401

@@ -1,4 +1,4 @@
-"""The raptor chapter: its claims on known inputs, the result of a smoke run."""
+"""The chapter *Raptor* (distillation): its claims on known inputs, the result of a smoke run."""
 
 import matplotlib.pyplot as plt
 import numpy as np

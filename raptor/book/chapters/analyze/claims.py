@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from raptor import phases
-from raptor.book.chapters.own_vit.compute import Result, model_name
+from raptor.book.chapters.analyze.compute import Result, model_name
 from raptor.book.claims import LEVEL, Claim
 from raptor.book.scope import DATASET_NAMES
 from raptor.stats import Interval
@@ -39,5 +39,5 @@ def findings(result: Result) -> dict[str, str]:
 
 def claims(result: Result) -> list[Claim]:
     """The analysis of one model tests no claim of the paper: its C1 verdict is in
-    :func:`~raptor.book.chapters.own_vit.figures.table`."""
+    :func:`~raptor.book.chapters.analyze.figures.table`."""
     return []

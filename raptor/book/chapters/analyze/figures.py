@@ -1,6 +1,6 @@
 """The figures and tables of chapter *Your own ViT*, each figure drawn from its table
 (:mod:`raptor.book.figure_table`), made from the chapter's
-:class:`~raptor.book.chapters.own_vit.compute.Result`."""
+:class:`~raptor.book.chapters.analyze.compute.Result`."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import seaborn as sns
 
 from raptor import paper, phases
 from raptor.book import plotting
-from raptor.book.chapters.own_vit.compute import Result
+from raptor.book.chapters.analyze.compute import Result
 from raptor.book.chapters.phase_structure.figures import c1_summary, excess_row
 from raptor.book.figure_table import Figure
 
