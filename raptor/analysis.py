@@ -31,7 +31,7 @@ from raptor.catalog import DATASETS, IMAGE_SUFFIXES
 from raptor.dynamics import DynamicsAccumulator, DynamicsSummary
 from raptor.paper import DMD_RANK
 from raptor.similarity import SimilarityAccumulator
-from raptor.planning import planned_images
+from raptor.planning import Plan
 from raptor.storage.checkpoint import mismatch, read_state_dict
 from raptor.structure import image_growth_nulls, image_phase_matrices
 from raptor.teachers import check_timm_name, head_classes, load_pretrained
@@ -116,18 +116,19 @@ class _Channels(Dataset):
         return image.expand(self.channels, *image.shape[1:]), label
 
 
-def image_data(source: str, model: VisionTransformer, *, root: str | None = None) -> Dataset:
+def image_data(source: str, model: VisionTransformer, *, root: str | None = None,
+               plan: Plan | None = None) -> Dataset:
     """The images ``source`` names, at the model's input size: the validation split of a dataset
     of :mod:`raptor.data` (its own normalisation; one channel repeated for an RGB model), or a
     folder of image files preprocessed by timm's evaluation transform for ``model``. A folder's
     other files, and image files PIL cannot identify, are left out with a warning naming them; a
-    dry run's plan (:func:`~raptor.planning.planned_images`) stands in for a dataset's."""
+    dry run's ``plan`` (:meth:`~raptor.planning.Plan.images_of`) stands in for a dataset's."""
     size = model.patch_embed.img_size[0]
     channels = model.patch_embed.proj.in_channels
     if source in DATASETS:
         info = data.dataset_info(source)
-        planned = planned_images(source, size, min(info.val_size, 1_000), 0)  # a dry run's
-        if planned is not None:
+        planned = plan.images_of(source, size, min(info.val_size, 1_000), 0) if plan else None
+        if planned is not None:  # a dry run's
             return TensorDataset(planned[0].expand(-1, channels, -1, -1), planned[1])
         _, val = data.get_datasets(source, root=root, img_size=size)
         return val if info.in_chans == channels else _Channels(val, channels)

@@ -1,8 +1,8 @@
 """Sweeps: a chapter's trainings run as separate jobs through submitit (local processes or SLURM).
 
 A chapter asks the cache (:mod:`raptor.storage.cache`) for every teacher and student it needs. To
-find them without training, :func:`plan` runs the chapter's ``compute(spec)`` inside
-:func:`raptor.planning.planning`: each missing entry becomes a :class:`Job` (the configuration
+find them without training, :func:`plan` runs the chapter's ``compute(spec, plan)`` with a
+:class:`raptor.planning.Plan`: each missing entry becomes a :class:`Job` (the configuration
 objects it was asked for with, :class:`~raptor.teachers.TeacherRequest` or
 :class:`~raptor.train.StudentRequest`, and its cache key) and the chapter gets an untrained
 stand-in, so ``compute`` runs to its end (a dry run: small stand-ins of the models and images,
@@ -44,7 +44,7 @@ from raptor.book.experiment import DRY_BOOT, planned_record
 from raptor.book.inputs import missing_inputs
 from raptor.book.runner import RunnerError, model_refusals, resolve
 from raptor.book.spec import Machine
-from raptor.planning import planning
+from raptor.planning import Plan
 from raptor.storage.cache import Tensors, entry_name, load_entry
 from raptor.catalog import DatasetNotFoundError, dataset_info, find
 from raptor.distributed import init_distributed
@@ -227,9 +227,10 @@ def plan(name: str, profile: str, overrides: Mapping[str, Any] | None = None, *,
 
     stopped = None
     threads = 1 if dry else torch.get_num_threads()
-    with planning(stand_in, _dry_images if dry else None, fresh=fresh), _threads(threads):
+    with _threads(threads):
         try:
-            science(name).compute.compute(spec)
+            science(name).compute.compute(spec, Plan(stand_in, _dry_images if dry else None,
+                                                     fresh))
         except Exception as err:
             if not dry:
                 raise

@@ -27,7 +27,7 @@ from timm.models.vision_transformer import Block, VisionTransformer, checkpoint_
 from torch import nn
 
 from raptor import data
-from raptor.planning import get_or_plan, load
+from raptor.planning import Plan, get_or_plan, load
 from raptor.storage.checkpoint import (half_rounded, load_state_checked, load_tensors,
                                        read_state_dict, save_tensors, save_training_state)
 from raptor.config import TeacherConfig, TrainConfig
@@ -243,7 +243,7 @@ def teacher_key(cfg: TeacherConfig, train: TrainConfig | None, seed: int, device
 @dataclass(frozen=True)
 class TeacherRequest:
     """A teacher as :func:`get_teacher` is asked for it (``train`` ``None``: untrained), with the
-    device it resolved: what a planner (:func:`raptor.planning.planning`) is handed for its
+    device it resolved: what a planner's :class:`~raptor.planning.Plan` is handed for its
     entry."""
 
     cfg: TeacherConfig
@@ -253,14 +253,14 @@ class TeacherRequest:
 
 
 def get_teacher(cfg: TeacherConfig, train: TrainConfig | None = None, *, seed: int = 0,
-                data_root: str | Path | None = None, progress: bool = True, device: str = "auto"
-                ) -> tuple[VisionTransformer, dict[str, Any]]:
+                data_root: str | Path | None = None, progress: bool = True, device: str = "auto",
+                plan: Plan | None = None) -> tuple[VisionTransformer, dict[str, Any]]:
     """The teacher with this configuration: loaded from the cache, or trained on ``device``
     (:func:`~raptor.loop.resolve_device`) and stored.
 
     ``train=None`` gives the untrained (randomly initialised) network of the paper's controls.
     Returns the model in eval mode on the CPU and its record (training curves, accuracy,
-    snapshots' steps).
+    snapshots' steps). Under a ``plan`` a missing teacher is stood in for, not trained.
     """
     model = build_teacher(cfg, seed)
     if train is None:
@@ -281,20 +281,21 @@ def get_teacher(cfg: TeacherConfig, train: TrainConfig | None = None, *, seed: i
         return (half_rounded(tensors) if train.half_weights else tensors), record
 
     tensors, record = get_or_plan("teacher", key, build,
-                                  request=TeacherRequest(cfg, train, seed, device))
+                                  request=TeacherRequest(cfg, train, seed, device), plan=plan)
     model.cpu().load_state_dict({k: v for k, v in tensors.items()
                                  if not k.startswith("snapshot.")})
     return model.eval(), record
 
 
 def teacher_snapshot(cfg: TeacherConfig, train: TrainConfig, step: int, *, seed: int = 0,
-                     data_root: str | Path | None = None, device: str = "auto"
-                     ) -> VisionTransformer:
+                     data_root: str | Path | None = None, device: str = "auto",
+                     plan: Plan | None = None) -> VisionTransformer:
     """The teacher's weights at ``step`` (one of ``train.snapshot_steps``), e.g. for Fig. 13."""
     if step not in train.snapshot_steps:
         raise ValueError(f"step {step} is not a snapshot; available: {train.snapshot_steps}")
-    get_teacher(cfg, train, seed=seed, data_root=data_root, progress=False, device=device)
-    tensors, _ = load("teacher", teacher_key(cfg, train, seed, device))
+    get_teacher(cfg, train, seed=seed, data_root=data_root, progress=False, device=device,
+                plan=plan)
+    tensors, _ = load("teacher", teacher_key(cfg, train, seed, device), plan)
     prefix = f"snapshot.{step}."
     model = build_teacher(cfg, seed)
     model.load_state_dict({k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)})

@@ -55,7 +55,7 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 from tqdm import tqdm
 
 from raptor import data
-from raptor.planning import get_or_plan
+from raptor.planning import Plan, get_or_plan
 from raptor.storage.cache import digest, get_or_build
 from raptor.storage.checkpoint import half_rounded, save_training_state
 from raptor.loop import (CapturedStep, adamw, batches_from, flattened, resume, seeded, train,
@@ -453,7 +453,7 @@ def student_key(teacher_cfg: TeacherConfig, teacher_train: TrainConfig | None, t
 class StudentRequest:
     """A student as :func:`get_student` is asked for it: its teacher, its distillation and the
     teacher's training step it distils (``snapshot``; ``None``: the trained teacher). What a
-    planner (:func:`raptor.planning.planning`) is handed for its entry."""
+    planner's :class:`~raptor.planning.Plan` is handed for its entry."""
 
     teacher: TeacherRequest
     cfg: DistillConfig
@@ -463,7 +463,7 @@ class StudentRequest:
 def get_student(teacher_cfg: TeacherConfig, teacher_train: TrainConfig | None, teacher_seed: int,
                 cfg: DistillConfig, data_root: str | Path | None = None, *,
                 snapshot: int | None = None, progress: bool = True, device: str | None = None,
-                capture: bool = False) -> tuple[Raptor, dict[str, Any]]:
+                capture: bool = False, plan: Plan | None = None) -> tuple[Raptor, dict[str, Any]]:
     """The student of ``cfg`` for that teacher: from the cache, or distilled and stored.
 
     Chapters asking for the same teacher and configuration share one student. An interrupted
@@ -471,15 +471,17 @@ def get_student(teacher_cfg: TeacherConfig, teacher_train: TrainConfig | None, t
     ``snapshot``: the student of the teacher's weights at that training step (one of its
     ``snapshot_steps``, e.g. Fig. 13). ``device``: distil there rather than on ``cfg.device`` —
     the same student computed elsewhere, under ``cfg``'s key, its record saying where
-    (``trained_on``); ``capture``: its steps replayed from CUDA graphs (:func:`distill`). Returns
-    the Raptor (eval mode, on the CPU) and its record.
+    (``trained_on``); ``capture``: its steps replayed from CUDA graphs (:func:`distill`); under a
+    ``plan`` a missing student (or teacher) is stood in for, not trained. Returns the Raptor
+    (eval mode, on the CPU) and its record.
     """
     if snapshot is None:
         teacher, _ = get_teacher(teacher_cfg, teacher_train, seed=teacher_seed,
-                                 data_root=data_root, progress=progress, device=cfg.device)
+                                 data_root=data_root, progress=progress, device=cfg.device,
+                                 plan=plan)
     else:
         teacher = teacher_snapshot(teacher_cfg, teacher_train, snapshot, seed=teacher_seed,
-                                   data_root=data_root, device=cfg.device)
+                                   data_root=data_root, device=cfg.device, plan=plan)
     key = student_key(teacher_cfg, teacher_train, teacher_seed, cfg, teacher)
     if snapshot is not None:
         key["snapshot"] = snapshot
@@ -503,7 +505,7 @@ def get_student(teacher_cfg: TeacherConfig, teacher_train: TrainConfig | None, t
         tensors = {k: v.cpu() for k, v in raptor.blocks.state_dict().items()}
         return (half_rounded(tensors) if cfg.half_weights else tensors), record
 
-    tensors, record = get_or_plan("student", key, build, request=request)
+    tensors, record = get_or_plan("student", key, build, request=request, plan=plan)
     raptor = build_student(teacher.cpu(), cfg)
     raptor.blocks.load_state_dict(tensors)
     return raptor.eval(), record

@@ -17,7 +17,7 @@ from torch.utils.data import TensorDataset
 from raptor.__main__ import main
 from raptor.book.chapters import names, science
 from raptor.book.runner import RunnerError
-from raptor.planning import planning
+from raptor.planning import Plan
 from raptor.storage.cache import entry_name, entry_path
 from raptor import atlas, atlas_design
 from raptor.gpu_cost import gpu_throughput
@@ -61,8 +61,7 @@ def test_local_sweep_fills_the_cache_then_the_chapter_trains_nothing(
     assert plan(CHAPTER, "smoke") == ([], None)
     assert sweep(CHAPTER, "smoke", opts=opts, out=lines.append) == 0
     mod = science(CHAPTER)
-    with planning(_no_training):
-        mod.compute.compute(mod.SMOKE)
+    mod.compute.compute(mod.SMOKE, Plan(_no_training))
     # the jobs stored what the in-process (notebook) path stores: same keys, same weights
     monkeypatch.setenv("RAPTOR_CACHE", str(tmp_path / "in-process"))
     mod.compute.compute(mod.SMOKE)
@@ -92,8 +91,7 @@ def test_a_two_rank_sweep_distils_under_torchrun_as_one_process_does(
     ranked, record = load_tensors(student)
     assert record["world_size"] == 2
     mod = science(CHAPTER)
-    with planning(_no_training):
-        mod.compute.compute(mod.SMOKE)
+    mod.compute.compute(mod.SMOKE, Plan(_no_training))
     # the same student distilled in one process: DDP's mean over two half batches is the
     # gradient of the whole batch, up to float rounding
     one = tmp_path / "one-rank"
@@ -249,8 +247,8 @@ def test_a_dry_plan_runs_on_one_thread_and_restores_the_count(
     """Its stand-ins are too small for a second thread, which only spins where a core is busy."""
     module, seen = science(CHAPTER).compute, []
     compute = module.compute
-    monkeypatch.setattr(module, "compute",
-                        lambda spec: seen.append(torch.get_num_threads()) or compute(spec))
+    monkeypatch.setattr(module, "compute", lambda spec, plan: (
+        seen.append(torch.get_num_threads()) or compute(spec, plan)))
     torch.set_num_threads(2)
     try:
         assert plan(CHAPTER, "smoke", dry=True)[0]
@@ -358,13 +356,12 @@ def test_a_job_trains_the_entry_its_configuration_asked_for(fresh_cache: Path,
         asked.clear()
         return names
 
-    with planning(stand_in):
-        get_teacher(TINY, TRAIN, seed=0, progress=False, device="cpu")
+    get_teacher(TINY, TRAIN, seed=0, progress=False, device="cpu", plan=Plan(stand_in))
     assert [(k, r) for k, _, r in asked] == [("teacher", TEACHER)]
     assert jobs_run() == [entry_name("teacher", teacher_key(TINY, TRAIN, 0))]
-    with planning(stand_in):  # now the teacher is cached: its students
-        get_student(TINY, TRAIN, 0, DISTILL, progress=False)
-        get_student(TINY, TRAIN, 0, DISTILL, snapshot=2, progress=False)
+    plan = Plan(stand_in)  # now the teacher is cached: its students
+    get_student(TINY, TRAIN, 0, DISTILL, progress=False, plan=plan)
+    get_student(TINY, TRAIN, 0, DISTILL, snapshot=2, progress=False, plan=plan)
     assert [r for _, _, r in asked] == [StudentRequest(TEACHER, DISTILL),
                                         StudentRequest(TEACHER, DISTILL, snapshot=2)]
     teacher, _ = get_teacher(TINY, TRAIN, seed=0, progress=False, device="cpu")
@@ -373,9 +370,9 @@ def test_a_job_trains_the_entry_its_configuration_asked_for(fresh_cache: Path,
              "snapshot": 2}]
     assert jobs_run() == [entry_name("student", key) for key in keys]
     assert all(entry_path("student", key).is_file() for key in keys)
-    with planning(_no_training):  # the chapter finds everything
-        get_student(TINY, TRAIN, 0, DISTILL, progress=False)
-        get_student(TINY, TRAIN, 0, DISTILL, snapshot=2, progress=False)
+    finds = Plan(_no_training)  # the chapter finds everything
+    get_student(TINY, TRAIN, 0, DISTILL, progress=False, plan=finds)
+    get_student(TINY, TRAIN, 0, DISTILL, snapshot=2, progress=False, plan=finds)
 
 
 def test_a_job_file_of_another_kind_is_refused(tmp_path: Path) -> None:

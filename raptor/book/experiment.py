@@ -2,11 +2,13 @@
 spec, a model's trajectories on images held in memory, in batches, the walk from a teacher to its
 phases (§2, App. A.1), and a linear probe's accuracy.
 
-In a dry run's plan (:func:`raptor.planning.dry_planning`, ``python -m raptor sweep
+A chapter's ``compute(spec, plan)`` hands its planner's :class:`~raptor.planning.Plan` (``None``:
+build what the cache lacks) to every request here. In a dry run's plan (``python -m raptor sweep
 --dry-run``) a chapter's models and images are small stand-ins of its depth, token groups and
 classes (:func:`stand_in_config`, :data:`DRY_SIZE`): each model asked for is noted as a job
-from its configuration (:func:`~raptor.planning.plan_entry`), and ``compute`` runs to its end
-in seconds, with no full-size forward pass and no data read."""
+from its configuration (:meth:`~raptor.planning.Plan.note`), a stand-in model's trajectories are
+random and its resamples few (:func:`is_stand_in`), and ``compute`` runs to its end in seconds,
+with no full-size forward pass and no data read."""
 
 from __future__ import annotations
 
@@ -34,7 +36,7 @@ from raptor.phases import Partition, maxcut, partition_to_repeats
 from raptor.probes import linear_probe, probe_features
 from raptor.similarity import layer_similarity, phase_matrix
 from raptor.structure import PhaseExcess, image_growth_nulls, image_phase_matrices, phase_excesses
-from raptor.planning import dry_planning, plan_entry, planned_images
+from raptor.planning import Plan
 from raptor.teachers import (TeacherConfig, TeacherRequest, TrainConfig, build_teacher,
                              get_teacher, teacher_key, teacher_snapshot)
 from raptor.train import DistillConfig, StudentRequest, build_student, get_student, student_key
@@ -56,6 +58,21 @@ def stand_in_config(cfg: TeacherConfig) -> TeacherConfig:
                                patch_size=DRY_SIZE // 2)
 
 
+def is_stand_in(model: torch.nn.Module) -> bool:
+    """Whether ``model`` is a dry run's stand-in (:func:`_stood_in`)."""
+    return getattr(model, "stand_in", False)
+
+
+def _stood_in(model: torch.nn.Module) -> torch.nn.Module:
+    """``model``, in eval mode, marked as a dry run's stand-in."""
+    model.stand_in = True
+    return model.eval()
+
+
+def _dry(plan: Plan | None) -> bool:
+    return plan is not None and plan.dry
+
+
 def planned_record(train: TrainConfig) -> dict[str, Any]:
     """The training record of a planned (untrained) teacher: its evaluations, as NaN."""
     evals = [s for s in range(1, train.steps + 1) if s % train.eval_every == 0 or s == train.steps]
@@ -63,94 +80,95 @@ def planned_record(train: TrainConfig) -> dict[str, Any]:
                                      for s in evals]}
 
 
-def _planned_teacher(cfg: TeacherConfig, train: TrainConfig | None, seed: int, device: str
-                     ) -> tuple[torch.nn.Module, dict[str, Any]]:
+def _planned_teacher(cfg: TeacherConfig, train: TrainConfig | None, seed: int, device: str,
+                     plan: Plan) -> tuple[torch.nn.Module, dict[str, Any]]:
     """In a dry run: the teacher noted as a job (as :func:`~raptor.teachers.get_teacher` asks for
     it) and its small stand-in."""
-    model = build_teacher(stand_in_config(cfg), seed).eval()
+    model = _stood_in(build_teacher(stand_in_config(cfg), seed))
     if train is None:
         return model, {"untrained": True}
     device = resolve_device(device)
-    plan_entry("teacher", teacher_key(cfg, train, seed, device),
-               TeacherRequest(cfg, train, seed, device))
+    plan.note("teacher", teacher_key(cfg, train, seed, device),
+              TeacherRequest(cfg, train, seed, device))
     return model, planned_record(train)
 
 
 # A chapter's spec nests ``teacher`` (TeacherConfig), ``train`` (TrainConfig), ``machine``
 # (raptor.book.spec.Machine) and, for a chapter with students, ``distill`` (DistillConfig).
 def teacher_of(spec: Any, p: float | None = None, *, seed: int = 0, trained: bool = True,
-               residual: bool = True, **train_changes: Any
+               residual: bool = True, plan: Plan | None = None, **train_changes: Any
                ) -> tuple[torch.nn.Module, dict[str, Any]]:
     """The chapter's teacher with stochastic depth ``p`` (``None``: its teacher's; trained through
-    the cache, or untrained) and its training record; ``train_changes`` override its training's
-    fields."""
+    the cache, or untrained; under ``plan``, planned) and its training record; ``train_changes``
+    override its training's fields."""
     train = dataclasses.replace(spec.train, seed=seed, **train_changes) if trained else None
     cfg = dataclasses.replace(spec.teacher, p=spec.teacher.p if p is None else p,
                               residual=residual)
-    if dry_planning():
-        return _planned_teacher(cfg, train, seed, spec.machine.device)
+    if _dry(plan):
+        return _planned_teacher(cfg, train, seed, spec.machine.device, plan)
     return get_teacher(cfg, train, seed=seed, data_root=spec.machine.data_root, progress=False,
-                       device=spec.machine.device)
+                       device=spec.machine.device, plan=plan)
 
 
 def student_of(spec: Any, p: float, partition: Partition, *, seed: int = 0,
                trained: bool = True, residual: bool = True, snapshot: int | None = None,
-               teacher_changes: dict[str, Any] | None = None, **changes: Any):
+               teacher_changes: dict[str, Any] | None = None, plan: Plan | None = None,
+               **changes: Any):
     """The Raptor distilled with ``partition`` (max-cut or any) from :func:`teacher_of`'s teacher
-    (of its weights at training step ``snapshot``, Fig. 13, if given), cached. ``changes``
-    override the distillation's fields (Table 2's ablations)."""
+    (of its weights at training step ``snapshot``, Fig. 13, if given), cached (under ``plan``,
+    planned). ``changes`` override the distillation's fields (Table 2's ablations)."""
     train = (dataclasses.replace(spec.train, seed=seed, **(teacher_changes or {}))
              if trained else None)
     cfg = dataclasses.replace(spec.distill, repeats=partition_to_repeats(partition),
                               dataset=spec.train.dataset, seed=seed,
                               **{"device": resolve_device(spec.machine.device), **changes})
     teacher = dataclasses.replace(spec.teacher, p=p, residual=residual)
-    if dry_planning():
-        return _planned_student(teacher, train, seed, cfg, snapshot)
+    if _dry(plan):
+        return _planned_student(teacher, train, seed, cfg, snapshot, plan)
     return get_student(teacher, train, seed, cfg, data_root=spec.machine.data_root,
-                       snapshot=snapshot, progress=False)
+                       snapshot=snapshot, progress=False, plan=plan)
 
 
 def _planned_student(teacher: TeacherConfig, train: TrainConfig | None, seed: int,
-                     cfg: DistillConfig, snapshot: int | None
+                     cfg: DistillConfig, snapshot: int | None, plan: Plan
                      ) -> tuple[torch.nn.Module, dict[str, Any]]:
     """In a dry run: the student noted as a job, with its teacher, and its small stand-in. Its
     key holds no teacher weights: its partition is a stand-in's, so it is not its real entry."""
-    model, _ = _planned_teacher(teacher, train, seed, cfg.device)
+    model, _ = _planned_teacher(teacher, train, seed, cfg.device, plan)
     key = {**student_key(teacher, train, seed, cfg, "planned"), "snapshot": snapshot}
-    plan_entry("student", key, StudentRequest(TeacherRequest(teacher, train, seed, cfg.device),
-                                              cfg, snapshot))
-    return build_student(model, cfg).eval(), {"planned": True}
+    plan.note("student", key, StudentRequest(TeacherRequest(teacher, train, seed, cfg.device),
+                                             cfg, snapshot))
+    return _stood_in(build_student(model, cfg)), {"planned": True}
 
 
-def snapshot_of(spec: Any, p: float, step: int, *, seed: int = 0, **train_changes: Any
-                ) -> torch.nn.Module:
+def snapshot_of(spec: Any, p: float, step: int, *, seed: int = 0, plan: Plan | None = None,
+                **train_changes: Any) -> torch.nn.Module:
     """The teacher's weights at training ``step`` (one of its ``snapshot_steps``)."""
     cfg = dataclasses.replace(spec.teacher, p=p)
     train = dataclasses.replace(spec.train, seed=seed, **train_changes)
-    if dry_planning():
-        return _planned_teacher(cfg, train, seed, spec.machine.device)[0]
+    if _dry(plan):
+        return _planned_teacher(cfg, train, seed, spec.machine.device, plan)[0]
     return teacher_snapshot(cfg, train, step, seed=seed, data_root=spec.machine.data_root,
-                            device=spec.machine.device)
+                            device=spec.machine.device, plan=plan)
 
 
-def images_of(spec: Any, n: int, seed: int = 0, split: str = "val"
+def images_of(spec: Any, n: int, seed: int = 0, split: str = "val", plan: Plan | None = None
               ) -> tuple[torch.Tensor, torch.Tensor]:
     """``n`` images and labels of the chapter's dataset (:func:`eval_images`); in a dry run at
     most :data:`DRY_IMAGES`, or one more than the largest of the spec's ``image_counts``."""
-    if dry_planning():
+    if _dry(plan):
         n = min(n, max([DRY_IMAGES, *(c + 1 for c in getattr(spec, "image_counts", ()))]))
     return eval_images(spec.train.dataset, n, seed=seed, split=split,
-                       root=spec.machine.data_root, img_size=spec.teacher.img_size)
+                       root=spec.machine.data_root, img_size=spec.teacher.img_size, plan=plan)
 
 
 def eval_images(dataset: str, n: int, *, seed: int = 0, split: str = "val",
-                root: str | None = None, img_size: int | None = None
+                root: str | None = None, img_size: int | None = None, plan: Plan | None = None
                 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``n`` images and labels of ``split`` of ``dataset``: a seeded random subset, the same in
-    every chapter (:func:`raptor.data.eval_images`); a dry run's plan stands in for them, at
+    every chapter (:func:`raptor.data.eval_images`); a dry run's ``plan`` stands in for them, at
     :data:`DRY_SIZE` px."""
-    planned = planned_images(dataset, DRY_SIZE, n, seed)
+    planned = plan.images_of(dataset, DRY_SIZE, n, seed) if plan else None
     if planned is not None:  # a dry run's plan (raptor.sweep): no data is read
         return planned
     try:
@@ -177,7 +195,7 @@ def trajectories_of(model: torch.nn.Module, images: torch.Tensor, labels: torch.
         warnings.warn(f"trajectories_of: {bad} of {len(images)} images hold NaN or infinite "
                       f"pixels; their trajectories will not be finite", stacklevel=2)
     groups = TokenGroups.from_model(model)
-    if dry_planning():  # a stand-in's trajectories: random, of their shape (L+1 states, T tokens)
+    if is_stand_in(model):  # random, of their shape (L+1 states, T tokens)
         g = torch.Generator().manual_seed(len(images))
         vit = trajectory_model(model).teacher
         return torch.randn(len(images), len(vit.blocks) + 1, groups.patches.stop, vit.embed_dim,
@@ -260,7 +278,7 @@ def walk(teacher: tuple[torch.nn.Module, dict[str, Any]],
     C1)."""
     model, record = teacher
     images, labels = data
-    if dry_planning():  # a stand-in's numbers are not read: a few resamples give their shapes
+    if is_stand_in(model):  # a stand-in's numbers are not read: a few resamples give their shapes
         n_boot = min(n_boot, DRY_BOOT)
     traj, groups = trajectories_of(model, images, labels, batch_size, device)
     similarity = layer_similarity(traj, groups)
@@ -273,34 +291,35 @@ def walk(teacher: tuple[torch.nn.Module, dict[str, Any]],
                 if excess else {})
 
 
-def phases_of(spec: Any, p: float | None = None, *, seed: int = 0, device: str = "auto"
-              ) -> PhaseTest:
+def phases_of(spec: Any, p: float | None = None, *, seed: int = 0, device: str = "auto",
+              plan: Plan | None = None) -> PhaseTest:
     """C1's test of the chapter's teacher (:func:`teacher_of`) as every chapter reads it: on the
     phase-structure chapter's evaluation images and resamples (its ``cpu`` defaults, whatever
     the profile), so that a model has one result wherever it is asked for (d* is that chapter's
     alone)."""
-    model, _ = teacher_of(spec, p, seed=seed)
-    per_image = phase_matrices_of(model, *images_of(spec, C1.n_images), batch_size=C1.n_images,
-                                  device=device)
+    model, _ = teacher_of(spec, p, seed=seed, plan=plan)
+    per_image = phase_matrices_of(model, *images_of(spec, C1.n_images, plan=plan),
+                                  batch_size=C1.n_images, device=device)
     return phase_test(per_image, power_reps=0,
-                      n_boot=min(C1.n_boot, DRY_BOOT) if dry_planning() else C1.n_boot)
+                      n_boot=min(C1.n_boot, DRY_BOOT) if is_stand_in(model) else C1.n_boot)
 
 
 def pretrained_walk(pretrained: Pretrained, n_images: int, data_root: str | None = None,
-                    **kwargs: Any) -> Walk:
+                    plan: Plan | None = None, **kwargs: Any) -> Walk:
     """The timm ViT of ``pretrained`` walked on ``min(n_images, 1000)`` of its images (drawn as
     :func:`raptor.analysis.split` draws them), in batches of 50 (Fig. 1 for DINOv2-B on
     ImageNet); in a dry run, a stand-in of its depth and registers; ``kwargs`` go to
     :func:`walk`."""
-    if dry_planning():
+    if _dry(plan):
         shape = vit_shape(pretrained.model, pretrained.input_size)
-        model = build_teacher(stand_in_config(TeacherConfig(
+        model = _stood_in(build_teacher(stand_in_config(TeacherConfig(
             depth=len(shape.blocks), in_chans=3, num_classes=max(1, shape.num_classes),
-            reg_tokens=shape.num_reg_tokens))).eval()
+            reg_tokens=shape.num_reg_tokens))))
     else:
         model = load_vit(pretrained.model, Path(pretrained.weights).expanduser(),
                          pretrained.input_size)
-    images, _ = split(image_data(pretrained.images, model, root=data_root), min(n_images, 1000))
+    images, _ = split(image_data(pretrained.images, model, root=data_root, plan=plan),
+                      min(n_images, 1000))
     batch = next(iter(DataLoader(images, batch_size=len(images))))
     return walk((model, {}), batch, batch_size=50, **kwargs)
 

@@ -10,8 +10,10 @@ contract), in ``raptor/book/chapters/<package>/``:
   calls it first;
 - ``__init__.py``, importing no torch: what the chapter asks, the spec's names, and
   ``science()``, which imports the three modules below (torch) for :func:`science`;
-- ``compute.py``: a ``Result`` dataclass and ``compute(spec) -> Result`` (all the work; no
-  notebook needed), with the helpers of the computation;
+- ``compute.py``: a ``Result`` dataclass and ``compute(spec, plan=None) -> Result`` (all the
+  work; no notebook needed), with the helpers of the computation; every model it asks for goes
+  through ``plan``, a planner's :class:`~raptor.planning.Plan` (``None``: the cache builds what
+  it lacks), so a sweep finds what the chapter would train by running it;
 - ``claims.py``: its thresholds, ``claims(result) -> list[Claim]`` (each declared on
   :mod:`raptor.book.engine` where it can be) and ``findings``, the prose that quotes them;
 - ``figures.py``: its tables and ``FIGURES``, each figure a

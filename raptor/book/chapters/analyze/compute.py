@@ -25,6 +25,7 @@ from raptor.model import repeats_from_partition
 from raptor.phases import Partition, maxcut, random_partitions
 from raptor.similarity import phase_matrix
 from raptor.phase_test import PhaseTest, phase_test
+from raptor.planning import Plan
 from raptor.structure import PhaseExcess, matrix_excess, phase_excesses
 from raptor.train import CACHE_LIMIT_BYTES, distill
 from raptor.trajectories import TokenGroups
@@ -62,10 +63,11 @@ class Result:
     dinov2b_test: PhaseTest
 
 
-def model_of(spec: Spec):
-    """The model ``spec`` names, in eval mode on the CPU."""
+def model_of(spec: Spec, plan: Plan | None = None):
+    """The model ``spec`` names, in eval mode on the CPU (the book's own teacher under ``plan``,
+    planned)."""
     if spec.model == COMPANION:
-        return teacher_of(spec)[0]
+        return teacher_of(spec, plan=plan)[0]
     return analysis.load_vit(spec.model, Path(spec.weights).expanduser(), spec.input_size)
 
 
@@ -80,15 +82,15 @@ def model_name(spec: Spec) -> str:
             f"{DATASET_NAMES.get(spec.train.dataset, spec.train.dataset)})")
 
 
-def compute(spec: Spec) -> Result:
+def compute(spec: Spec, plan: Plan | None = None) -> Result:
     """The model's streaming pass over ``n_images`` images, the phase matrix's max-cut and C1's
     test at each k, the paper's DINOv2-B matrix's, the flow metrics and, with ``fit_raptor``,
     the Raptors."""
     spec.require_model()
-    model = model_of(spec)
-    analysed, others = analysis.split(analysis.image_data(spec.images, model,
-                                                          root=spec.machine.data_root),
-                                      spec.n_images)
+    model = model_of(spec, plan)
+    analysed, others = analysis.split(
+        analysis.image_data(spec.images, model, root=spec.machine.data_root, plan=plan),
+        spec.n_images)
     a = analysis.analyse(model, DataLoader(analysed, batch_size=spec.batch),
                          device=spec.machine.device, bf16=spec.bf16, progress=False)
     S = phase_matrix(a.similarity)
@@ -98,7 +100,7 @@ def compute(spec: Spec) -> Result:
     if spec.fit_raptor:
         held_out = Subset(others, range(min(len(others), spec.distill.train_limit or
                                             len(others))))
-        fits = {k: [fit(spec, model, part, kind, held_out, analysed) for part, kind in
+        fits = {k: [fit(spec, model, part, kind, held_out, analysed, plan) for part, kind in
                     [(cut, "max-cut"), *((p, "random") for p in random_partitions(
                         len(S), k, spec.random_partitions, seed=k, exclude=[cut]))]]
                 for k, cut in cuts.items()}
@@ -112,7 +114,7 @@ def compute(spec: Spec) -> Result:
 
 
 def fit(spec: Spec, model, partition: Partition, kind: str, train_set: Dataset,
-        analysed: Dataset) -> Fit:
+        analysed: Dataset, plan: Plan | None = None) -> Fit:
     """A Raptor of ``model`` on ``partition`` distilled by ``spec.distill``, compared on
     ``analysed``. The book's own teacher's is the cached student the other chapters share
     (:func:`~raptor.book.experiment.student_of`: distilled on the teacher's training images,
@@ -120,7 +122,7 @@ def fit(spec: Spec, model, partition: Partition, kind: str, train_set: Dataset,
     trajectories kept in memory when they fit)."""
     device = resolve_device(spec.machine.device)
     if spec.model == COMPANION:
-        student, _ = student_of(spec, spec.teacher.p, partition)
+        student, _ = student_of(spec, spec.teacher.p, partition, plan=plan)
     else:
         tokens = TokenGroups.from_model(model).num_tokens
         cached = len(train_set) * (len(model.blocks) + 1) * tokens * model.embed_dim * 4

@@ -16,6 +16,7 @@ from raptor.book.chapters.phase_structure.compute import power_reps
 from raptor.book.claims import HOLDS, LEVEL, versus
 from raptor.book.engine import over_seeds
 from raptor.phase_test import EXCESS_MIN, PhaseTest, phase_test
+from raptor.planning import Plan
 from raptor.stats import Interval
 from raptor.structure import PhaseExcess, phase_excesses
 from raptor.teachers import build_teacher
@@ -36,10 +37,11 @@ class Result:
         return self.tests[cell.name].verdict()
 
 
-def compute(spec: Spec) -> Result:
+def compute(spec: Spec, plan: Plan | None = None) -> Result:
     """Every stored cell's max-cut ladder (:class:`~raptor.structure.PhaseExcess`) at each k and its
     :class:`~raptor.phase_test.PhaseTest` (resamples seeded by the cell's seed), and the paper's
-    DINOv2-B matrix's."""
+    DINOv2-B matrix's. The cells are the atlas sweep's results: no model is asked for here, so a
+    ``plan`` stands in for nothing."""
     cells = atlas.load(spec.folder)
     excess = {r.cell.name: phase_excesses(r.phase, spec.k_values, growth=r.growth,
                                           n_boot=spec.n_boot, seed=r.cell.seed) for r in cells}

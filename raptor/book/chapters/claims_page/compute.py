@@ -10,6 +10,7 @@ import pandas as pd
 from raptor.book.chapters import names, science
 from raptor.book.chapters.claims_page.spec import NAME, Spec
 from raptor.book.claims import Threshold, gather
+from raptor.planning import Plan
 
 
 @dataclass
@@ -17,8 +18,9 @@ class Result:
     table: pd.DataFrame
 
 
-def compute(spec: Spec, claims_dir: str = "claims") -> Result:
-    """All 25 claims with every chapter's verdict (``claims_dir`` relative to ``book/``)."""
+def compute(spec: Spec, plan: Plan | None = None, *, claims_dir: str = "claims") -> Result:
+    """All 25 claims with every chapter's verdict (``claims_dir`` relative to ``book/``); no
+    model is asked for, so a ``plan`` stands in for nothing."""
     return Result(gather(claims_dir))
 
 

@@ -16,6 +16,7 @@ from raptor.loop import resolve_device
 from raptor.metrics import evaluate_student
 from raptor.model import count_parameters, flops_per_image
 from raptor.phases import Partition
+from raptor.planning import Plan
 
 GROUPS = ("cls", "patches")
 UNIT_IMAGES = 50  # images per unit of the per-unit cosine [ours]
@@ -51,17 +52,18 @@ class Result:
     runs: list[SeedRun]  # one per seed, in the order of ``spec.seeds``
 
 
-def compute(spec: Spec) -> Result:
+def compute(spec: Spec, plan: Plan | None = None) -> Result:
     """For each seed: max-cut partitions, the distilled Raptors, their match, accuracy and cost."""
     device = resolve_device(spec.machine.device)
-    return Result(spec, [_seed_run(spec, seed, device) for seed in spec.seeds])
+    return Result(spec, [_seed_run(spec, seed, device, plan) for seed in spec.seeds])
 
 
-def _seed_run(spec: Spec, seed: int, device: str) -> SeedRun:
-    w = walk(teacher_of(spec, spec.p, seed=seed), images_of(spec, spec.n_images, seed=seed),
+def _seed_run(spec: Spec, seed: int, device: str, plan: Plan | None) -> SeedRun:
+    w = walk(teacher_of(spec, spec.p, seed=seed, plan=plan),
+             images_of(spec, spec.n_images, seed=seed, plan=plan),
              cuts=spec.k_values, device=device)
     val, units = w.batches(), w.batches(UNIT_IMAGES)
-    train = batched(*images_of(spec, spec.probe_images, seed=seed, split="train"))
+    train = batched(*images_of(spec, spec.probe_images, seed=seed, split="train", plan=plan))
 
     def model(name: str, net: torch.nn.Module, head_acc: float) -> Model:
         return Model(name, head_acc, probe_accuracy(net, train, val, device),
@@ -69,7 +71,7 @@ def _seed_run(spec: Spec, seed: int, device: str) -> SeedRun:
 
     records, evals, raptors, unit_cosine = {}, {}, [], {}
     for k in spec.k_values:
-        student, records[k] = student_of(spec, spec.p, w.cuts[k], seed=seed)
+        student, records[k] = student_of(spec, spec.p, w.cuts[k], seed=seed, plan=plan)
         evals[k] = w.evaluate(student, device)
         raptors.append(model(f"Raptor k={k}", student, evals[k]["student_acc"]))
         per = [evaluate_student(student, w.model, [u], device=device)["cosine"] for u in units]

@@ -14,6 +14,7 @@ from raptor.book.experiment import (images_of, phases_of, student_of, teacher_of
 from raptor.loop import on_device, resolve_device
 from raptor.low_rank import coherence_rows
 from raptor.phase_test import PhaseTest
+from raptor.planning import Plan
 from raptor.sphere import MeanStd, directions, updates
 
 MODELS = ("teacher", "Raptor")
@@ -65,19 +66,20 @@ class Result:
     runs: list[SeedRun]  # one per seed, in the order of ``spec.seeds``
 
 
-def compute(spec: Spec) -> Result:
+def compute(spec: Spec, plan: Plan | None = None) -> Result:
     """For each seed, the teacher's and its Raptor's flow metrics (§4), on ``n_images``
     validation images (a subset drawn with that seed)."""
     device = resolve_device(spec.machine.device)
-    return Result(spec, [_seed_run(spec, seed, device) for seed in spec.seeds])
+    return Result(spec, [_seed_run(spec, seed, device, plan) for seed in spec.seeds])
 
 
-def _seed_run(spec: Spec, seed: int, device: str) -> SeedRun:
+def _seed_run(spec: Spec, seed: int, device: str, plan: Plan | None) -> SeedRun:
     depth, mid = spec.teacher.depth, spec.teacher.depth // 2
-    w = walk(teacher_of(spec, spec.p, seed=seed), images_of(spec, spec.n_images, seed=seed),
+    w = walk(teacher_of(spec, spec.p, seed=seed, plan=plan),
+             images_of(spec, spec.n_images, seed=seed, plan=plan),
              cuts=(spec.k,), device=device)
     teacher, labels, traj, groups, partition = w.model, w.labels, w.traj, w.groups, w.cuts[spec.k]
-    student, _ = student_of(spec, spec.p, partition, seed=seed)
+    student, _ = student_of(spec, spec.p, partition, seed=seed, plan=plan)
     s_traj, _ = trajectories_of(student, w.images, labels, device=device)
     summary = {}
     for name, x in zip(MODELS, (traj, s_traj)):
@@ -99,7 +101,7 @@ def _seed_run(spec: Spec, seed: int, device: str) -> SeedRun:
     s = summary["teacher"]
     return SeedRun(
         seed=seed, partition=tuple(partition),
-        phases=phases_of(spec, spec.p, seed=seed, device=device),
+        phases=phases_of(spec, spec.p, seed=seed, device=device, plan=plan),
         flow={name: Flow(norms=_means(m.norms), convergence=_means(m.convergence),
                          speed=_means(m.speed)) for name, m in summary.items()},
         effective_rank={g: r.effective for g, r in s.ranks.items()},

@@ -17,6 +17,7 @@ from raptor.loop import resolve_device
 from raptor.novelty import novelty_peaks
 from raptor.phase_test import PhaseTest
 from raptor.phases import Partition
+from raptor.planning import Plan
 from raptor.stats import HOLDS
 from raptor.structure import subset_stability
 
@@ -72,24 +73,25 @@ def hierarchical_vs_dp(label: str, S: np.ndarray, eps_values: Sequence[float]
     return rows
 
 
-def compute(spec: Spec) -> Result:
+def compute(spec: Spec, plan: Plan | None = None) -> Result:
     """Phase matrices, max-cuts and novelty boundaries per teacher, DP vs hierarchical, C1's test
     of each teacher, and the cuts' stability on held-out image subsets (C2)."""
     spec.require_model()
     p0, seed0 = spec.p_values[0], spec.teacher_seeds[0]
-    images = images_of(spec, spec.n_images + spec.held_out)
+    images = images_of(spec, spec.n_images + spec.held_out, plan=plan)
     mine = tuple(x[:spec.n_images] for x in images)
     device = resolve_device(spec.machine.device)
     measure = dict(cuts=spec.k_values, device=device)
     teachers = []
     runs = sorted({(p, seed0) for p in spec.p_values} | {(p0, s) for s in spec.teacher_seeds})
     for p, s in runs:
-        w = walk(teacher_of(spec, p, seed=s), mine, **measure)
+        w = walk(teacher_of(spec, p, seed=s, plan=plan), mine, **measure)
         teachers.append(TeacherPhases(f"p={p}, seed {s}", p, s, w.accuracy, w.S, w.cuts,
                                       novelty_peaks(w.S),
-                                      phases_of(spec, p, seed=s, device=device)))
+                                      phases_of(spec, p, seed=s, device=device, plan=plan)))
     if spec.pretrained.weights is not None:
-        w = pretrained_walk(spec.pretrained, spec.n_images, spec.machine.data_root, **measure)
+        w = pretrained_walk(spec.pretrained, spec.n_images, spec.machine.data_root, plan,
+                            **measure)
         teachers.append(TeacherPhases(spec.pretrained.label, None, 0, w.accuracy, w.S, w.cuts,
                                       novelty_peaks(w.S), None))
     comparison = [row for te in teachers
@@ -98,6 +100,6 @@ def compute(spec: Spec) -> Result:
     stable = next((te for te in first if te.phases.verdict() == HOLDS), first[0])
     held = tuple(x[spec.n_images:] for x in images)  # none in a dry run's stand-in images
     stability = subset_stability(stable.cuts, phase_matrices_of(
-        teacher_of(spec, p0, seed=stable.seed)[0], *held, device=device), spec.image_counts,
-        spec.n_resamples) if len(held[1]) else {}
+        teacher_of(spec, p0, seed=stable.seed, plan=plan)[0], *held, device=device),
+        spec.image_counts, spec.n_resamples) if len(held[1]) else {}
     return Result(spec, teachers, comparison, stable.label, stability)

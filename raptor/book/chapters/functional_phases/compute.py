@@ -17,6 +17,7 @@ from raptor.metrics import evaluate_student, head_accuracy
 from raptor.novelty import novelty_peaks
 from raptor.phase_test import PhaseTest
 from raptor.phases import Partition
+from raptor.planning import Plan
 from raptor.structure import subset_stability
 from raptor.swap import candidate_swaps, swap_accuracy
 
@@ -88,25 +89,26 @@ def planted_spec(spec: Spec) -> Spec:
                    control_k=k, planted=None)
 
 
-def compute(spec: Spec) -> Result:
+def compute(spec: Spec, plan: Plan | None = None) -> Result:
     """Every Raptor, control, snapshot and swap of the chapter, and of its positive control
     (models through the cache)."""
     device = resolve_device(spec.machine.device)
-    book = [_seed_run(spec, seed, device, full=True) for seed in spec.seeds]
+    book = [_seed_run(spec, seed, device, plan, full=True) for seed in spec.seeds]
     control = planted_spec(spec) if spec.planted else None
-    planted = [_seed_run(control, seed, device, full=False) for seed in spec.seeds] \
+    planted = [_seed_run(control, seed, device, plan, full=False) for seed in spec.seeds] \
         if control else []
     sizes = np.array([min(UNIT_IMAGES, spec.n_images - i)
                       for i in range(0, spec.n_images, UNIT_IMAGES)], dtype=float)
     return Result(spec, sizes, book, planted)
 
 
-def _seed_run(spec: Spec, seed: int, device: str, *, full: bool) -> SeedRun:
+def _seed_run(spec: Spec, seed: int, device: str, plan: Plan | None, *, full: bool
+              ) -> SeedRun:
     """One teacher's measurements; ``full``: with the overfitting run and the untrained
     controls (C9–C11), which are not about phases."""
     p = spec.p
-    test = images_of(spec, spec.test_images, seed=seed)
-    w = walk(teacher_of(spec, p, seed=seed), tuple(x[:spec.n_images] for x in test),
+    test = images_of(spec, spec.test_images, seed=seed, plan=plan)
+    w = walk(teacher_of(spec, p, seed=seed, plan=plan), tuple(x[:spec.n_images] for x in test),
              cuts=spec.k_values, device=device)
     units, cut = w.batches(UNIT_IMAGES), w.cuts[spec.control_k]
     held = tuple(x[spec.n_images:] for x in test)  # none in a dry run's stand-in images
@@ -118,24 +120,25 @@ def _seed_run(spec: Spec, seed: int, device: str, *, full: bool) -> SeedRun:
     for k, maxcut in w.cuts.items():
         partitions[k] = [maxcut, *phases.random_partitions(spec.teacher.depth, k, spec.n_random,
                                                            seed, exclude=[maxcut])]
-        students = [student_of(spec, p, part, seed=seed)[0] for part in partitions[k]]
+        students = [student_of(spec, p, part, seed=seed, plan=plan)[0] for part in partitions[k]]
         test_acc[k] = np.array([head_accuracy(s, test, device=device) for s in students])
         evals = [_r2(s, w, device) for s in students]
         r2[k] = {g: np.array([e[g] for e in evals]) for g in GROUPS}
-    controls = {"trained": _per_unit(student_of(spec, p, cut, seed=seed)[0], w.model, units,
-                                     device)}
+    controls = {"trained": _per_unit(student_of(spec, p, cut, seed=seed, plan=plan)[0], w.model,
+                                     units, device)}
     val, snapshots = {}, []
     if full:
         overfit = spec.overfit()
-        val = teacher_of(spec, p, seed=seed, **overfit)[1]["val"]
+        val = teacher_of(spec, p, seed=seed, plan=plan, **overfit)[1]["val"]
         for step in spec.overfit_snapshots:
-            snap = snapshot_of(spec, p, step, seed=seed, **overfit)
+            snap = snapshot_of(spec, p, step, seed=seed, plan=plan, **overfit)
             student, _ = student_of(spec, p, cut, seed=seed, snapshot=step,
-                                    teacher_changes=overfit)
+                                    teacher_changes=overfit, plan=plan)
             snapshots.append(_per_unit(student, snap, units, device))
         for name, residual in UNTRAINED.items():
-            model, _ = teacher_of(spec, p, seed=seed, trained=False, residual=residual)
-            student, _ = student_of(spec, p, cut, seed=seed, trained=False, residual=residual)
+            model, _ = teacher_of(spec, p, seed=seed, trained=False, residual=residual, plan=plan)
+            student, _ = student_of(spec, p, cut, seed=seed, trained=False, residual=residual,
+                                    plan=plan)
             controls[name] = _per_unit(student, model, units, device)
     swap_units = {kind: {} for kind in KINDS}
     for n in spec.swap_counts:
@@ -145,7 +148,8 @@ def _seed_run(spec: Spec, seed: int, device: str, *, full: bool) -> SeedRun:
                 swap_units[kind][n] = np.stack(
                     [swap_accuracy(w.model, sets, [u], device=device) for u in units], axis=1)
     label = teacher_name("book" if full else "planted", seed)
-    return SeedRun(seed, partitions, test_acc, r2, phases_of(spec, p, seed=seed, device=device),
+    return SeedRun(seed, partitions, test_acc, r2,
+                   phases_of(spec, p, seed=seed, device=device, plan=plan),
                    TeacherPhases(label, p, seed, w.accuracy, w.S, w.cuts, novelty_peaks(w.S),
                                  None),
                    reproduced, head_accuracy(w.model, w.batches(), device=device), controls,

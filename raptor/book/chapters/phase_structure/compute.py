@@ -13,6 +13,7 @@ from raptor.book.chapters.phase_structure.spec import Spec
 from raptor.book.experiment import Walk, images_of, pretrained_walk, teacher_of, walk
 from raptor.loop import resolve_device
 from raptor.phase_test import PhaseTest, phase_test, smallest_step
+from raptor.planning import Plan
 from raptor.structure import PhaseExcess, matrix_excess, phase_excess
 
 PHASED = {name for name, (has_phases, _) in controls.CONTROLS.items() if has_phases}
@@ -55,11 +56,11 @@ def power_reps(n_boot: int) -> int:
     return max(20, n_boot // 2)
 
 
-def compute(spec: Spec) -> Result:
+def compute(spec: Spec, plan: Plan | None = None) -> Result:
     """Similarity per model and token group, max-cuts, and C1's block excess for every model,
     control and the paper's DINOv2-B matrix."""
     spec.require_model()
-    images = images_of(spec, spec.n_images)
+    images = images_of(spec, spec.n_images, plan=plan)
     measure = dict(excess=(spec.k,), n_boot=spec.n_boot, device=resolve_device(spec.machine.device))
     accuracy, shapes, mats, excess, records, tests = {}, {}, {}, {}, {}, {}
     reps = power_reps(spec.n_boot)
@@ -73,13 +74,14 @@ def compute(spec: Spec) -> Result:
 
     for p in spec.p_values:
         for seed in spec.teacher_seeds:
-            add(f"p={p}, seed {seed}", walk(teacher_of(spec, p, seed=seed), images, **measure))
+            add(f"p={p}, seed {seed}",
+                walk(teacher_of(spec, p, seed=seed, plan=plan), images, **measure))
     for seed in spec.teacher_seeds:
         add(f"untrained, seed {seed}",
-            walk(teacher_of(spec, seed=seed, trained=False), images, **measure))
+            walk(teacher_of(spec, seed=seed, trained=False, plan=plan), images, **measure))
     if spec.pretrained.weights is not None:
         add(spec.pretrained.label, pretrained_walk(spec.pretrained, spec.n_images,
-                                                   spec.machine.data_root, **measure))
+                                                   spec.machine.data_root, plan, **measure))
     checks, control_tests = {}, {}
     for name in controls.CONTROLS:
         per_image, growth = controls.control(name, spec.control_images)

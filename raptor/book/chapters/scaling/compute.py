@@ -16,6 +16,7 @@ from raptor.book.experiment import (batched, images_of, probe_accuracy, probe_co
                                     teacher_of, walk)
 from raptor.loop import resolve_device
 from raptor.phases import Partition
+from raptor.planning import Plan
 
 #: Table 2's rungs: the :class:`~raptor.config.DistillConfig` changes that leave a part out.
 LADDER: dict[str, dict[str, bool]] = {
@@ -55,26 +56,27 @@ class Result:
     pipeline: list[dict[str, Any]]  # the pipeline_results files as read
 
 
-def compute(spec: Spec) -> Result:
+def compute(spec: Spec, plan: Plan | None = None) -> Result:
     """For each seed the teacher's max-cuts, a Raptor per k and Table 2's ladder of Raptors."""
     files = [Path(f) for f in spec.pipeline_results]
     missing = [str(f) for f in files if not f.is_file()]
     if missing:
         raise FileNotFoundError(f"pipeline_results not found: {missing}")
     device = resolve_device(spec.machine.device)
-    return Result(spec, [_seed_run(spec, seed, device) for seed in spec.seeds],
+    return Result(spec, [_seed_run(spec, seed, device, plan) for seed in spec.seeds],
                   [json.loads(f.read_text()) for f in files])
 
 
-def _seed_run(spec: Spec, seed: int, device: str) -> SeedRun:
-    w = walk(teacher_of(spec, spec.p, seed=seed), images_of(spec, spec.n_images, seed=seed),
+def _seed_run(spec: Spec, seed: int, device: str, plan: Plan | None) -> SeedRun:
+    w = walk(teacher_of(spec, spec.p, seed=seed, plan=plan),
+             images_of(spec, spec.n_images, seed=seed, plan=plan),
              cuts=spec.k_values, device=device)
     batches = w.batches()
-    probe_train = batched(*images_of(spec, spec.probe_images, seed=seed, split="train"))
+    probe_train = batched(*images_of(spec, spec.probe_images, seed=seed, split="train", plan=plan))
 
     def raptor(k: int, **options: bool) -> tuple[torch.nn.Module, dict[str, Any]]:
         """Raptor k on the teacher's max-cut, and its evaluation against the teacher."""
-        student, _ = student_of(spec, spec.p, w.cuts[k], seed=seed, **options)
+        student, _ = student_of(spec, spec.p, w.cuts[k], seed=seed, **options, plan=plan)
         return student, w.evaluate(student, device)
 
     students, evals = {}, {}

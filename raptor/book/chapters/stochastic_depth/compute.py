@@ -14,6 +14,7 @@ from raptor.book.chapters.stochastic_depth.spec import Spec
 from raptor.book.experiment import images_of, student_of, teacher_of, walk
 from raptor.loop import resolve_device
 from raptor.phases import Partition
+from raptor.planning import Plan
 from raptor.similarity import mean_offdiagonal
 
 
@@ -36,15 +37,16 @@ class Result:
     runs: list[Run]
 
 
-def compute(spec: Spec) -> Result:
+def compute(spec: Spec, plan: Plan | None = None) -> Result:
     """For every rate and seed: the teacher, its similarity and max-cut, and its Raptor's fit."""
     device = resolve_device(spec.machine.device)
-    images = images_of(spec, spec.n_images)
+    images = images_of(spec, spec.n_images, plan=plan)
     runs = []
     for p in spec.p_values:
         for seed in spec.seeds:
-            w = walk(teacher_of(spec, p, seed=seed), images, cuts=(spec.k,), device=device)
-            student, _ = student_of(spec, p, w.cuts[spec.k], seed=seed)
+            w = walk(teacher_of(spec, p, seed=seed, plan=plan), images, cuts=(spec.k,),
+                     device=device)
+            student, _ = student_of(spec, p, w.cuts[spec.k], seed=seed, plan=plan)
             ev = w.evaluate(student, device)
             runs.append(Run(p, seed, w.S, w.cuts[spec.k],
                             {g: np.asarray(v) for g, v in ev["r2"].items()},
