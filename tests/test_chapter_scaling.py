@@ -17,7 +17,6 @@ from raptor.book.chapters import scaling as chapter
 from raptor.book.chapters.scaling import claims, compute, figures
 from raptor.book.claims import FAILS, HOLDS, INCONCLUSIVE, UNTESTABLE, Claim
 from raptor.book.engine import ENGINE
-from raptor.book.result import load, save
 
 # The paper's Table 2 (the ladder), as fractions.
 PAPER_RUNGS = [v / 100 for v in paper.TABLE2.values()]
@@ -227,7 +226,7 @@ def test_missing_pipeline_results_fail_before_any_work(tmp_path: Path) -> None:
 # --- the chapter at smoke --------------------------------------------------------------------
 
 @pytest.mark.slow
-def test_smoke_compute_round_trips(smoke_cache: Path, tmp_path: Path) -> None:
+def test_smoke_compute(smoke_cache: Path, tmp_path: Path) -> None:
     # A results.json as raptor.dinov2.pipeline writes it (nested, with nulls).
     results = {"model": "vit_base_patch14_reg4_dinov2.lvd142m", "k": 3, "repeats": [7, 3, 2],
                "table1": {"Raptor k=3 (this run)": {"IN-1k": 82.9}},
@@ -249,22 +248,11 @@ def test_smoke_compute_round_trips(smoke_cache: Path, tmp_path: Path) -> None:
     assert all(run.cosine[k]["cls"].shape == (L + 1,) for k in spec.k_values)
     table = figures.run_table(result)
     assert table.loc[(run.seed, f"teacher (L={L})"), "probe, % of teacher"] == 100
-    again = load(compute.Result, save(result, tmp_path / "result"))
-    assert again.spec == spec and again.pipeline == result.pipeline
-    assert again.runs[0].partitions == run.partitions
-    assert list(again.runs[0].ladder_correct) == list(run.ladder_correct)
-    assert all(np.array_equal(again.runs[0].ladder_correct[r], c) and c.dtype == bool
-               and len(c) == spec.n_images for r, c in run.ladder_correct.items())
-    assert all(np.array_equal(again.runs[0].probe_correct[k], run.probe_correct[k])
-               for k in spec.k_values)
-    assert all(np.array_equal(again.runs[0].cosine[k][g], run.cosine[k][g])
-               for k in spec.k_values for g in run.cosine[k])
-    assert figures.run_table(again).equals(table)
+    assert all(c.dtype == bool and len(c) == spec.n_images for c in run.ladder_correct.values())
     assert figures.SHARE_COSINE(result).axes
     checks = claims.claims(result, profile="smoke")
     assert [c.id for c in checks] == ["C12", "C13", "C14"]
     assert all(isinstance(c, Claim) for c in checks)
-    assert claims.claims(again, profile="smoke") == checks
     assert checks[0].verdict == UNTESTABLE and "not run at smoke" in checks[0].detail
     assert len(figures.ladder_table(result)) == len(paper.TABLE2)
     plt.close(figures.SHARE_COSINE(result))

@@ -27,8 +27,9 @@ from safetensors.torch import save_file
 from raptor.book import chapters, runner
 from raptor.book.runner import (BOOK, RunnerError, notebook_parameters, output_path, parse_value,
                                 resolve, run)
-from raptor.book.spec import parameters_cell, require
+from raptor.book.spec import require
 from raptor.storage.manifest import PACKED, read_manifest
+from tests.test_spec import parameters_cell
 import raptor.__main__ as cli
 
 

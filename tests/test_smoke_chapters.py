@@ -3,9 +3,7 @@
 Part of the unit tests (``make smoke`` runs it alone); the chapters' models are trained once into a
 shared smoke cache (the ``smoke_result`` fixture), which the chapters' own tests reuse. For each
 chapter of :data:`raptor.book.chapters.CHAPTERS`, ``compute(SMOKE)`` must return the chapter's
-``Result`` with every field of its declared type, survive a save/load round trip field by field
-(arrays bit for bit) with the same claims, render its figures from the loaded result, and its
-``claims`` must be :class:`~raptor.book.claims.Claim` s with valid ids and verdicts, and every
+``Result`` with every field of its declared type, render its figures, and its ``claims`` must be :class:`~raptor.book.claims.Claim` s with valid ids and verdicts, and every
 claim a test decides must show the numbers its verdict rests on, all finite. One chapter also runs
 through the runner (papermill) into a copy of the book, so the notebook path, with the parameters
 as papermill writes them, is covered too; ``make nbval`` executes every notebook.
@@ -24,13 +22,10 @@ from typing import Any
 
 import matplotlib
 import nbformat
-import numpy as np
 import pytest
-import torch
 
 from raptor.book.chapters import chapter, names, science
 from raptor.book.claims import BY_CONSTRUCTION, CLAIMS, UNTESTABLE, VERDICTS, Claim
-from raptor.book.result import load, save
 from raptor.book.runner import BOOK, execute_chapter, resolve
 
 matplotlib.use("Agg")
@@ -78,30 +73,6 @@ def check_type(value: Any, hint: Any, where: str) -> None:
         assert isinstance(value, origin or hint), f"{where}: {type(value).__name__}, not {hint}"
 
 
-def check_same(loaded: Any, saved: Any, where: str) -> None:
-    """Assert ``loaded`` is ``saved``'s equal and of its type (dataclasses, dicts, lists and
-    tuples recursively; arrays and tensors bit for bit, NaN equal to NaN)."""
-    assert type(loaded) is type(saved), f"{where}: {type(loaded)}, not {type(saved)}"
-    if isinstance(saved, (np.ndarray, torch.Tensor)):
-        assert loaded.dtype == saved.dtype and loaded.shape == saved.shape, where
-        assert np.array_equal(np.asarray(loaded), np.asarray(saved), equal_nan=True), where
-    elif dataclasses.is_dataclass(saved):
-        for f in dataclasses.fields(saved):
-            check_same(getattr(loaded, f.name), getattr(saved, f.name), f"{where}.{f.name}")
-    elif isinstance(saved, dict):
-        assert list(loaded) == list(saved), f"{where}: keys {list(loaded)}, not {list(saved)}"
-        for k in saved:
-            check_same(loaded[k], saved[k], f"{where}[{k!r}]")
-    elif isinstance(saved, (list, tuple)):
-        assert len(loaded) == len(saved), f"{where}: {len(loaded)} items, not {len(saved)}"
-        for i, (a, b) in enumerate(zip(loaded, saved)):
-            check_same(a, b, f"{where}[{i}]")
-    elif isinstance(saved, float) and np.isnan(saved):
-        assert np.isnan(loaded), where
-    else:
-        assert loaded == saved, f"{where}: {loaded!r}, not {saved!r}"
-
-
 NUMBER = re.compile(r"(?<![\w.])[-+−]?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
 NOT_FINITE = re.compile(r"\b(?:nan|inf|infinity)\b", re.IGNORECASE)
 STORED = {c["id"]: c["verdict"] for f in (BOOK / "claims").glob("*.json")
@@ -139,21 +110,15 @@ def test_the_claims_check_refuses_what_it_must() -> None:
 
 
 @pytest.mark.parametrize("name", names())
-def test_compute_at_smoke(name: str, smoke_result, tmp_path: Path) -> None:
+def test_compute_at_smoke(name: str, smoke_result) -> None:
     mod = science(name)
     result = smoke_result(name)
     check_type(result, mod.compute.Result, "result")
     if "spec" in {f.name for f in dataclasses.fields(result)}:
         assert result.spec == mod.SMOKE
-    claims = mod.claims.claims(result)
-    check_claims(claims)
-    shown = result
-    if name != "claims":  # the claims page gathers the other chapters' files; nothing to store
-        shown = load(mod.compute.Result, save(result, tmp_path / name))
-        check_same(shown, result, "result")
-        assert mod.claims.claims(shown) == claims  # a stored result re-renders the same claims
+    check_claims(mod.claims.claims(result))
     for figure in mod.figures.FIGURES:
-        fig = figure(shown)
+        fig = figure(result)
         assert isinstance(fig, plt.Figure), figure.name
         plt.close(fig)
 

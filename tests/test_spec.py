@@ -11,6 +11,7 @@ import sys
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -21,7 +22,7 @@ from raptor.book import profiles
 from raptor.book.chapters import CHAPTERS, chapter, names
 from raptor.book.profiles import DISTILL, PAPER_TEACHER, PAPER_TRAIN, TEACHER, TRAIN
 from raptor.book.spec import (Machine, SpecError, diff, fields_of, from_parameters, input_files,
-                              nested, param, parameters, parameters_cell, require, require_data)
+                              literal, nested, param, parameters, require, require_data)
 from raptor.catalog import DATASETS
 from raptor.teachers import TeacherConfig, TrainConfig
 from raptor.train import DistillConfig
@@ -197,6 +198,14 @@ def test_base_is_kept_where_not_overridden() -> None:
     spec = from_parameters(Toy, {"steps": 5}, base=base)
     assert (spec.rate, spec.teacher.depth, spec.train.steps) == (0.2, 4, 5)
     assert diff(spec, base) == {"steps": 5}
+
+
+def parameters_cell(spec: Any, profile: str = "cpu", claims_dir: str = "../claims") -> str:
+    """The text of a ``parameters`` cell that writes every parameter of ``spec`` out, as a test's
+    notebook holds it (the book's name only their profile: the runner injects the rest)."""
+    lines = [f"profile = {profile!r}", f"claims_dir = {claims_dir!r}"]
+    lines += [f"{name} = {literal(v)}" for name, v in parameters(spec).items()]
+    return "\n".join(lines)
 
 
 def test_parameters_cell_is_python_that_gives_the_spec_back() -> None:

@@ -265,14 +265,6 @@ def notebook_values(spec: Any) -> dict[str, Any]:
     return {name: plain(v) for name, v in parameters(spec).items()}
 
 
-def parameters_cell(spec: Any, profile: str = "cpu", claims_dir: str = "../claims") -> str:
-    """The text of a ``parameters`` cell that writes every parameter of ``spec`` out (a test's
-    notebook; the book's name only their profile: :func:`raptor.book.chapters.notebook_spec`)."""
-    lines = [f"profile = {profile!r}", f"claims_dir = {claims_dir!r}"]
-    lines += [f"{name} = {literal(v)}" for name, v in parameters(spec).items()]
-    return "\n".join(lines)
-
-
 def literal(value: Any) -> str:
     """``value`` as a notebook writes it."""
     return repr(plain(value))
