@@ -13,7 +13,7 @@ from raptor.book.chapters.functional_phases.spec import Spec
 from raptor.book.experiment import (Walk, batched, images_of, phase_matrices_of, phases_of,
                                     snapshot_of, student_of, teacher_of, walk)
 from raptor.loop import resolve_device
-from raptor.metrics import evaluate_student, head_accuracy
+from raptor.metrics import evaluate_student, head_accuracy, head_correct
 from raptor.novelty import novelty_peaks
 from raptor.phase_test import PhaseTest
 from raptor.phases import Partition
@@ -75,10 +75,15 @@ def _per_unit(student, teacher, units, device: str) -> dict[str, np.ndarray]:
             "acc": np.array([e["teacher_acc"] for e in evs])}
 
 
-def _r2(student, w: Walk, device: str) -> dict[str, float]:
-    """``student``'s mean R² per group on ``w``'s images."""
+def _scores(student, w: Walk, rest: list, device: str) -> tuple[float, dict[str, float]]:
+    """``student``'s accuracy on the test images (``w``'s, then the batches ``rest``) and its
+    mean R² per group on ``w``'s images: those run once, for both (the forward pass of
+    :func:`~raptor.metrics.head_correct`)."""
     ev = w.evaluate(student, device)
-    return {g: float(np.mean(ev["r2"][g][1:])) for g in GROUPS}
+    correct = [ev["student_correct"], *([head_correct(student, rest, device=device)] if rest
+                                        else [])]
+    return (float(np.concatenate(correct).mean()),
+            {g: float(np.mean(ev["r2"][g][1:])) for g in GROUPS})
 
 
 def planted_spec(spec: Spec) -> Spec:
@@ -115,15 +120,15 @@ def _seed_run(spec: Spec, seed: int, device: str, plan: Plan | None, *, full: bo
     reproduced = {k: v[spec.subset_images] for k, v in subset_stability(
         w.cuts, phase_matrices_of(w.model, *held, device=device), [spec.subset_images],
         spec.n_subsets).items()} if len(held[1]) else {}
-    test = batched(*test)
+    rest = batched(*held) if len(held[1]) else []
     partitions, test_acc, r2 = {}, {}, {}
     for k, maxcut in w.cuts.items():
         partitions[k] = [maxcut, *phases.random_partitions(spec.teacher.depth, k, spec.n_random,
                                                            seed, exclude=[maxcut])]
         students = [student_of(spec, p, part, seed=seed, plan=plan)[0] for part in partitions[k]]
-        test_acc[k] = np.array([head_accuracy(s, test, device=device) for s in students])
-        evals = [_r2(s, w, device) for s in students]
-        r2[k] = {g: np.array([e[g] for e in evals]) for g in GROUPS}
+        scores = [_scores(s, w, rest, device) for s in students]
+        test_acc[k] = np.array([acc for acc, _ in scores])
+        r2[k] = {g: np.array([r[g] for _, r in scores]) for g in GROUPS}
     controls = {"trained": _per_unit(student_of(spec, p, cut, seed=seed, plan=plan)[0], w.model,
                                      units, device)}
     val, snapshots = {}, []
