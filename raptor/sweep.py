@@ -50,7 +50,8 @@ from raptor.catalog import DatasetNotFoundError, dataset_info, find
 from raptor.distributed import init_distributed
 from raptor.job_options import Options
 from raptor.loop import resolve_device
-from raptor.teachers import TeacherConfig, TeacherRequest, build_teacher, get_teacher, teacher_key
+from raptor.teachers import (TeacherRequest, build_teacher, get_teacher, parameter_count,
+                             teacher_key)
 from raptor.train import StudentRequest, build_student, get_student
 
 MAX_ROUNDS = 10
@@ -162,7 +163,7 @@ def _stand_in(request: Request) -> tuple[Tensors, dict[str, Any]]:
 def _flops(request: Request) -> float:
     """Training FLOPs ≈ 6 × params × tokens × batch × steps (params: the teacher's)."""
     t = _teacher(request)
-    params = _params(dataclasses.replace(t.cfg, p=0.0, residual=True))
+    params = parameter_count(t.cfg)
     tokens = (t.cfg.img_size // t.cfg.patch_size) ** 2 + 1 + t.cfg.reg_tokens
     if isinstance(request, StudentRequest):
         batch, steps = request.cfg.batch_size, request.cfg.stage1_steps + request.cfg.stage2_steps
@@ -170,12 +171,6 @@ def _flops(request: Request) -> float:
         batch, steps = t.train.batch_size, t.train.steps
     return gpu_cost.training_flops(params, tokens, batch * steps)
 
-
-@functools.cache
-def _params(cfg: TeacherConfig) -> int:
-    """The parameters of a teacher of ``cfg``, counted on the meta device (nothing allocated)."""
-    with torch.device("meta"):
-        return sum(p.numel() for p in build_teacher(cfg).parameters())
 
 
 def _label(request: Request) -> str:

@@ -11,6 +11,7 @@ no-skip control of §2 (blocks without their skip connections).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import time
 import warnings
@@ -82,6 +83,17 @@ def build_teacher(cfg: TeacherConfig, seed: int = 0) -> VisionTransformer:
             model.blocks[index] = model.blocks[start]
         start += n
     return model
+
+
+def parameter_count(cfg: TeacherConfig) -> int:
+    """The parameters of a teacher of ``cfg`` (its stochastic depth and skips change none)."""
+    return _parameter_count(dataclasses.replace(cfg, p=0.0, residual=True))
+
+
+@functools.cache
+def _parameter_count(cfg: TeacherConfig) -> int:
+    with torch.device("meta"):  # counted, nothing allocated
+        return sum(p.numel() for p in build_teacher(cfg).parameters())
 
 
 def check_timm_name(name: str) -> None:

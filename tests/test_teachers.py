@@ -17,8 +17,8 @@ from raptor import teachers
 from raptor.storage.cache import entry_path
 from raptor.storage.checkpoint import CheckpointError
 from raptor.teachers import (TeacherBlock, TeacherConfig, TrainConfig, build_teacher, evaluate,
-                             get_teacher, load_pretrained, teacher_key, teacher_snapshot,
-                             train_classifier)
+                             get_teacher, load_pretrained, parameter_count, teacher_key,
+                             teacher_snapshot, train_classifier)
 
 TINY = dict(depth=3, embed_dim=32, num_heads=2, patch_size=4, img_size=16, in_chans=1,
             num_classes=3)
@@ -551,3 +551,12 @@ def test_a_tied_teacher_shares_each_groups_block(tmp_path: Path,
     assert "tied" not in teacher_key(CFG, TRAIN, 0)["arch"]
     with pytest.raises(ValueError, match=r"tied=\(2, 2\) must sum to depth=3"):
         TeacherConfig(**{**TINY, "tied": (2, 2)})
+
+
+def test_parameter_count_is_the_built_models_and_ignores_depth_rate_and_skips() -> None:
+    for cfg in (CFG, TeacherConfig(**{**TINY, "depth": 4, "tied": (2, 2)})):
+        built = sum(p.numel() for p in build_teacher(cfg).parameters())
+        assert parameter_count(cfg) == built
+        assert parameter_count(dataclasses.replace(cfg, p=0.5, residual=False)) == built
+    assert parameter_count(TeacherConfig(**{**TINY, "depth": 4, "tied": (2, 2)})) < \
+        parameter_count(TeacherConfig(**{**TINY, "depth": 4}))

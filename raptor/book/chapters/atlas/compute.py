@@ -7,7 +7,6 @@ import dataclasses
 from dataclasses import dataclass
 
 import pandas as pd
-import torch
 
 from raptor import atlas, atlas_design, paper
 from raptor.atlas import Cell, CellResult
@@ -19,7 +18,7 @@ from raptor.phase_test import EXCESS_MIN, PhaseTest, phase_test
 from raptor.planning import Plan
 from raptor.stats import Interval
 from raptor.structure import PhaseExcess, phase_excesses
-from raptor.teachers import build_teacher
+from raptor.teachers import parameter_count
 
 
 @dataclass
@@ -65,8 +64,7 @@ def stage2(result: Result) -> list[Cell]:
 
 def parameters_of(cell: Cell) -> int:
     """The teacher's number of parameters."""
-    with torch.device("meta"):
-        return sum(p.numel() for p in build_teacher(cell.teacher()).parameters())
+    return parameter_count(cell.teacher())
 
 
 def seeds_table(result: Result) -> pd.DataFrame:
