@@ -180,6 +180,16 @@ def distill(teacher: nn.Module, train_set: Dataset, cfg: DistillConfig, *,
     optimizer = adamw(raptor.raptor_parameters(), cfg, capturable=capture)
     saved = resume(work, model=raptor.blocks, optimizer=optimizer, config=config)
     t0 = time.perf_counter() - (saved["seconds"] if saved is not None else 0.0)
+    # the core-seconds of this process and of those it resumes; unknown (left out) where one of
+    # them kept none
+    c0 = time.process_time() - (saved.get("cpu_seconds", math.inf) if saved is not None else 0.0)
+
+    def spent() -> dict[str, float]:
+        """Wall and (where known) processor seconds so far."""
+        cpu = time.process_time() - c0
+        return {"seconds": time.perf_counter() - t0,
+                **({"cpu_seconds": cpu} if math.isfinite(cpu) else {})}
+
     if cfg.cache_teacher:
         run.cache = _trajectories(run, train_set)
     if val_set is not None:
@@ -195,7 +205,7 @@ def distill(teacher: nn.Module, train_set: Dataset, cfg: DistillConfig, *,
             record["stage1"]["blocks"].append(
                 {k: v for k, v in block_record.items() if k not in ("built", "digest")})
         if cfg.stage2_steps:
-            record["seconds"] = time.perf_counter() - t0
+            record.update(spent())
             _checkpoint(run, work, raptor.blocks, optimizer, config,
                         {**record, "stage": 2, "step": 0})
             if blocks is None and work is not None:
@@ -208,13 +218,13 @@ def distill(teacher: nn.Module, train_set: Dataset, cfg: DistillConfig, *,
     if cfg.stage2_steps:
         run_checkpoint = (lambda done: _checkpoint(
             run, work, raptor.blocks, optimizer, config,
-            {**record, "seconds": time.perf_counter() - t0, "stage": 2, "step": done})) \
+            {**record, **spent(), "stage": 2, "step": done})) \
             if work is not None else None
         raptor.train()
         _train_stage(run, "stage 2", objective, optimizer, [raptor.raptor_parameters()],
                      record["stage2"], cfg.stage2_steps, start, lambda step: 0.0, 2,
                      run_checkpoint)
-    record["seconds"] = round(time.perf_counter() - t0, 2)
+    record.update({k: round(v, 2) for k, v in spent().items()})
     return raptor.eval(), record
 
 

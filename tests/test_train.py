@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -16,7 +17,8 @@ from torch.utils.data import Dataset, TensorDataset
 import raptor.data
 import raptor.train
 from raptor.storage.cache import entry_path, load_entry
-from raptor.storage.checkpoint import digest, fingerprint, load_tensors, save_tensors
+from raptor.storage.checkpoint import (digest, fingerprint, load_tensors, metadata,
+                                       save_tensors)
 from raptor.config import tf_lambda
 from raptor.losses import (BlockObjective, Objective, autoregressive_loss, present_weights,
                            segment_loss, teacher_forced_loss, token_mse)
@@ -213,6 +215,29 @@ def test_resume_after_interruption_matches_uninterrupted(tmp_path: Path, after: 
         assert torch.equal(weights(resumed)[k], v), k
     assert rec["stage1"] == rec_ref["stage1"] and rec["stage2"] == rec_ref["stage2"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["work.safetensors"]
+
+
+def test_a_record_counts_its_processor_seconds_across_a_resume_or_leaves_them_out(
+        tmp_path: Path, kill_after: Callable[..., Dataset]) -> None:
+    """The core-seconds a student cost: counted in one run, carried over a resume in stage 2,
+    and left out where the run resumed kept none (a work file written before they were kept)."""
+    cfg = DistillConfig(**FAST)
+    _, whole = distill(teacher(), dataset(), cfg, progress=False)
+    assert 0 < whole["cpu_seconds"] and 0 < whole["seconds"]
+    for forget in (False, True):
+        work = tmp_path / f"work{forget}.safetensors"
+        with pytest.raises(kill_after.Killed):
+            distill(teacher(), kill_after(dataset(), 8 * 4 + 2 * 4), cfg, work_path=work,
+                    checkpoint_every=2, progress=False)
+        tensors, kept = load_tensors(work)
+        assert 0 < kept["cpu_seconds"]
+        if forget:
+            del kept["cpu_seconds"]
+            save_tensors(work, tensors, json.loads(metadata(work.read_bytes())["config"]), kept)
+        _, rec = distill(teacher(), dataset(), cfg, work_path=work, checkpoint_every=2,
+                         progress=False)
+        assert ("cpu_seconds" in rec) is not forget
+        assert forget or rec["cpu_seconds"] > kept["cpu_seconds"]
 
 
 def test_nan_guard_names_stage_and_step_and_keeps_checkpoint(tmp_path: Path,
