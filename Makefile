@@ -81,8 +81,9 @@ verify: setup
 # It checks each chapter's claims cell against the stored notebook (decimals masked:
 # tests/nbval_sanitize.cfg), then `raptor compare` checks the claims it wrote against the stored
 # ones: verdicts exactly, every number within one unit of its last printed digit
-# (raptor/book/compare.py). Functional phases takes a third of the book: it and Raptor in one
-# stream, the other chapters in another, then the claims page (it reads every chapter's claims).
+# (raptor/book/compare.py). Functional phases takes half of the book: it in one stream, the other
+# chapters in another (575 s against 495 s of the book's run), then the claims page (it reads
+# every chapter's claims).
 # Functional phases' compute cell, with its positive control, ran past nbval's default 2,000 s a
 # cell on one thread beside the unit tests under the slower kernels (EPYC-512, 2026-12-06): a cell
 # may take 4,500 s.
@@ -90,7 +91,7 @@ NBVAL_ISA := $(shell grep -qw avx512f /proc/cpuinfo && echo AVX2 || echo SSE41)
 NBVAL := ONEDNN_MAX_CPU_ISA=$(NBVAL_ISA) OMP_NUM_THREADS=1 $(PY) -m pytest -q -p no:cacheprovider \
 	--nbval-lax --nbval-current-env --nbval-cell-timeout=4500 \
 	--nbval-sanitize-with tests/nbval_sanitize.cfg
-NBVAL_first := functional_phases distillation
+NBVAL_first := functional_phases
 NBVAL_rest := $(filter-out $(NBVAL_first),$(basename $(notdir $(wildcard book/chapters/*.ipynb))))
 
 nbval: setup
