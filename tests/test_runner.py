@@ -359,8 +359,8 @@ def test_what_a_run_would_need_is_refused_before_any_kernel_starts(
             build=False, book=book, out=tmp_path / "out")
     message = str(info.value)
     assert message.startswith("nothing was run:\n")
-    assert "chapter 'distillation': parameter dataset / data_root: dataset 'fashion-mnist' not found" \
-        in message
+    assert ("chapter 'distillation': parameter dataset / data_root: dataset 'fashion-mnist' "
+            "not found") in message
     assert "parameter n_images: fashion-mnist's val split has 10,000 images, got 10,000,000" \
         in message
     assert "parameter probe_images: fashion-mnist's train split has 60,000 images, got 70,000" \

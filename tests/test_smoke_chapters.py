@@ -3,10 +3,11 @@
 Part of the unit tests (``make smoke`` runs it alone); the chapters' models are trained once into a
 shared smoke cache (the ``smoke_result`` fixture), which the chapters' own tests reuse. For each
 chapter of :data:`raptor.book.chapters.CHAPTERS`, ``compute(SMOKE)`` must return the chapter's
-``Result`` with every field of its declared type, render its figures, and its ``claims`` must be :class:`~raptor.book.claims.Claim` s with valid ids and verdicts, and every
-claim a test decides must show the numbers its verdict rests on, all finite. One chapter also runs
-through the runner (papermill) into a copy of the book, so the notebook path, with the parameters
-as papermill writes them, is covered too; ``make nbval`` executes every notebook.
+``Result`` with every field of its declared type, render its figures, and its ``claims`` must be
+:class:`~raptor.book.claims.Claim` s with valid ids and verdicts, and every claim a test decides
+must show the numbers its verdict rests on, all finite. One chapter also runs through the runner
+(papermill) into a copy of the book, so the notebook path, with the parameters as papermill writes
+them, is covered too; ``make nbval`` executes every notebook.
 """
 
 from __future__ import annotations

@@ -217,8 +217,8 @@ def test_missing_students_wait_for_their_teachers_then_are_the_plans_students(
     wanted = [j.request for j in plan("distillation", "smoke")[0]]
     assert missing_students("smoke", ["distillation"]) == wanted and wanted
     assert all(isinstance(r, StudentRequest) for r in wanted)
-    converged = missing_students("smoke", ["distillation"], {"stage1_steps": 9, "distill_val_limit": 32,
-                                                       "distill_patience": 2})
+    converged = missing_students("smoke", ["distillation"], {
+        "stage1_steps": 9, "distill_val_limit": 32, "distill_patience": 2})
     assert [dataclasses.replace(r.cfg, stage1_steps=w.cfg.stage1_steps, val_limit=None,
                                 patience=None) for r, w in zip(converged, wanted)] == \
         [w.cfg for w in wanted]  # the same students, to the criterion the overrides name
@@ -391,7 +391,8 @@ def test_a_job_file_of_another_kind_is_refused(tmp_path: Path) -> None:
     (["--chapter", "nope", "--profile", "smoke"], "unknown chapter 'nope'; valid chapters:"),
     (["--chapter", "distillation", "--profile", "huge"], "unknown profile 'huge'; valid profiles:"),
     (["--chapter", "distillation", "--profile", "smoke", "-p", "nope", "1"], "nope"),
-    (["--chapter", "distillation", "--profile", "smoke", "--executor", "pbs"], "--executor must be"),
+    (["--chapter", "distillation", "--profile", "smoke", "--executor", "pbs"],
+     "--executor must be"),
     (["--chapter", "distillation", "--profile", "smoke", "--time", "0"], "--time must be"),
     (["--chapter", "distillation", "--profile", "smoke", "--ranks", "0"], "--ranks must be"),
     (["--chapter", "distillation", "--profile", "smoke", "--cpus-per-task", "0"],

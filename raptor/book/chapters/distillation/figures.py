@@ -144,5 +144,6 @@ def draw_layerwise(table: pd.DataFrame) -> plt.Figure:
 
 
 TRAINING = Figure("distillation_training", training_table, draw_training)
-LAYERWISE = Figure("distillation_layerwise", layerwise_table, draw_layerwise, ("Fig. 4B", "Fig. 14"))
+LAYERWISE = Figure("distillation_layerwise", layerwise_table, draw_layerwise,
+                   ("Fig. 4B", "Fig. 14"))
 FIGURES = (TRAINING, LAYERWISE)

@@ -80,9 +80,10 @@ def _scores(student, w: Walk, rest: list, device: str) -> tuple[float, dict[str,
     mean R² per group on ``w``'s images: those run once, for both (the forward pass of
     :func:`~raptor.metrics.head_correct`)."""
     ev = w.evaluate(student, device)
-    correct = [ev["student_correct"], *([head_correct(student, rest, device=device)] if rest
-                                        else [])]
-    return (float(np.concatenate(correct).mean()),
+    correct = ev["student_correct"]
+    if rest:
+        correct = np.concatenate([correct, head_correct(student, rest, device=device)])
+    return (float(correct.mean()),
             {g: float(np.mean(ev["r2"][g][1:])) for g in GROUPS})
 
 

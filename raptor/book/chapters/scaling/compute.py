@@ -76,7 +76,7 @@ def _seed_run(spec: Spec, seed: int, device: str, plan: Plan | None) -> SeedRun:
 
     def raptor(k: int, **options: bool) -> tuple[torch.nn.Module, dict[str, Any]]:
         """Raptor k on the teacher's max-cut, and its evaluation against the teacher."""
-        student, _ = student_of(spec, spec.p, w.cuts[k], seed=seed, **options, plan=plan)
+        student, _ = student_of(spec, spec.p, w.cuts[k], seed=seed, plan=plan, **options)
         return student, w.evaluate(student, device)
 
     students, evals = {}, {}
