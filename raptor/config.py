@@ -198,11 +198,11 @@ class DistillConfig:
     evaluation images) give each stage — each stage-1 block on its own — a validation
     distillation loss every ``eval_every`` steps. ``patience`` set, the convergence criterion: the
     learning rate stays at ``lr`` after the warmup until that loss falls by less than a relative
-    :data:`raptor.train.DISTILL_TOL` a reading over ``patience`` readings (its *plateau*, not
-    before the TF→AR anneal is over), then decays linearly to ``min_lr`` over ``decay_frac`` of
-    the steps run so far, and the stage stops (a warmup–stable–decay schedule); the stage's steps
-    are then its cap, by which the decay must end. ``None``: all steps on a cosine, the last
-    weights.
+    :data:`raptor.train.DISTILL_TOL` a reading over ``patience`` readings (of
+    :data:`raptor.train.DISTILL_FLOOR` below it; its *plateau*, not before the anneal is over),
+    then decays linearly to ``min_lr`` over ``decay_frac`` of the steps run so far, and the stage
+    stops (a warmup–stable–decay schedule); the stage's steps are then its cap, by which the
+    decay must end. ``None``: all steps on a cosine, the last weights.
     """
 
     repeats: tuple[int, ...]

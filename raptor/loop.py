@@ -206,14 +206,17 @@ def plateaued(val: Sequence[Mapping[str, float]], best_step: int, patience: int)
     return sum(v["step"] > best_step for v in val) >= patience
 
 
-def flattened(val: Sequence[Mapping[str, float]], patience: int, tol: float) -> bool:
+def flattened(val: Sequence[Mapping[str, float]], patience: int, tol: float,
+              floor: float = 0.0) -> bool:
     """Whether a validation loss (``val``: ``{"loss", ...}`` each) has flattened: the lowest of
-    its last ``patience`` readings is less than ``patience · tol`` (relative) below the lowest
-    before them — it falls by less than ``tol`` a reading, a single noisy reading aside."""
+    its last ``patience`` readings is less than ``patience · tol`` of the lowest before them (or
+    of ``floor``, if that is larger) below it — it falls by less than ``tol`` a reading, a single
+    noisy reading aside, and a loss near zero is held to the margin at ``floor``."""
     losses = [v["loss"] for v in val]
     if len(losses) <= patience:
         return False
-    return min(losses[-patience:]) > min(losses[:-patience]) * (1 - patience * tol)
+    best = min(losses[:-patience])
+    return min(losses[-patience:]) > best - patience * tol * max(best, floor)
 
 
 class CapturedStep:

@@ -24,9 +24,10 @@ to ``L``, autoregressively (losses in :mod:`raptor.losses`). Both stages run the
 - The convergence criterion (``DistillConfig.patience``): each stage's (each stage-1 block's)
   validation loss — its objective in the form it ends in (AR after the anneal, TF for "TF
   only"), on held-out training images — every ``eval_every`` steps, at a constant learning rate;
-  once it falls by less than :data:`DISTILL_TOL` a reading over ``patience`` readings (the
-  plateau, :func:`~raptor.loop.flattened`), the rate decays linearly to ``min_lr`` over
-  ``decay_frac`` of the steps run so far and the stage stops there, keeping its last weights
+  once it falls by less than :data:`DISTILL_TOL` a reading over ``patience`` readings (of
+  :data:`DISTILL_FLOOR` for a loss below it: the plateau, :func:`~raptor.loop.flattened`), the
+  rate decays linearly to ``min_lr`` over ``decay_frac`` of the steps run so far and the stage
+  stops there, keeping its last weights
   (warmup–stable–decay: Hu et al. 2024, MiniCPM; Hägele et al. 2024 found a linear decay of 20%
   of the steps matches a cosine of the same length). Under a cosine tied to the cap the loss
   fell by more than 1% per 400 steps until the rate reached zero, so a patience rule there never
@@ -74,6 +75,11 @@ CACHE_LIMIT_BYTES = 8 * 2**30
 # ``patience`` readings) would run each stage to its cap: the first block distilled at a constant
 # rate still fell by 1.5-1.8% per 100 steps at step 1,600.
 DISTILL_TOL = 0.01
+# [ours] The loss below which the margin stays at 1% of this floor. A block of one layer can copy
+# its teacher's layer: its loss falls geometrically towards zero (4e-6 at 4,000 steps, still 1% a
+# reading), where a relative margin never fires; every block of two or more layers stayed above
+# 3e-4, and the students' whole (stage-2) losses above 3e-2, so the floor binds on no other.
+DISTILL_FLOOR = 1e-4
 VAL_BATCH = 250
 
 
@@ -383,7 +389,7 @@ def _train_stage(run: _Run, label: str, objective: nn.Module, optimizer: torch.o
         loss = _sig(_val_loss(run, objective, stage, end))
         curves["val"].append({"step": done, "loss": loss})
         if criterion and decay() is None and lam(done) == end and \
-                flattened(curves["val"], cfg.patience, DISTILL_TOL):
+                flattened(curves["val"], cfg.patience, DISTILL_TOL, DISTILL_FLOOR):
             curves.update(plateau=done, decay=[done, min(steps, done + math.ceil(
                 cfg.decay_frac * done))], why="plateau")
 

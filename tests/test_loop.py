@@ -383,3 +383,16 @@ def test_a_loss_falling_by_less_than_the_margin_a_reading_has_flattened() -> Non
     assert [flattened(slowing[:n], 4, 0.01) for n in range(4, 7)] == [False, True, True]
     spike = readings(1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 9.0, 0.4)  # one noisy reading: still falling
     assert not flattened(spike, 4, 0.01)
+
+
+def test_a_loss_falling_to_zero_flattens_only_against_a_floor() -> None:
+    """A loss halving towards zero falls by 50% a reading forever: no relative margin fires; held
+    to 1% of a floor it flattens once its fall is that small, and a floor below the loss binds
+    on nothing."""
+    vanishing = readings(*(1e-3 * 0.5 ** i for i in range(20)))
+    assert not any(flattened(vanishing[:n], 4, 0.01) for n in range(1, 21))
+    fired = [n for n in range(1, 21) if flattened(vanishing[:n], 4, 0.01, 1e-4)]
+    assert fired and all(vanishing[n - 5]["loss"] - vanishing[n - 1]["loss"] < 4e-6 for n in fired)
+    slowing = readings(*(1.0 * 0.995 ** i for i in range(10)))
+    assert [flattened(slowing[:n], 4, 0.01, 1e-4) for n in range(1, 11)] == \
+        [flattened(slowing[:n], 4, 0.01) for n in range(1, 11)]
