@@ -64,10 +64,10 @@ def setup(k: int | None, depth_scaling: bool = True
             return token_mse(torch.stack(states, 1), t[:, 1:], groups, WEIGHTS)
     else:
         model = Raptor(teacher, REPEATS[k], init="random", depth_scaling=depth_scaling).train()
-        objective = Objective(model, groups, [None] * k, WEIGHTS)
+        objective = Objective(model, groups, WEIGHTS)
 
         def loss_fn(t: torch.Tensor) -> torch.Tensor:
-            return objective(t, 2, 0.0)[0]
+            return objective(t)[0]
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=RECIPE.lr, weight_decay=RECIPE.weight_decay)
 
