@@ -33,7 +33,8 @@ DISTILL = replace(DistillConfig(repeats=(1,)), stage1_steps=100, stage2_steps=10
                   warmup_steps=20, train_limit=5000, cache_teacher=True, half_weights=True)
 # The students' convergence criterion, as ``cpu``'s parameter overrides [ours]: warmup–stable–decay
 # (raptor.train), a stage's (a stage-1 block's) plateau being where its loss on 1,000 held-out
-# training images, read every 100 steps, falls by less than 1% a reading over 4 readings; the rate
+# training images, read every 100 steps, falls by less than 1% a reading over 4 readings (1% of
+# raptor.train.DISTILL_FLOOR for a loss below it: a one-layer block's falls towards zero); the rate
 # then decays over 20% of the steps run (``decay_frac``, the default) and the stage stops. Read off
 # the first students so distilled: their curves flattened at 1,100-1,500 steps, but the blocks of
 # short segments still fell by 1.5-2% a reading at 1,666 steps, where a cap of 2,000 forces the
