@@ -27,12 +27,11 @@ to ``L``, autoregressively (losses in :mod:`raptor.losses`). Both stages run the
   once it falls by less than :data:`DISTILL_TOL` a reading over ``patience`` readings (of
   :data:`DISTILL_FLOOR` for a loss below it: the plateau, :func:`~raptor.loop.flattened`), the
   rate decays linearly to ``min_lr`` over ``decay_frac`` of the steps run so far and the stage
-  stops there, keeping its last weights
-  (warmup–stable–decay: Hu et al. 2024, MiniCPM; Hägele et al. 2024 found a linear decay of 20%
-  of the steps matches a cosine of the same length). Under a cosine tied to the cap the loss
-  fell by more than 1% per 400 steps until the rate reached zero, so a patience rule there never
-  fired (8 of 8 students ran to their cap): with the rate held constant, the plateau is a
-  measurement.
+  stops there, keeping its last weights (warmup–stable–decay: Hu et al. 2024, MiniCPM; Hägele et
+  al. 2024 found a linear decay of 20% of the steps matches a cosine of the same length). Under
+  a cosine tied to the cap the loss fell by more than 1% per 400 steps until the rate reached
+  zero, so a patience rule there never fired (8 of 8 students ran to their cap): with the rate
+  held constant, the plateau is a measurement.
 """
 
 from __future__ import annotations
