@@ -51,6 +51,23 @@ def test_c3_shows_the_r2_margin_beside_its_verdict() -> None:
     assert c3.verdict == FAILS
     assert "on all 10,000 test images" in c3.detail and "k=2 patch" in c3.detail
     assert claims.paired_margin([0.95, 0.9, 0.92, 0.94]) == pytest.approx(0.03)
+    assert "training-noise floor" not in c3.detail
+
+
+def test_c3_reads_its_margins_against_the_training_noise_floor() -> None:
+    """A replicate's gap is the mean absolute difference from the first max-cut Raptor, in the
+    margin's units; the note gives its mean over the seeds and it moves no verdict."""
+    assert claims.replicate_gap(0.80, [0.81, 0.78]) == pytest.approx(0.015)
+    assert claims.replicate_gap(0.80, [0.81], scale=0.02) == pytest.approx(0.5)
+    assert np.isnan(claims.replicate_gap(0.80, [0.81], scale=0.0))  # no σ to count in
+    kwargs = dict(counts={2: 10}, r2_margins={"k=2 patch": [0.004, 0.006, 0.005]})
+    without = claims.c3_maxcut_beats_random({2: [1.5, 1.6, 1.7]}, **kwargs)
+    with_floor = claims.c3_maxcut_beats_random(
+        {2: [1.5, 1.6, 1.7]}, floors={"k=2 accuracy (σ)": [0.2, 0.4, 0.3],
+                                      "k=2 patch R²": [0.001, 0.002, 0.003]}, **kwargs)
+    assert with_floor.verdict == without.verdict == HOLDS
+    assert ("(mean over the seeds): k=2 accuracy (σ) 0.3, k=2 patch R² 0.0020"
+            in with_floor.detail)
 
 
 SIZES = np.full(20, 50.0)  # 20 units of 50 images
@@ -240,6 +257,7 @@ def _run(seed: int, phases, *, untrained_cls: float = 0.98, maxcut_acc: float = 
     return compute.SeedRun(
         seed, {}, {3: raptors.mean(axis=1)},
         {3: {g: np.array([0.95, 0.94, 0.93, 0.92]) + 0.001 * seed for g in compute.GROUPS}},
+        {3: raptors.mean(axis=1)[:1] + 0.002}, {3: {g: np.array([0.949]) for g in compute.GROUPS}},
         phases, TeacherPhases(f"seed {seed}", 0.2, seed, 0.8, S, {3: cut}, novelty_peaks(S), None),
         {3: 1.0}, 0.8,
         {"trained": trained, "untrained": untrained,
@@ -288,6 +306,21 @@ def test_claims_judge_c3_over_seeds(phase_test_on) -> None:
     assert claims.claims(result)[0].verdict == INCONCLUSIVE
     result.seeds[0] = _run(0, t, maxcut_acc=0.6)
     assert claims.claims(result)[0].verdict == FAILS
+
+
+def test_c3_gives_the_replicates_floor_in_the_margins_units(phase_test_on) -> None:
+    """With replicates, C3's note gives each seed's replicate gap: accuracy in the random
+    partitions' σ, R² as is; the verdict is the same as without."""
+    t = phase_test_on(0.1)
+    runs = [_run(0, t), _run(10, t)]
+    plain = claims.claims(compute.Result(chapter.Spec(), SIZES, runs, []))[0]
+    spec = dataclasses.replace(chapter.Spec(), replicates=2)
+    c3 = claims.claims(compute.Result(spec, SIZES, runs, []))[0]
+    assert c3.verdict == plain.verdict == HOLDS and "training-noise floor" not in plain.detail
+    sigma = [np.std(r.test_acc[3][1:], ddof=1) for r in runs]
+    accuracy = np.mean([0.002 / s for s in sigma])
+    patch = np.mean([abs(0.949 - (0.95 + 0.001 * s)) for s in (0, 10)])
+    assert f"k=3 accuracy (σ) {accuracy:.1f}, k=3 cls R² {patch:.4f}" in c3.detail
 
 
 def test_claims_that_presuppose_phases_are_not_testable_without_them(phase_test_on) -> None:
@@ -343,11 +376,18 @@ def test_smoke_result(smoke_result) -> None:
     for by_n in run.swap_units.values():
         for u in by_n.values():
             assert u.shape[1] == len(result.unit_sizes)
-    assert len(figures.versus_table(result)) == len(spec.k_values) * (1 + spec.n_random)
+    assert spec.replicates == 2
+    for k in spec.k_values:  # one more max-cut Raptor, from another initialisation: its own
+        assert run.replicate_acc[k].shape == (1,)
+        assert run.replicate_r2[k]["patches"][0] != run.student_r2[k]["patches"][0]
+    assert len(figures.versus_table(result)) == len(spec.k_values) * (spec.replicates
+                                                                        + spec.n_random)
     controls = figures.controls_table(result).loc[run.seed]
     assert controls.loc["trained", "cls"] == run.student_r2[spec.control_k]["cls"][0]
     versus = figures.MAXCUT_VS_RANDOM.table(result)
-    assert versus["Raptor accuracy"].tolist() == [a for k in spec.k_values for a in run.test_acc[k]]
+    assert versus["Raptor accuracy"].tolist() == [
+        a for k in spec.k_values
+        for a in (run.test_acc[k][0], *run.replicate_acc[k], *run.test_acc[k][1:])]
     overfit = figures.OVERFITTING.table(result)
     assert overfit.loc[overfit["snapshot"], "step"].tolist() == list(spec.overfit_snapshots)
     assert overfit["step"].iloc[overfit["validation loss"].argmin()] == compute.best_step(run)

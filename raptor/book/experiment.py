@@ -27,7 +27,7 @@ from torch.utils.data import DataLoader
 from raptor import data
 from raptor.analysis import image_data, load_vit, split, vit_shape
 from raptor.book.pretrained import Pretrained
-from raptor.book.spec import SpecError
+from raptor.book.spec import REPLICATE_SEEDS, SpecError
 from raptor.book.chapters.phase_structure.spec import Spec as PhaseStructureSpec
 from raptor.loop import resolve_device
 from raptor.metrics import evaluate_student
@@ -112,15 +112,17 @@ def teacher_of(spec: Any, p: float | None = None, *, seed: int = 0, trained: boo
 
 def student_of(spec: Any, p: float, partition: Partition, *, seed: int = 0,
                trained: bool = True, residual: bool = True, snapshot: int | None = None,
-               teacher_changes: dict[str, Any] | None = None, plan: Plan | None = None,
-               **changes: Any):
+               teacher_changes: dict[str, Any] | None = None, replicate: int = 0,
+               plan: Plan | None = None, **changes: Any):
     """The Raptor distilled with ``partition`` (max-cut or any) from :func:`teacher_of`'s teacher
     (of its weights at training step ``snapshot``, Fig. 13, if given), cached (under ``plan``,
-    planned). ``changes`` override the distillation's fields (Table 2's ablations)."""
+    planned). ``changes`` override the distillation's fields (Table 2's ablations).
+    ``replicate`` r > 0: the same Raptor distilled again from another initialisation and batch
+    order (distillation seed ``seed + REPLICATE_SEEDS · r``), for the noise of training alone."""
     train = (dataclasses.replace(spec.train, seed=seed, **(teacher_changes or {}))
              if trained else None)
     cfg = dataclasses.replace(spec.distill, repeats=partition_to_repeats(partition),
-                              dataset=spec.train.dataset, seed=seed,
+                              dataset=spec.train.dataset, seed=seed + REPLICATE_SEEDS * replicate,
                               **{"device": resolve_device(spec.machine.device), **changes})
     teacher = dataclasses.replace(spec.teacher, p=p, residual=residual)
     if _dry(plan):

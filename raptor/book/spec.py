@@ -50,10 +50,17 @@ def require(ok: bool, name: str, allowed: str, value: Any) -> None:
         raise SpecError(f"parameter {name!r} must be {allowed}, got {value!r}")
 
 
+#: A replicate Raptor's distillation seed steps past the teachers' seeds by this much
+#: (:func:`raptor.book.experiment.student_of`), which are therefore below it.
+REPLICATE_SEEDS = 1000
+
+
 def require_seeds(seeds: tuple[int, ...]) -> None:
-    """:func:`require` for a chapter's ``seeds``: distinct, ≥ 0, at least one."""
-    require(len(seeds) >= 1 and len(set(seeds)) == len(seeds) and all(s >= 0 for s in seeds),
-            "seeds", "a non-empty list of distinct seeds ≥ 0", seeds)
+    """:func:`require` for a chapter's ``seeds``: distinct, in [0, :data:`REPLICATE_SEEDS`), at
+    least one."""
+    require(len(seeds) >= 1 and len(set(seeds)) == len(seeds)
+            and all(0 <= s < REPLICATE_SEEDS for s in seeds),
+            "seeds", f"a non-empty list of distinct seeds in [0, {REPLICATE_SEEDS})", seeds)
 
 
 # The fields of each science configuration a notebook sets -> their parameter names (the

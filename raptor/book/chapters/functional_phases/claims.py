@@ -60,23 +60,38 @@ def paired_margin(values: Sequence[float]) -> float:
     return float(values[0] - values[1:].mean())
 
 
+def replicate_gap(first: float, replicates: Sequence[float], scale: float = 1.0) -> float:
+    """The training-noise floor of one seed: how far the max-cut's replicate Raptors (the same
+    partition, other initialisations) lie from its first, mean absolute difference over
+    ``scale`` (e.g. the random partitions' σ, to read beside :func:`margin`)."""
+    gap = float(np.mean(np.abs(np.asarray(replicates, dtype=float) - first)))
+    return gap / scale if scale > 0 else math.nan
+
+
 def c3_maxcut_beats_random(margins: Mapping[int, Sequence[float]], *,
                            counts: Mapping[int, int],
                            r2_margins: Mapping[str, Sequence[float]] | None = None,
+                           floors: Mapping[str, Sequence[float]] | None = None,
                            test_images: int | None = None) -> Claim:
     """C3 (Fig. 3): for every k, max-cut's Raptor accuracy is ``SIGMA_MIN`` σ above that of the
     ``counts[k]`` random partitions, judged on the engine's t interval over the seeds' margins
     (``margins[k]``, one per seed, :func:`margin` of the accuracies on ``test_images`` test
     images); not testable where some seed's random partitions do not vary (no σ). Beside it,
     not entering the verdict, ``r2_margins`` (per ``"k=… group"``, one per seed,
-    :func:`paired_margin` of the Raptors' R²) against :data:`R2_MARGIN_MIN`."""
+    :func:`paired_margin` of the Raptors' R²) against :data:`R2_MARGIN_MIN`, and in the note the
+    training-noise floor each margin is read against (``floors``, per ``"k=… measure"`` in the
+    margin's units, one :func:`replicate_gap` per seed, their mean)."""
     paper_ = "max-cut beats random partitions by > 1σ of Raptor accuracy (Fig. 3)"
     note = ("random contiguous partitions other than the max-cut, each once: "
             + ", ".join(f"k={k}: {n}" for k, n in counts.items())
             + "; the margin in σ of the random partitions' accuracies"
             + (f" on all {test_images:,} test images" if test_images else "") + ", one per seed"
             + ("; beside it [ours], max-cut's R² minus the random partitions' mean, one per seed"
-               if r2_margins else ""))
+               if r2_margins else "")
+            + ("; the training-noise floor, how far a max-cut Raptor distilled again from another "
+               "initialisation lies from the first (mean over the seeds): "
+               + ", ".join(f"{name} {np.mean(gaps):.{1 if 'σ' in name else 4}f}"
+                           for name, gaps in floors.items()) if floors else ""))
     if not all(np.isfinite(m).all() for m in margins.values()):
         return claim("C3", paper=paper_, ours="no σ on some seed", holds=None,
                      detail=note + "; not testable: the random partitions' accuracies do not "
@@ -210,6 +225,15 @@ def c11_overfitting(best: Mapping[int, int], steps: Sequence[int],
 def _c3(result: Result, runs: list[SeedRun]) -> Claim:
     """C3 on ``runs``: max-cut's accuracy margin in σ per k, its R² margin beside ([ours])."""
     test_acc = runs[0].test_acc
+    floors = {}
+    if result.spec.replicates > 1:
+        for k in test_acc:
+            floors[f"k={k} accuracy (σ)"] = [
+                replicate_gap(run.test_acc[k][0], run.replicate_acc[k],
+                              np.std(run.test_acc[k][1:], ddof=1)) for run in runs]
+            floors.update({f"k={k} {TOKEN[g]} R²": [
+                replicate_gap(run.student_r2[k][g][0], run.replicate_r2[k][g]) for run in runs]
+                for g in GROUPS})
     return c3_maxcut_beats_random(
         {k: [margin(run.test_acc[k][0], run.test_acc[k][1:]) for run in runs]
          for k in test_acc},
@@ -217,7 +241,7 @@ def _c3(result: Result, runs: list[SeedRun]) -> Claim:
         r2_margins={f"k={k} {TOKEN[g]}": [paired_margin(run.student_r2[k][g])
                                           for run in runs]
                     for k in test_acc for g in GROUPS},
-        test_images=result.spec.test_images)
+        floors=floors, test_images=result.spec.test_images)
 
 
 def _c4(result: Result, runs: list[SeedRun]) -> Claim:

@@ -41,6 +41,8 @@ class SeedRun:
     partitions: dict[int, list[Partition]]  # per k: the max-cut, then the random others
     test_acc: dict[int, np.ndarray]  # per k: accuracy on the test images, per partition
     student_r2: dict[int, dict[str, np.ndarray]]  # per k and token group, per partition
+    replicate_acc: dict[int, np.ndarray]  # per k: the max-cut's replicates' test accuracy
+    replicate_r2: dict[int, dict[str, np.ndarray]]  # per k and token group, per replicate
     phases: PhaseTest  # C1's test of the teacher, as every chapter reads it
     boundaries: TeacherPhases  # its phase matrix, max-cuts and novelty boundaries (C2)
     reproduced: dict[int, float]  # per k: the share of held-out subsets giving its max-cut (C2)
@@ -122,14 +124,20 @@ def _seed_run(spec: Spec, seed: int, device: str, plan: Plan | None, *, full: bo
         w.cuts, phase_matrices_of(w.model, *held, device=device), [spec.subset_images],
         spec.n_subsets).items()} if len(held[1]) else {}
     rest = batched(*held) if len(held[1]) else []
-    partitions, test_acc, r2 = {}, {}, {}
+    partitions, test_acc, r2, rep_acc, rep_r2 = {}, {}, {}, {}, {}
     for k, maxcut in w.cuts.items():
         partitions[k] = [maxcut, *phases.random_partitions(spec.teacher.depth, k, spec.n_random,
                                                            seed, exclude=[maxcut])]
         students = [student_of(spec, p, part, seed=seed, plan=plan)[0] for part in partitions[k]]
-        scores = [_scores(s, w, rest, device) for s in students]
-        test_acc[k] = np.array([acc for acc, _ in scores])
-        r2[k] = {g: np.array([r[g] for _, r in scores]) for g in GROUPS}
+        replicas = [student_of(spec, p, maxcut, seed=seed, replicate=r, plan=plan)[0]
+                    for r in range(1, spec.replicates)]
+        scores = [_scores(s, w, rest, device) for s in students + replicas]
+        acc = np.array([a for a, _ in scores])
+        by_group = {g: np.array([r[g] for _, r in scores]) for g in GROUPS}
+        n = len(students)
+        test_acc[k], rep_acc[k] = acc[:n], acc[n:]
+        r2[k], rep_r2[k] = ({g: v[:n] for g, v in by_group.items()},
+                            {g: v[n:] for g, v in by_group.items()})
     controls = {"trained": _per_unit(student_of(spec, p, cut, seed=seed, plan=plan)[0], w.model,
                                      units, device)}
     val, snapshots = {}, []
@@ -154,7 +162,7 @@ def _seed_run(spec: Spec, seed: int, device: str, plan: Plan | None, *, full: bo
                 swap_units[kind][n] = np.stack(
                     [swap_accuracy(w.model, sets, [u], device=device) for u in units], axis=1)
     label = teacher_name("book" if full else "planted", seed)
-    return SeedRun(seed, partitions, test_acc, r2,
+    return SeedRun(seed, partitions, test_acc, r2, rep_acc, rep_r2,
                    phases_of(spec, p, seed=seed, device=device, plan=plan),
                    TeacherPhases(label, p, seed, w.accuracy, w.S, w.cuts, novelty_peaks(w.S),
                                  None),

@@ -31,6 +31,9 @@ class Spec:
     (all of Fashion-MNIST's 10,000: the paper's measure, where gaps of a tenth of a point between
     partitions are the size of the noise on fewer), R² on the chapter's ``n_images``.
 
+    ``replicates``: max-cut Raptors per seed and k, each distilled from its own initialisation
+    and batch order, whose spread is the training-noise floor beside C3's margins (1: none).
+
     ``planted``: the positive control, a teacher per seed whose blocks are shared within groups
     of these sizes (phases by construction), trained by the same recipe; the claims that
     presuppose phases (C1–C4) are measured on it at ``k = len(planted)`` beside the teachers
@@ -44,6 +47,7 @@ class Spec:
     # k = 4 (paper.K_VALUES) adds ten Raptors the artifact tier cannot hold under 96 MB beside the rest [ours]
     k_values: tuple[int, ...] = (2, 3)
     n_random: int = paper.RANDOM_PARTITIONS
+    replicates: int = 1  # 2 once the artifact tier holds the converged students' replicates
     control_k: int = 3
     distill: DistillConfig = nested(DISTILL)
     n_images: int = 1000
@@ -67,6 +71,7 @@ class Spec:
         require(len(self.k_values) > 0 and all(2 <= k <= L for k in self.k_values), "k_values",
                 f"a non-empty list of k in [2, L = {L}]", self.k_values)
         require(self.n_random >= 2, "n_random", "≥ 2 (for a standard deviation)", self.n_random)
+        require(self.replicates >= 1, "replicates", "≥ 1", self.replicates)
         require(self.control_k in self.k_values, "control_k", f"one of k_values = "
                 f"{list(self.k_values)}", self.control_k)
         require(self.n_images >= 1, "n_images", "≥ 1", self.n_images)
@@ -105,10 +110,11 @@ class Spec:
 SMOKE = dataclasses.replace(Spec(), teacher=SMOKE_TEACHER, train=SMOKE_TRAIN, distill=SMOKE_DISTILL,
                             n_images=64, test_images=128, seeds=(0,), k_values=(2,), control_k=2, n_random=2,
                             overfit_limit=128, overfit_steps=20, overfit_snapshots=(10, 20),
-                            swap_counts=(1, 2), max_swap_sets=3, planted=(2, 2),
+                            swap_counts=(1, 2), max_swap_sets=3, planted=(2, 2), replicates=2,
                             subset_images=16, n_subsets=3)
 PAPER = dataclasses.replace(Spec(), teacher=PAPER_TEACHER, train=PAPER_TRAIN, distill=PAPER_DISTILL,
                             n_images=FINDING_PAPER.n_images,
                             subset_images=max(FINDING_PAPER.image_counts),
-                            k_values=paper.K_VALUES, overfit_limit=5_000, overfit_steps=8_000,
+                            k_values=paper.K_VALUES, replicates=2, overfit_limit=5_000,
+                            overfit_steps=8_000,
                             overfit_snapshots=(500, 1_000, 2_000, 4_000, 8_000))

@@ -1,0 +1,137 @@
+"""What each chapter's students cost at ``cpu``, in core-hours, before and after the convergence
+criterion (issue: students converged on two cores). A chapter's students are those its plan under
+:data:`~raptor.book.profiles.CONVERGED` asks for: the ones stored (each listed as it is looked up,
+``$RAPTOR_CACHE_LOG``) and the ones missing (the plan's jobs). Per chapter:
+
+- *book*: the committed book's students (100 + 100 steps), the tier's recorded wall time of each,
+  trained one at a time on both cores (core-hours: twice that);
+- *fixed budget*: 2,000 + 2,000 steps, the budget the criterion replaced, at the
+  :data:`FIXED_BUDGET_S` core-seconds a student measured for it;
+- *converged*: the processor seconds each converged student recorded (a stage-1 block shared
+  with an earlier student costs only the student that trained it), for those trained so far
+  that recorded them.
+
+    python bench/bench_chapter_cost.py [--chapter C ...] [-p replicates 2] [--queue FILE]
+
+``--queue``: also write the missing students for :mod:`raptor.student_batch` (planning a chapter
+runs its computation on the stored models: functional phases ~25 minutes on one core). Writes the
+chapters' students to ``results/students/chapters.json`` and prints the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import pickle
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from raptor.book.chapters import names
+from raptor.book.profiles import CONVERGED, DISTILL
+from raptor.book.runner import parse_value, resolve
+from raptor.book.spec import notebook_values
+from raptor.storage.artifacts import artifacts_root
+from raptor.storage.cache import entry_name
+from raptor.storage.checkpoint import atomic_write, metadata
+from raptor.storage.manifest import cache_root, read_manifest
+from raptor.sweep import plan
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTERS = ROOT / "results" / "students" / "chapters.json"
+# A student of the seed-0 teacher distilled for 2,000 + 2,000 steps on one core of the 2-core
+# EPYC, from the step times of bench/bench_train_step.py (issue: students converged on two cores)
+FIXED_BUDGET_S = 959.0
+
+
+def chapter_students(name: str, overrides: dict) -> tuple[dict[str, dict], dict[str, object]]:
+    """The student entries chapter ``name`` asks for at ``cpu`` under ``overrides`` (those it
+    accepts), stored or not, each with its key; and the missing ones' requests."""
+    accepted = notebook_values(resolve(name, "cpu"))
+    given = {k: v for k, v in overrides.items() if k in accepted}
+    with tempfile.NamedTemporaryFile("r", suffix=".log") as log:
+        os.environ["RAPTOR_CACHE_LOG"] = log.name
+        try:
+            jobs, _ = plan(name, "cpu", given)
+        finally:
+            del os.environ["RAPTOR_CACHE_LOG"]
+        used = [line.strip() for line in log if line.startswith("student/")]
+    missing = {entry_name("student", job.key): job for job in jobs if job.kind == "student"}
+    keys = {n: json.loads(_stored(n)[0]) for n in used}
+    keys.update({n: job.key for n, job in missing.items()})
+    return keys, {n: job.request for n, job in missing.items()}
+
+
+def _stored(name: str) -> tuple[str, dict] | None:
+    """A cache entry's key (as JSON) and record, or None where the cache lacks it."""
+    path = cache_root() / name
+    if not path.is_file():
+        return None
+    meta = metadata(path.read_bytes())
+    return meta["config"], json.loads(meta["record"])
+
+
+def book_key(key: dict) -> dict:
+    """The committed book's student (100 + 100 steps, no criterion) of the same teacher,
+    partition and seed as the converged student of ``key`` (as :func:`raptor.train.student_key`
+    writes a key without a criterion)."""
+    book = copy.deepcopy(key)
+    book["distill"].update(stage1_steps=DISTILL.stage1_steps, stage2_steps=DISTILL.stage2_steps)
+    for later in ("val_limit", "eval_every", "patience", "decay_frac"):
+        del book["distill"][later]
+    return book
+
+
+def costs(keys: dict[str, dict]) -> dict[str, float]:
+    """Book, fixed-budget and converged core-hours of the students of ``keys``: the converged
+    ones' where they recorded processor seconds (the first few recorded wall time only, run
+    beside other work: left out)."""
+    tier = read_manifest(artifacts_root())
+    book = converged = 0.0
+    done = timed = 0
+    for name, key in keys.items():
+        book += 2 * tier[entry_name("student", book_key(key))]["wall_s"]
+        stored = _stored(name)
+        if stored is not None:
+            done += 1
+            if "cpu_seconds" in stored[1]:
+                timed += 1
+                converged += stored[1]["cpu_seconds"]
+    return {"students": len(keys), "book core-h": book / 3600,
+            "fixed budget core-h": len(keys) * FIXED_BUDGET_S / 3600,
+            "converged": done, "of them timed": timed, "their core-h": converged / 3600,
+            "core-s a student": converged / timed if timed else float("nan")}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--chapter", action="append", choices=names())
+    parser.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
+    parser.add_argument("--queue", type=Path)
+    args = parser.parse_args()
+    overrides = {**CONVERGED, **{k: parse_value(v) for k, v in args.p}}
+    chapters = json.loads(CHAPTERS.read_text()) if CHAPTERS.is_file() else {}
+    rows, queue, every = {}, {}, {}
+    for name in args.chapter or [n for n in names() if n != "claims"]:
+        keys, missing = chapter_students(name, overrides)
+        if not keys:
+            continue
+        chapters[name] = sorted(keys)
+        queue.update(missing)
+        every.update(keys)
+        rows[name] = costs(keys)
+    atomic_write(CHAPTERS, lambda tmp: Path(tmp).write_text(json.dumps(chapters, indent=1)))
+    if args.queue:
+        atomic_write(args.queue,
+                     lambda tmp: Path(tmp).write_bytes(pickle.dumps(list(queue.values()))))
+        print(f"{len(queue)} missing students written to {args.queue}")
+    table = pd.DataFrame(rows).T
+    table.loc["the book (distinct students)"] = costs(every)
+    print(table.round(2).to_markdown())
+
+
+if __name__ == "__main__":
+    main()
