@@ -9,7 +9,7 @@ criterion (issue: students converged on two cores). A chapter's students are tho
   :data:`FIXED_BUDGET_S` core-seconds a student measured for it;
 - *converged*: the processor seconds each converged student recorded (a stage-1 block shared
   with an earlier student costs only the student that trained it), for those trained so far
-  that recorded them.
+  that recorded them, and projected to all at their mean.
 
     python bench/bench_chapter_cost.py [--chapter C ...] [-p replicates 2] [--queue FILE]
 
@@ -60,8 +60,7 @@ def chapter_students(name: str, overrides: dict) -> tuple[dict[str, dict], dict[
             del os.environ["RAPTOR_CACHE_LOG"]
         used = [line.strip() for line in log if line.startswith("student/")]
     missing = {entry_name("student", job.key): job for job in jobs if job.kind == "student"}
-    keys = {n: json.loads(_stored(n)[0]) for n in used}
-    keys.update({n: job.key for n, job in missing.items()})
+    keys = {n: missing[n].key if n in missing else _key(n) for n in [*used, *missing]}
     return keys, {n: job.request for n, job in missing.items()}
 
 
@@ -72,6 +71,16 @@ def _stored(name: str) -> tuple[str, dict] | None:
         return None
     meta = metadata(path.read_bytes())
     return meta["config"], json.loads(meta["record"])
+
+
+def _key(name: str) -> dict:
+    """The key of a stored student (the converged ones are in the cache: ``raptor artifacts
+    unstage`` writes the staged ones there)."""
+    stored = _stored(name)
+    if stored is None:
+        raise SystemExit(f"{name} is neither in the cache nor missing: unstage the converged "
+                         "students into the cache first")
+    return json.loads(stored[0])
 
 
 def book_key(key: dict) -> dict:
@@ -106,6 +115,12 @@ def costs(keys: dict[str, dict]) -> dict[str, float]:
             "core-s a student": converged / timed if timed else float("nan")}
 
 
+def projected(row: dict[str, float], mean_s: float) -> float:
+    """A chapter's converged core-hours once all its students are: those timed, and the rest at
+    ``mean_s`` core-seconds a student (the book's mean so far)."""
+    return row["their core-h"] + (row["students"] - row["of them timed"]) * mean_s / 3600
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--chapter", action="append", choices=names())
@@ -114,22 +129,24 @@ def main() -> None:
     args = parser.parse_args()
     overrides = {**CONVERGED, **{k: parse_value(v) for k, v in args.p}}
     chapters = json.loads(CHAPTERS.read_text()) if CHAPTERS.is_file() else {}
-    rows, queue, every = {}, {}, {}
+    queue, every = {}, {}
     for name in args.chapter or [n for n in names() if n != "claims"]:
         keys, missing = chapter_students(name, overrides)
-        if not keys:
-            continue
-        chapters[name] = sorted(keys)
-        queue.update(missing)
-        every.update(keys)
-        rows[name] = costs(keys)
+        if keys:
+            chapters[name] = sorted(keys)
+            queue.update(missing)
+            every[name] = keys
     atomic_write(CHAPTERS, lambda tmp: Path(tmp).write_text(json.dumps(chapters, indent=1)))
     if args.queue:
         atomic_write(args.queue,
                      lambda tmp: Path(tmp).write_bytes(pickle.dumps(list(queue.values()))))
         print(f"{len(queue)} missing students written to {args.queue}")
+    rows = {name: costs(keys) for name, keys in every.items()}
+    rows["the book (distinct students)"] = costs({n: k for keys in every.values()
+                                                   for n, k in keys.items()})
     table = pd.DataFrame(rows).T
-    table.loc["the book (distinct students)"] = costs(every)
+    mean_s = rows["the book (distinct students)"]["core-s a student"]
+    table["projected core-h"] = [projected(row, mean_s) for row in rows.values()]
     print(table.round(2).to_markdown())
 
 
