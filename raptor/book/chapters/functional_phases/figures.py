@@ -121,7 +121,8 @@ def draw_maxcut_vs_random(table: pd.DataFrame) -> plt.Figure:
     ax.set(xlabel="number of phases k", ylabel="Raptor accuracy",
            title="max-cut vs random partitions", xlim=(-0.6, len(ks) - 0.4))
     ax.set_xticks(range(len(ks)), [f"k={k}" for k in ks])
-    plotting.legend_below(fig, [ax], ncols=2)
+    replicated = table["partition"].str.startswith("max-cut, replicate").any()
+    plotting.legend_below(fig, [ax], ncols=2 if replicated else 3)  # 4 entries: 2 rows of 2
     return fig
 
 
