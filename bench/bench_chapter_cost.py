@@ -89,8 +89,8 @@ def book_key(key: dict) -> dict:
     writes a key without a criterion)."""
     book = copy.deepcopy(key)
     book["distill"].update(stage1_steps=DISTILL.stage1_steps, stage2_steps=DISTILL.stage2_steps)
-    for later in ("val_limit", "eval_every", "patience", "decay_frac"):
-        del book["distill"][later]
+    for later in ("val_limit", "eval_every", "patience", "decay_frac", "anneal_steps"):
+        book["distill"].pop(later, None)
     return book
 
 

@@ -185,8 +185,8 @@ class DistillConfig:
     to the stage-1 block that ends at the last layer, other stage-1 blocks use the plain MSE (as
     in the authors' runs); ``stage2_weights`` apply in stage 2; ``weighted=False`` uses the plain
     MSE everywhere (Table 2 before "+ cls weighting"). ``teacher_forcing`` / ``autoregressive``
-    select stage 1's losses: both anneal TF into AR over ``anneal_frac`` of stage 1, one alone is
-    used throughout (Table 2's "TF only"). ``stage2=False`` skips stage 2 (``stage2_steps`` is
+    select stage 1's losses: both anneal TF into AR over ``anneal_frac`` of stage 1 (over
+    ``anneal_steps`` steps where set), one alone is used throughout (Table 2's "TF only"). ``stage2=False`` skips stage 2 (``stage2_steps`` is
     then set to 0). ``init="random"`` follows the authors' randomly initialised blocks.
     ``grad_clip=None`` trains without clipping. ``dataset`` and ``train_limit`` choose the
     training images in :func:`get_student` (:func:`distill` is given its dataset).
@@ -202,7 +202,9 @@ class DistillConfig:
     :data:`raptor.train.DISTILL_FLOOR` below it; its *plateau*, not before the anneal is over),
     then decays linearly to ``min_lr`` over ``decay_frac`` of the steps run so far, and the stage
     stops (a warmup–stable–decay schedule); the stage's steps are then its cap, by which the
-    decay must end. ``None``: all steps on a cosine, the last weights.
+    decay must end. ``None``: all steps on a cosine, the last weights. A cap is no stage length for
+    the anneal to be a fraction of: with ``anneal_steps`` set, a curve that plateaus before its cap
+    trains the same under any cap.
     """
 
     repeats: tuple[int, ...]
@@ -215,6 +217,7 @@ class DistillConfig:
     min_lr: float = RECIPE.min_lr
     grad_clip: float | None = RECIPE.grad_clip
     anneal_frac: float = RECIPE.anneal_frac
+    anneal_steps: int | None = None
     stage1_weights: Weights = RECIPE.stage1_weights
     stage2_weights: Weights = RECIPE.stage2_weights
     weighted: bool = True
@@ -244,7 +247,7 @@ class DistillConfig:
             check_int(name, getattr(self, name), 0)
         for name in ("batch_size", "eval_every"):
             check_int(name, getattr(self, name), 1)
-        for name in ("train_limit", "val_limit", "patience"):
+        for name in ("train_limit", "val_limit", "patience", "anneal_steps"):
             if getattr(self, name) is not None:
                 check_int(name, getattr(self, name), 1)
         if self.patience is not None and self.val_limit is None:
@@ -286,6 +289,9 @@ class DistillConfig:
             raise ValueError("nothing to train: stage1_steps and stage2_steps (with stage2) are 0")
         if self.stage1_steps and not (self.teacher_forcing or self.autoregressive):
             raise ValueError("stage 1 needs teacher_forcing or autoregressive (or both)")
+        if self.anneal_steps is not None and self.anneal_steps > self.stage1_steps:
+            raise ValueError(f"anneal_steps ({self.anneal_steps}) must end within stage 1's "
+                             f"{self.stage1_steps} steps")
 
     def stage1_lambda(self, step: int) -> float:
         """The TF weight ``λ`` at stage-1 ``step`` (1 for TF alone, 0 for AR alone)."""
@@ -293,6 +299,8 @@ class DistillConfig:
             return 1.0
         if not self.teacher_forcing:
             return 0.0
+        if self.anneal_steps is not None:
+            return tf_lambda(step, self.anneal_steps, 1.0)
         return tf_lambda(step, self.stage1_steps, self.anneal_frac)
 
 

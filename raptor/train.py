@@ -235,10 +235,10 @@ def distill(teacher: nn.Module, train_set: Dataset, cfg: DistillConfig, *,
 
 def stage1_key(cfg: DistillConfig) -> dict[str, Any]:
     """The fields of ``cfg`` a stage-1 block depends on (not its partition, nor stage 2's)."""
-    fields = dataclasses.asdict(cfg)
+    fields = distill_key(cfg)
     for later in ("repeats", "stage2_steps", "stage2_weights", "stage2", "half_weights",
                   "device"):
-        del fields[later]
+        fields.pop(later, None)
     return fields
 
 
@@ -454,14 +454,22 @@ def student_key(teacher_cfg: TeacherConfig, teacher_train: TrainConfig | None, t
         weights = None
     else:
         weights = teacher if isinstance(teacher, str) else digest(teacher.state_dict())
-    distill = dataclasses.asdict(cfg)
-    if not distill["half_weights"]:  # a field added later: off, left out (stored keys hold)
-        del distill["half_weights"]
-    if distill["val_limit"] is None:  # likewise: no validation, no criterion
-        for later in ("val_limit", "eval_every", "patience", "decay_frac"):
-            del distill[later]
     return {"teacher": teacher_key(teacher_cfg, teacher_train, teacher_seed, cfg.device),
-            "teacher_weights": weights, "distill": distill, "format": 1}
+            "teacher_weights": weights, "distill": distill_key(cfg), "format": 1}
+
+
+def distill_key(cfg: DistillConfig) -> dict[str, Any]:
+    """``cfg``'s fields as a key holds them: those added later are left out where unset, so
+    the entries stored before them keep their keys."""
+    fields = dataclasses.asdict(cfg)
+    if not fields["half_weights"]:
+        del fields["half_weights"]
+    if fields["val_limit"] is None:  # no validation, no criterion
+        for later in ("val_limit", "eval_every", "patience", "decay_frac"):
+            del fields[later]
+    if fields["anneal_steps"] is None:
+        del fields["anneal_steps"]
+    return fields
 
 
 @dataclass(frozen=True)

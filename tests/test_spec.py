@@ -32,7 +32,7 @@ TRAINING = ["dataset", "steps", "batch_size", "lr", "warmup", "weight_decay", "m
             "grad_clip", "train_limit", "eval_every", "patience", "half_precision"]
 DISTILLATION = ["stage1_steps", "stage2_steps", "distill_lr", "distill_warmup", "distill_limit",
                 "distill_val_limit", "distill_eval_every", "distill_patience",
-                "distill_decay_frac", "distill_half_precision"]
+                "distill_decay_frac", "distill_anneal_steps", "distill_half_precision"]
 OWN = ["p_values", "ks", "p", "pairs", "weights", "limit", "scale", "flag"]
 MACHINE = ["data_root", "device"]
 
@@ -237,13 +237,14 @@ def toy_values(draw: st.DrawFn) -> dict[str, object]:
         "min_lr": draw(st.floats(0, 0.001)), "grad_clip": draw(st.none() | st.floats(0.1, 5)),
         "train_limit": draw(maybe_int), "eval_every": draw(st.integers(1, 100)),
         "patience": draw(st.none() | st.integers(1, 10)), "half_precision": draw(st.booleans()),
-        "stage1_steps": draw(st.integers(1, 99)),
+        "stage1_steps": (stage1 := draw(st.integers(1, 99))),
         "stage2_steps": draw(st.integers(0, 99)), "distill_lr": draw(st.floats(1e-6, 1.0)),
         "distill_warmup": draw(st.integers(0, 20)), "distill_limit": draw(maybe_int),
         "distill_val_limit": (val := draw(maybe_int)),
         "distill_eval_every": draw(st.integers(1, 100)),
         "distill_patience": draw(st.none() | st.integers(1, 10)) if val else None,
         "distill_decay_frac": draw(st.floats(0.01, 1.0)),
+        "distill_anneal_steps": draw(st.none() | st.integers(1, stage1)),
         "distill_half_precision": draw(st.booleans()),
         "p_values": draw(st.lists(rates, max_size=4)),
         "ks": draw(st.lists(st.integers(1, depth), min_size=1, max_size=3)), "p": draw(rates),

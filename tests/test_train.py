@@ -439,6 +439,35 @@ def test_a_loss_that_never_plateaus_decays_by_the_cap_and_says_so() -> None:
         assert curves["decay"] == [10, 12] and curves["lr"][9] == 3e-3 > curves["lr"][10]
 
 
+def test_a_curve_that_plateaus_before_its_cap_trains_the_same_under_a_longer_one() -> None:
+    """With the anneal a fixed number of steps, the cap only bounds a stage: a student whose
+    curves all plateau before it (the first test's) is bit-identical under twice the stage-1
+    cap, as is its record; under ``anneal_frac`` of the cap the longer cap trains another one."""
+    criterion = {**FAST, "stage1_steps": 20, "stage2_steps": 20, "lr": 1e-9, "min_lr": 0.0,
+                 "val_limit": 4, "eval_every": 2, "patience": 2}
+    runs = [distill(teacher(), dataset(), DistillConfig(**{**criterion, **change}),
+                    val_set=dataset(4), progress=False)
+            for change in ({}, {"stage1_steps": 40, "anneal_steps": 5}, {"stage1_steps": 40})]
+    (short, rec_short), (long, rec_long), (frac, _) = runs
+    assert all(c["why"] == "plateau" for c in (*rec_short["stage1"]["blocks"], rec_short["stage2"]))
+    assert weights(short).keys() == weights(long).keys()
+    assert all(torch.equal(v, weights(long)[k]) for k, v in weights(short).items())
+    assert rec_short["stage1"] == rec_long["stage1"] and rec_short["stage2"] == rec_long["stage2"]
+    assert not all(torch.equal(v, weights(frac)[k]) for k, v in weights(short).items())
+
+
+def test_anneal_steps_set_the_anneal_and_unset_leave_stored_keys_alone() -> None:
+    cfg = DistillConfig(**{**FAST, "stage1_steps": 40, "anneal_steps": 4})
+    assert [cfg.stage1_lambda(s) for s in (0, 2, 4, 39)] == [1.0, 0.5, 0.0, 0.0]
+    assert "anneal_steps" not in student_key(TINY, None, 0, DistillConfig(**FAST), None)["distill"]
+    assert "anneal_steps" not in raptor.train.stage1_key(DistillConfig(**FAST))
+    assert student_key(TINY, None, 0, cfg, None)["distill"]["anneal_steps"] == 4
+    with pytest.raises(ValueError, match="anneal_steps"):
+        DistillConfig(**{**FAST, "anneal_steps": 5})  # beyond stage 1's 4 steps
+    with pytest.raises(ValueError, match="anneal_steps"):
+        DistillConfig(**{**FAST, "anneal_steps": 0})
+
+
 @pytest.mark.parametrize("cap,frac", [(12, 0.2), (2000, 0.2), (2000, 0.1), (7, 1.0), (1, 0.5)])
 def test_the_caps_decay_start_is_the_latest_that_ends_by_the_cap(cap: int, frac: float) -> None:
     start = raptor.train.decay_start(cap, frac)

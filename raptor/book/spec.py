@@ -79,7 +79,8 @@ PARAMETERS: dict[type, dict[str, str]] = {
                     "lr": "distill_lr", "warmup_steps": "distill_warmup",
                     "train_limit": "distill_limit", "val_limit": "distill_val_limit",
                     "eval_every": "distill_eval_every", "patience": "distill_patience",
-                    "decay_frac": "distill_decay_frac", "half_weights": "distill_half_precision"},
+                    "decay_frac": "distill_decay_frac", "anneal_steps": "distill_anneal_steps",
+                    "half_weights": "distill_half_precision"},
 }
 
 
