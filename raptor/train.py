@@ -233,6 +233,16 @@ def distill(teacher: nn.Module, train_set: Dataset, cfg: DistillConfig, *,
     return raptor.eval(), record
 
 
+def steps_trained(record: Mapping[str, Any], cfg: DistillConfig) -> int:
+    """The steps a Raptor of ``cfg`` trained, by its record: its longest stage-1 block's and
+    stage 2's (a criterion stops each where it plateaus); ``cfg``'s budget where the record holds
+    no curves (a planned stand-in)."""
+    if "stage1" not in record:
+        return cfg.stage1_steps + cfg.stage2_steps
+    stage1 = max((len(b["loss"]) for b in record["stage1"]["blocks"]), default=0)
+    return stage1 + len(record["stage2"]["loss"])
+
+
 def stage1_key(cfg: DistillConfig) -> dict[str, Any]:
     """The fields of ``cfg`` a stage-1 block depends on (not its partition, nor stage 2's)."""
     fields = distill_key(cfg)

@@ -248,6 +248,24 @@ def test_a_raptor_is_fitted_on_each_max_cut_and_on_random_partitions(weights, tm
     json.dumps(compute.numbers(result), allow_nan=False)
 
 
+def test_a_raptor_of_any_model_can_be_distilled_under_the_convergence_criterion(
+        weights, tmp_path: Path) -> None:
+    """Held-out images for the criterion come from those neither analysed nor trained on; the
+    table gives the steps each Raptor trained (plateau at 6, stop at 8, in each stage)."""
+    rng = np.random.default_rng(2)
+    for i in range(40):
+        Image.fromarray(rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)).save(
+            tmp_path / f"{i}.png")
+    name, size = SHAPES[0]
+    criterion = dataclasses.replace(chapter.SMOKE.distill, stage1_steps=20, stage2_steps=20,
+                                    batch_size=8, lr=1e-9, min_lr=0.0, train_limit=16,
+                                    val_limit=4, eval_every=2, patience=2)
+    spec = spec_for(name, size, weights, tmp_path, fit_raptor=True, random_partitions=1,
+                    k_values=(2,), distill=criterion)
+    result = compute.compute(spec)
+    assert [f.steps for f in result.fits[2]] == [16, 16]
+
+
 @pytest.mark.slow
 def test_the_command_writes_the_executed_chapter_and_every_number(weights, image_folder: Path,
                                                                   tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ scale, read off each profile's spec, never written by hand."""
 
 from __future__ import annotations
 
+import dataclasses
 import doctest
 import importlib.util
 import json
@@ -44,6 +45,16 @@ def test_the_book_says_what_it_did_not_run_and_why() -> None:
     assert "CIFAR-100 images for" in sentence("paper") and "were not run" not in sentence("paper")
     assert "in 2 × 100 steps; " in sentence("cpu")  # on the teachers' images: not said twice
     assert "on 256 Fashion-MNIST images" in sentence("smoke")  # and at smoke on fewer
+
+
+def test_students_under_the_convergence_criterion_are_said_to_stop_at_their_plateau(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = spec_for("distillation", "cpu")
+    criterion = dataclasses.replace(spec.distill, stage1_steps=8000, stage2_steps=4000,
+                                    val_limit=1000, patience=4)
+    monkeypatch.setattr(scope, "spec_for", lambda *_: dataclasses.replace(spec, distill=criterion))
+    assert ("Raptors distilled from them in stages that stopped where their held-out loss "
+            "flattened (at most 8,000 + 4,000 steps); ") in sentence("cpu")
 
 
 def test_an_unknown_profile_is_refused() -> None:

@@ -421,6 +421,8 @@ def test_a_stage_decays_from_its_plateau_and_stops_there() -> None:
         assert (curves["plateau"], curves["stopped"], curves["why"]) == (6, 8, "plateau")
         assert [v["step"] for v in curves["val"]] == [2, 4, 6, 8] and len(curves["loss"]) == 8
         assert curves["lr"][1:6] == [1e-9] * 5 and curves["lr"][6:] == [5e-10, 0.0]
+    assert raptor.train.steps_trained(rec, cfg) == 16 < cfg.stage1_steps + cfg.stage2_steps
+    assert raptor.train.steps_trained({"planned": True}, cfg) == 40
     groups = TokenGroups.from_model(teacher())
     traj = trajectory(teacher(), dataset(4).tensors[0])
     with torch.no_grad():  # the weights kept are the last ones, whose loss the last reading is

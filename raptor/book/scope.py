@@ -37,6 +37,8 @@ def sentence(profile: str) -> str:
              else f"for {train.steps:,} steps")
     stages = (f"2 × {distill.stage1_steps:,} steps" if distill.stage1_steps == distill.stage2_steps
               else f"{distill.stage1_steps:,} + {distill.stage2_steps:,} steps")
+    if distill.patience:
+        stages = f"stages that stopped where their held-out loss flattened (at most {stages})"
     students = _images(distill.dataset, distill.train_limit)
     on = "" if students == _images(train.dataset, train.train_limit) else f" on {students}"
     missing = ("DINOv2-B runs only where its weights are given" if train.dataset == "cifar100"

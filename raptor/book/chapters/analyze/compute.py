@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from torch.utils.data import DataLoader, Dataset, Subset
 
-from raptor import analysis, paper
+from raptor import analysis, data, paper
 from raptor.book.chapters.analyze.spec import COMPANION, Spec
 from raptor.book.chapters.phase_structure.compute import power_reps
 from raptor.book.experiment import student_of, teacher_of
@@ -27,7 +27,7 @@ from raptor.similarity import phase_matrix
 from raptor.phase_test import PhaseTest, phase_test
 from raptor.planning import Plan
 from raptor.structure import PhaseExcess, matrix_excess, phase_excesses
-from raptor.train import CACHE_LIMIT_BYTES, distill
+from raptor.train import CACHE_LIMIT_BYTES, distill, steps_trained
 from raptor.trajectories import TokenGroups
 
 
@@ -122,7 +122,7 @@ def fit(spec: Spec, model, partition: Partition, kind: str, train_set: Dataset,
     trajectories kept in memory when they fit)."""
     device = resolve_device(spec.machine.device)
     if spec.model == COMPANION:
-        student, _ = student_of(spec, spec.teacher.p, partition, plan=plan)
+        student, record = student_of(spec, spec.teacher.p, partition, plan=plan)
     else:
         tokens = TokenGroups.from_model(model).num_tokens
         cached = len(train_set) * (len(model.blocks) + 1) * tokens * model.embed_dim * 4
@@ -130,12 +130,14 @@ def fit(spec: Spec, model, partition: Partition, kind: str, train_set: Dataset,
             spec.distill, repeats=repeats_from_partition(partition, len(model.blocks)),
             device=device, bf16=spec.bf16 and device.startswith("cuda"),
             cache_teacher=spec.distill.cache_teacher and cached <= CACHE_LIMIT_BYTES)
-        student, _ = distill(model, train_set, cfg, progress=False)
+        val_set = (data.held_out(train_set, cfg.val_limit, cfg.seed)  # a criterion's images
+                   if cfg.val_limit is not None else None)
+        student, record = distill(model, train_set, cfg, val_set=val_set, progress=False)
     match = evaluate_student(student, model, DataLoader(analysed, batch_size=spec.batch),
                              device=device)
     return Fit(tuple(partition), kind, match["cosine"], match["r2"], match["global_r2"],
                match["agreement"] if model.num_classes else None,
-               spec.distill.stage1_steps + spec.distill.stage2_steps)
+               steps_trained(record, spec.distill))
 
 
 def numbers(result: Result) -> dict[str, Any]:
