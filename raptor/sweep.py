@@ -182,12 +182,23 @@ def _label(request: Request) -> str:
     if isinstance(request, TeacherRequest):
         tr = t.train
         return (f"{who}: ViT L={arch.depth} D={arch.embed_dim} {arch.img_size}px on "
-                f"{tr.dataset}, {tr.steps} steps x {tr.batch_size}"
+                f"{tr.dataset}, {_at_most(request)}{tr.steps} steps x {tr.batch_size}"
                 + (f", {tr.train_limit} images" if tr.train_limit else ""))
     d = request.cfg
     snap = f" at step {request.snapshot}" if request.snapshot is not None else ""
     return (f"k={len(d.repeats)} Raptor of teacher {who}{snap}: "
-            f"{d.stage1_steps}+{d.stage2_steps} steps x {d.batch_size}")
+            f"{_at_most(request)}{d.stage1_steps}+{d.stage2_steps} steps x {d.batch_size}")
+
+
+def _stops_at_plateau(request: Request) -> bool:
+    """Whether a training stops where its validation loss flattens: its steps, and so its FLOPs,
+    are then a bound."""
+    train = request.cfg if isinstance(request, StudentRequest) else request.train
+    return train.patience is not None
+
+
+def _at_most(request: Request) -> str:
+    return "at most " if _stops_at_plateau(request) else ""
 
 
 def _dry_images(dataset: str, img_size: int | None, n: int, seed: int
@@ -322,6 +333,9 @@ def describe(jobs: Sequence[Job], throughput: tuple[str, float] | None, first: i
     rows.append(f"  total: {len(jobs)} trainings, {sum(j.flops for j in jobs) / 1e15:.4g} PFLOP, "
                 f"{mark}{sum(hours):.4g} GPU-hours at {tflops:.4g} TFLOP/s ("
                 + (f"{source}, bench/gpu_check.py" if throughput else source) + ")")
+    if any(_stops_at_plateau(j.request) for j in jobs):
+        rows.append("  a training that stops at its plateau (\"at most\") counts its cap's FLOPs: "
+                    "the totals bound it")
     if any(not j.ready for j in jobs):
         rows.append(f"  round {first + 1}: a student's partition is its trained teacher's max-cut, "
                     f"so it starts once that teacher (round {first}) is trained")

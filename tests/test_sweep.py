@@ -282,6 +282,13 @@ def test_cost_is_six_params_tokens_batch_steps(tmp_path: Path) -> None:
     text = describe(jobs, None)
     assert "total: 2 trainings, 10.8 PFLOP, ~0.007583 GPU-hours at 395.6 TFLOP/s" in text
     assert "an estimate: H100/H200 SXM at an assumed 40% of its 989 TFLOP/s dense bf16" in text
+    assert "bound" not in text
+    # under a stopping criterion a training's steps are its cap: the cost is an upper bound
+    stopping = StudentRequest(TEACHER, dataclasses.replace(DISTILL, val_limit=4, patience=2))
+    assert "at most 2+1 steps x 8" in raptor.sweep._label(stopping)
+    assert "at most" not in raptor.sweep._label(StudentRequest(TEACHER, DISTILL))
+    text = describe([Job(stopping, {}, "b", 7.2e15, True)], ("H200", 1.0))
+    assert "counts its cap's FLOPs: the totals bound it" in text
     record = tmp_path / "gpu_check.json"
     assert gpu_throughput(record) is None
     record.write_text('{"device": "H200", "tflops": 412.5}')
