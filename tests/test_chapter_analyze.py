@@ -147,9 +147,15 @@ def test_bad_inputs_are_clear_errors_in_under_a_second(weights, image_folder: Pa
                                        image_folder)
     assert "k in [2, L − 1 = 11]" in bad({"k_values": (12,)}, weights, image_folder)
     assert "0 unless fit_raptor" in bad({"random_partitions": 2}, weights, image_folder)
+    fixed = dataclasses.replace(chapter.SMOKE.distill, batch_size=8, val_limit=None,
+                                patience=None)
     assert "at most 12 − 8 = 4 with fit_raptor" in bad(
-        {"fit_raptor": True, "distill": dataclasses.replace(chapter.SMOKE.distill, batch_size=8)},
-        weights, image_folder)
+        {"fit_raptor": True, "distill": fixed}, weights, image_folder)
+    held = bad({"fit_raptor": True, "distill": dataclasses.replace(fixed, val_limit=2,
+                                                                   patience=2)},
+               weights, image_folder)
+    assert "at most 12 − 10 = 2 with fit_raptor" in held
+    assert "and 2 held out for its convergence criterion" in held
     empty = tmp_path / "empty"
     empty.mkdir()
     spec = spec_for("vit_tiny_patch16_224", 32, weights, empty)
@@ -234,7 +240,8 @@ def test_a_raptor_is_fitted_on_each_max_cut_and_on_random_partitions(weights, tm
     name, size = SHAPES[0]
     spec = spec_for(name, size, weights, tmp_path, fit_raptor=True, random_partitions=2,
                     distill=dataclasses.replace(chapter.SMOKE.distill, stage1_steps=2,
-                                                stage2_steps=1, batch_size=8))
+                                                stage2_steps=1, batch_size=8, val_limit=None,
+                                                patience=None, anneal_steps=None))
     result = compute.compute(spec)
     for k, fits in result.fits.items():
         assert [f.kind for f in fits] == ["max-cut", "random", "random"]

@@ -98,8 +98,8 @@ def compute(spec: Spec, plan: Plan | None = None) -> Result:
     dinov2b = paper.dinov2b_block_similarity()
     fits = {}
     if spec.fit_raptor:
-        held_out = Subset(others, range(min(len(others), spec.distill.train_limit or
-                                            len(others))))
+        left = len(others) - (spec.distill.val_limit or 0)  # a criterion's images come first
+        held_out = Subset(others, range(min(left, spec.distill.train_limit or left)))
         fits = {k: [fit(spec, model, part, kind, held_out, analysed, plan) for part, kind in
                     [(cut, "max-cut"), *((p, "random") for p in random_partitions(
                         len(S), k, spec.random_partitions, seed=k, exclude=[cut]))]]

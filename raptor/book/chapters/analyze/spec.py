@@ -70,10 +70,12 @@ class Spec:
                 self.random_partitions)
         if self.fit_raptor and self.model != COMPANION:
             size, batch = source_size(self.images), self.distill.batch_size
-            require(size - self.n_images >= batch, "n_images", f"at most {size} − {batch} = "
-                    f"{size - batch} with fit_raptor: the Raptor trains on the images of "
-                    f"{self.images!r} ({size}) that are not analysed, a batch of {batch} at least",
-                    self.n_images)
+            val = self.distill.val_limit or 0
+            held = f" and {val} held out for its convergence criterion" if val else ""
+            require(size - self.n_images >= batch + val, "n_images", f"at most {size} − "
+                    f"{batch + val} = {size - batch - val} with fit_raptor: the Raptor trains on "
+                    f"the images of {self.images!r} ({size}) that are not analysed, a batch of "
+                    f"{batch} at least{held}", self.n_images)
 
     def require_model(self) -> None:
         """The checks that need torch and timm: a timm model against its weights file
