@@ -313,7 +313,8 @@ def test_c3_gives_the_replicates_floor_in_the_margins_units(phase_test_on) -> No
     partitions' σ, R² as is; the verdict is the same as without."""
     t = phase_test_on(0.1)
     runs = [_run(0, t), _run(10, t)]
-    plain = claims.claims(compute.Result(chapter.Spec(), SIZES, runs, []))[0]
+    plain = claims.claims(compute.Result(dataclasses.replace(chapter.Spec(), replicates=1),
+                                         SIZES, runs, []))[0]
     spec = dataclasses.replace(chapter.Spec(), replicates=2)
     c3 = claims.claims(compute.Result(spec, SIZES, runs, []))[0]
     assert c3.verdict == plain.verdict == HOLDS and "training-noise floor" not in plain.detail

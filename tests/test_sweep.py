@@ -222,8 +222,9 @@ def test_missing_students_wait_for_their_teachers_then_are_the_plans_students(
     assert all(isinstance(r, StudentRequest) for r in wanted)
     converged = missing_students("smoke", ["distillation"], {
         "stage1_steps": 9, "distill_val_limit": 32, "distill_patience": 2})
-    assert [dataclasses.replace(r.cfg, stage1_steps=w.cfg.stage1_steps, val_limit=None,
-                                patience=None) for r, w in zip(converged, wanted)] == \
+    assert [dataclasses.replace(r.cfg, stage1_steps=w.cfg.stage1_steps,
+                                val_limit=w.cfg.val_limit, patience=w.cfg.patience)
+            for r, w in zip(converged, wanted)] == \
         [w.cfg for w in wanted]  # the same students, to the criterion the overrides name
     assert {(r.cfg.stage1_steps, r.cfg.val_limit, r.cfg.patience) for r in converged} == \
         {(9, 32, 2)}
