@@ -38,10 +38,10 @@ DISTILL = replace(DistillConfig(repeats=(1,)), stage1_steps=100, stage2_steps=10
 # then decays over 20% of the steps run (``decay_frac``, the default) and the stage stops. Read off
 # the first students so distilled: their curves flattened at 1,100-1,500 steps, but the blocks of
 # short segments still fell by 1.5-2% a reading at 1,666 steps, where a cap of 2,000 forces the
-# decay; a cap of 4,000 steps a stage left the plateau to stop all but two of the first 34
-# students, whose first block (layers 1-3, seed-1 teachers) still fell by 1.2-1.5% a reading at
-# the forced decay: stage 1's cap is 8,000, its anneal the 1,000 steps it was under 4,000
-# (``anneal_frac`` of the cap would make every curve depend on the cap). The students are
+# decay; a cap of 4,000 steps a stage left the plateau to stop all but 3 of the first 28 stage-1
+# blocks, first blocks (layers 1-3 or 1-4) that still fell by 1.2-1.5% a reading at the forced
+# decay: stage 1's cap is 8,000, its anneal the 1,000 steps it was under 4,000 (``anneal_frac``
+# of the cap would make every curve depend on the cap). The students are
 # distilled to it in stages (``results/students/converged/``, a tier of its own); once every one
 # is there, it becomes ``DISTILL`` and the tier is refilled (first curves:
 # results/students/wsd_probe.json).
