@@ -187,8 +187,8 @@ class DistillConfig:
     MSE everywhere (Table 2 before "+ cls weighting"). ``teacher_forcing`` / ``autoregressive``
     select stage 1's losses: both anneal TF into AR over ``anneal_frac`` of stage 1 (over
     ``anneal_steps`` steps where set), one alone is used throughout (Table 2's "TF only").
-    ``stage2=False`` skips stage 2 (``stage2_steps`` is then set to 0). ``init="random"`` follows the authors' randomly initialised blocks.
-    ``grad_clip=None`` trains without clipping. ``dataset`` and ``train_limit`` choose the
+    ``stage2=False`` skips stage 2 (``stage2_steps`` is then set to 0). ``init="random"``
+    follows the authors' randomly initialised blocks. ``grad_clip=None`` trains without clipping. ``dataset`` and ``train_limit`` choose the
     training images in :func:`get_student` (:func:`distill` is given its dataset).
     ``cache_teacher`` keeps the teacher's trajectories of the whole training set in memory.
     ``half_weights`` rounds the student's weights as :class:`TrainConfig`'s does a teacher's.
