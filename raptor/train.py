@@ -234,13 +234,21 @@ def distill(teacher: nn.Module, train_set: Dataset, cfg: DistillConfig, *,
 
 
 def steps_trained(record: Mapping[str, Any], cfg: DistillConfig) -> int:
-    """The steps a Raptor of ``cfg`` trained, by its record: its longest stage-1 block's and
-    stage 2's (a criterion stops each where it plateaus); ``cfg``'s budget where the record holds
-    no curves (a planned stand-in)."""
+    """The steps a Raptor of ``cfg`` trained, by its record: its longest stage-1 curve's and stage
+    2's (a criterion stops each where it plateaus); ``cfg``'s budget where the record holds no
+    curves (a planned stand-in)."""
     if "stage1" not in record:
         return cfg.stage1_steps + cfg.stage2_steps
-    stage1 = max((len(b["loss"]) for b in record["stage1"]["blocks"]), default=0)
-    return stage1 + len(record["stage2"]["loss"])
+    return (max((len(c["loss"]) for c in stage_curves(record, "stage1")), default=0)
+            + len(record["stage2"]["loss"]))
+
+
+def stage_curves(record: Mapping[str, Any], stage: str) -> list[Mapping[str, Any]]:
+    """The curves of a distillation record's ``stage``: stage 1's one per block, stage 2's one.
+    Records stored before the blocks trained apart (the artifact tier's, until its refill) hold
+    stage 1 as one joint curve."""
+    curves = record[stage]
+    return list(curves["blocks"]) if "blocks" in curves else [curves]
 
 
 def stage1_key(cfg: DistillConfig) -> dict[str, Any]:

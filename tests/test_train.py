@@ -423,6 +423,8 @@ def test_a_stage_decays_from_its_plateau_and_stops_there() -> None:
         assert curves["lr"][1:6] == [1e-9] * 5 and curves["lr"][6:] == [5e-10, 0.0]
     assert raptor.train.steps_trained(rec, cfg) == 16 < cfg.stage1_steps + cfg.stage2_steps
     assert raptor.train.steps_trained({"planned": True}, cfg) == 40
+    before_blocks = {"stage1": {"loss": [1.0] * 7}, "stage2": {"loss": [1.0] * 5}}
+    assert raptor.train.steps_trained(before_blocks, cfg) == 12  # the tier's older records
     groups = TokenGroups.from_model(teacher())
     traj = trajectory(teacher(), dataset(4).tensors[0])
     with torch.no_grad():  # the weights kept are the last ones, whose loss the last reading is

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import matplotlib.pyplot as plt
@@ -16,17 +15,10 @@ from raptor.book import plotting
 from raptor.book.chapters.distillation.claims import MIN_COSINE
 from raptor.book.chapters.distillation.compute import GROUPS, Result
 from raptor.book.figure_table import Figure
+from raptor.train import stage_curves
 
 SMOOTH = 10  # steps: the running mean a loss curve shows
 METRICS = {"r2": "R²", "cosine": "cosine similarity"}
-
-
-def stage_curves(record: Mapping[str, Any], stage: str) -> list[Mapping[str, Any]]:
-    """The curves of a distillation record's ``stage``: stage 1's one per block, stage 2's one.
-    Records stored before the blocks trained apart (the artifact tier's, until its refill) hold
-    stage 1 as one joint curve."""
-    curves = record[stage]
-    return list(curves["blocks"]) if "blocks" in curves else [curves]
 
 
 def training_table(result: Result) -> pd.DataFrame:
