@@ -480,14 +480,10 @@ def distill_key(cfg: DistillConfig) -> dict[str, Any]:
     """``cfg``'s fields as a key holds them: those added later are left out where unset, so
     the entries stored before them keep their keys."""
     fields = dataclasses.asdict(cfg)
-    if not fields["half_weights"]:
-        del fields["half_weights"]
+    unset = [k for k in ("half_weights", "anneal_steps") if fields[k] in (False, None)]
     if fields["val_limit"] is None:  # no validation, no criterion
-        for later in ("val_limit", "eval_every", "patience", "decay_frac"):
-            del fields[later]
-    if fields["anneal_steps"] is None:
-        del fields["anneal_steps"]
-    return fields
+        unset += ["val_limit", "eval_every", "patience", "decay_frac"]
+    return {k: v for k, v in fields.items() if k not in unset}
 
 
 @dataclass(frozen=True)
