@@ -415,9 +415,9 @@ def test_every_converged_student_stopped_by_its_rule(root: Path) -> None:
     """Every stored student distilled under the convergence criterion (raptor.train) records, per
     stage-1 block and for stage 2 (where it has one), the step it stopped and why; its plateau
     is the first reading where the rule as the code states it fires (once the anneal is over);
-    fewer than half of those curves stopped at their cap, and none was cut off while its held-out loss still fell by
-    more than the rule's margin a reading (the cap's decay began where the plateau test had not
-    fired)."""
+    fewer than half of those curves stopped at their cap, and none was cut off while its
+    held-out loss still fell by more than the rule's margin a reading (the cap's decay began
+    where the plateau test had not fired)."""
     if not (root / artifacts.MANIFEST).is_file():
         pytest.skip(f"no tier at {root}")
     curves = []
