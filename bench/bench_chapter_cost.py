@@ -21,7 +21,7 @@ chapters' students to ``results/students/chapters.json`` and prints the table.
 from __future__ import annotations
 
 import argparse
-import copy
+import dataclasses
 import json
 import os
 import pickle
@@ -34,11 +34,13 @@ from raptor.book.chapters import names
 from raptor.book.profiles import CONVERGED, DISTILL
 from raptor.book.runner import parse_value, resolve
 from raptor.book.spec import notebook_values
+from raptor.config import DistillConfig
 from raptor.storage.artifacts import artifacts_root
 from raptor.storage.cache import entry_name
 from raptor.storage.checkpoint import atomic_write, metadata
 from raptor.storage.manifest import cache_root, read_manifest
 from raptor.sweep import plan
+from raptor.train import distill_key
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = ROOT / "results" / "students" / "chapters.json"
@@ -87,11 +89,11 @@ def book_key(key: dict) -> dict:
     """The committed book's student (100 + 100 steps, no criterion) of the same teacher,
     partition and seed as the converged student of ``key`` (as :func:`raptor.train.student_key`
     writes a key without a criterion)."""
-    book = copy.deepcopy(key)
-    book["distill"].update(stage1_steps=DISTILL.stage1_steps, stage2_steps=DISTILL.stage2_steps)
-    for later in ("val_limit", "eval_every", "patience", "decay_frac", "anneal_steps"):
-        book["distill"].pop(later, None)
-    return book
+    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in key["distill"].items()}
+    cfg = dataclasses.replace(DistillConfig(**fields), stage1_steps=DISTILL.stage1_steps,
+                              stage2_steps=DISTILL.stage2_steps, anneal_steps=None,
+                              val_limit=None, patience=None)
+    return {**key, "distill": distill_key(cfg)}
 
 
 def costs(keys: dict[str, dict]) -> dict[str, float]:
