@@ -44,13 +44,21 @@ def test_a_verdict_that_moved_is_said_with_its_number_then_and_now(earlier: Path
     now = [claim("C15", paper="", ours="The lowest cosine is 0.966", holds=HOLDS),
            claim("C25", paper="", ours="0.18× the bits", holds="by construction")]
     text = said(now, earlier)
-    assert text.startswith("Verdicts that moved from the book's earlier edition, whose Raptors were "
-                           "distilled in 2 × 100 steps; here they are distilled in stages that "
-                           "stopped where their held-out loss flattened (at most 8,000 + 4,000 "
-                           "steps):\n\n")
+    assert text.startswith("The verdict that moved from the book's earlier edition, whose "
+                           "Raptors were distilled in 2 × 100 steps; here they are distilled in "
+                           "stages that stopped where their held-out loss flattened (at most "
+                           "8,000 + 4,000 steps):\n\n")
     assert text.endswith("- **C15**, *inconclusive* then: The lowest cosine is 0.843. Now *holds "
                          "at this scale*: The lowest cosine is 0.966.")  # per-seed tail dropped
     assert "C25" not in text
+
+
+def test_several_verdicts_that_moved_are_listed_under_a_plural(earlier: Path) -> None:
+    now = [claim("C15", paper="", ours="The lowest cosine is 0.966", holds=HOLDS),
+           claim("C25", paper="", ours="2× the bits", holds=FAILS)]
+    text = said(now, earlier)
+    assert text.startswith("Verdicts that moved from the book's earlier edition")
+    assert text.count("\n- **") == 2 and "- **C25**, *holds by construction* then" in text
 
 
 def test_where_nothing_moved_the_chapter_says_so(earlier: Path) -> None:

@@ -50,5 +50,6 @@ def moved(claims: Iterable[Claim], *, chapter: str, edition: str, distill: Disti
     if not lines:
         return Markdown(f"No verdict of this chapter moved from the book's earlier edition, whose "
                         f"Raptors were distilled in {then}; here they are distilled in {now}.")
-    return Markdown(f"Verdicts that moved from the book's earlier edition, whose Raptors were "
-                    f"distilled in {then}; here they are distilled in {now}:\n\n" + "\n".join(lines))
+    which = "The verdict that moved" if len(lines) == 1 else "Verdicts that moved"
+    return Markdown(f"{which} from the book's earlier edition, whose Raptors were distilled in "
+                    f"{then}; here they are distilled in {now}:\n\n" + "\n".join(lines))
