@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 from collections.abc import Callable
 
 import torch
@@ -24,7 +23,7 @@ import torch.nn.functional as F
 from timm.models.vision_transformer import Attention
 from torch import nn
 
-from bench_train_step import BATCH, TEACHER, setup
+from bench_train_step import BATCH, TEACHER, setup, timed
 from raptor.teachers import build_teacher
 from raptor.trajectories import trajectory
 
@@ -41,10 +40,9 @@ def speedup(run: Callable[[bool], None], repeats: int) -> tuple[float, float]:
     times: dict[bool, list[float]] = {True: [], False: []}
     for i in range(repeats + 2):
         for fused in (True, False):
-            t0 = time.perf_counter()
-            run(fused)
+            took = timed(lambda: run(fused))
             if i >= 2:  # the first two rounds warm up
-                times[fused].append(time.perf_counter() - t0)
+                times[fused].append(took)
     fused_s = statistics.median(times[True])
     return fused_s, fused_s / statistics.median(times[False])
 
